@@ -1,0 +1,1 @@
+//! ringkit runtime.
