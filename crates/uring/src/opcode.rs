@@ -671,12 +671,16 @@ opcode! {
     pub struct TimeoutRemove {
         user_data: u64
         ;;
+        /// `IORING_TIMEOUT_UPDATE` / `IORING_LINK_TIMEOUT_UPDATE`.
         flags: u32 = 0,
+        /// The new expiry, for an update (read by the kernel at submission).
+        timespec: *const KernelTimespec = std::ptr::null(),
     }
     const CODE = sys::IORING_OP_TIMEOUT_REMOVE;
     fn build(self, sqe) {
         sqe.fd = -1;
         sqe.addr = self.user_data;
+        sqe.off = self.timespec as u64;
         sqe.op_flags = self.flags;
     }
 }
@@ -708,12 +712,15 @@ opcode! {
         flags: u32 = 0,
         /// Cancel by file instead of `user_data`.
         fd: Option<Target> = None,
+        /// With `IORING_ASYNC_CANCEL_OP`: the opcode to match.
+        op: u8 = 0,
     }
     const CODE = sys::IORING_OP_ASYNC_CANCEL;
     fn build(self, sqe) {
         sqe.fd = -1;
         sqe.addr = self.user_data;
         sqe.op_flags = self.flags;
+        sqe.len = u32::from(self.op);
         match self.fd {
             None => {}
             Some(Target::Fd(fd)) => {
@@ -752,6 +759,8 @@ opcode! {
         ;;
         /// `IORING_MSG_RING_*` flags.
         flags: u32 = 0,
+        /// CQE flags to post, with `IORING_MSG_RING_FLAGS_PASS`.
+        cqe_flags: u32 = 0,
     }
     const CODE = sys::IORING_OP_MSG_RING;
     fn build(self, sqe) {
@@ -760,6 +769,7 @@ opcode! {
         sqe.len = self.result as u32;
         sqe.off = self.user_data;
         sqe.op_flags = self.flags;
+        sqe.file_index = self.cqe_flags;
     }
 }
 

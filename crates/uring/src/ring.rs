@@ -70,7 +70,9 @@ impl Builder {
     /// `idle` without work (the wake-up costs a syscall).
     pub fn sqpoll(mut self, idle: Duration) -> Self {
         self.params.flags |= sys::IORING_SETUP_SQPOLL;
-        self.params.sq_thread_idle = idle.as_millis().min(u32::MAX as u128) as u32;
+        // Round up: 0 would mean the kernel default (1 s), not "as short as possible".
+        let ms = idle.as_nanos().div_ceil(1_000_000).max(1);
+        self.params.sq_thread_idle = ms.min(u32::MAX as u128) as u32;
         self
     }
 
@@ -252,6 +254,8 @@ pub struct IoUring {
     enter_fd: i32,
     /// `IORING_ENTER_REGISTERED_RING` once the ring fd is registered.
     enter_flags: u32,
+    /// `io_uring_enter` calls made through this ring (a metric).
+    enters: std::cell::Cell<u64>,
     // Field order: the mappings are unmapped before the fd is closed.
     _sq_map: Mmap,
     _cq_map: Option<Mmap>,
@@ -348,6 +352,7 @@ impl IoUring {
             stripped,
             enter_fd: raw,
             enter_flags: 0,
+            enters: std::cell::Cell::new(0),
             _sq_map: sq_map,
             _cq_map: cq_map,
             _sqe_map: sqe_map,
@@ -373,6 +378,11 @@ impl IoUring {
     /// `IORING_FEAT_*` bits of this kernel.
     pub fn features(&self) -> u32 {
         self.params.features
+    }
+
+    /// How many `io_uring_enter` syscalls this ring has made.
+    pub fn enter_count(&self) -> u64 {
+        self.enters.get()
     }
 
     /// The submission queue.
@@ -498,6 +508,7 @@ impl IoUring {
         arg: *const libc::c_void,
         argsz: usize,
     ) -> io::Result<u32> {
+        self.enters.set(self.enters.get() + 1);
         // SAFETY: forwarded to the caller; `enter_fd` is our fd or registered index.
         unsafe {
             sys::io_uring_enter(
@@ -573,6 +584,11 @@ impl IoUring {
         }
         if !need_enter {
             return Ok(to_submit);
+        }
+        if self.params.flags & sys::IORING_SETUP_DEFER_TASKRUN != 0 {
+            // Deferred task work (and so completions) runs only with GETEVENTS:
+            // ask for it on every enter; with min_complete 0 it never blocks.
+            flags |= sys::IORING_ENTER_GETEVENTS;
         }
         match timeout {
             None => {
