@@ -1,1 +1,103 @@
-//! ringkit runtime.
+//! ringkit: a thread-per-core async runtime with io_uring and epoll backends
+//! behind one API.
+//!
+//! ```no_run
+//! use ringkit::net::{TcpListener, TcpStream};
+//! ringkit::Runtime::new()?.block_on(async {
+//!     let l = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = l.local_addr()?;
+//!     ringkit::spawn(async move {
+//!         let (s, _) = l.accept().await.unwrap();
+//!         let (res, buf) = s.read(Vec::with_capacity(64)).await;
+//!         res.unwrap();
+//!         s.write_all(buf).await.0.unwrap();
+//!     });
+//!     let c = TcpStream::connect(addr).await?;
+//!     c.write_all(&b"ping"[..]).await.0?;
+//!     let (n, buf) = c.read(Vec::with_capacity(64)).await;
+//!     assert_eq!(&buf[..n?], b"ping");
+//!     Ok::<_, std::io::Error>(())
+//! })?;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! - [`Runtime`] / [`Builder`]: one single-threaded executor per thread; the
+//!   backend ([`Backend`]) is chosen once at start and reported
+//!   ([`Runtime::backend_report`]). `RINGKIT_BACKEND=auto|uring|epoll` overrides.
+//! - [`spawn`] / [`JoinHandle`]: `!Send` tasks.
+//! - [`launch`]: thread-per-core, with CPU pinning.
+//! - [`net`], [`fs`], [`time`], [`buf`]: I/O with owned buffers.
+//! - [`driver`]: the backend contract and the cancellation guarantees.
+//! - [`metrics()`]: per-thread syscall and ring counters.
+
+#![warn(missing_docs)]
+
+pub mod buf;
+pub mod driver;
+pub mod fs;
+mod launcher;
+mod metrics;
+pub mod net;
+mod runtime;
+mod task;
+pub mod time;
+
+pub use driver::{Backend, BackendReport};
+pub use launcher::{launch, pin_to_cpu, LaunchConfig};
+pub use metrics::MetricsSnapshot;
+pub use runtime::{backend_report, metrics, Builder, Runtime};
+pub use task::{spawn, yield_now, JoinError, JoinHandle};
+
+/// Build a runtime with default settings on this thread and run `fut` on it.
+pub fn run<F: std::future::Future>(fut: F) -> std::io::Result<F::Output> {
+    Ok(Runtime::new()?.block_on(fut))
+}
+
+/// Instantiate an async test once per backend: `mod name { fn uring(); fn epoll(); }`.
+///
+/// The io_uring instance skips (printing why) when io_uring is unusable here.
+///
+/// ```
+/// ringkit::test_all! {
+///     async fn sleeps() {
+///         ringkit::time::sleep(std::time::Duration::from_millis(1)).await;
+///     }
+/// }
+/// # fn main() {}
+/// ```
+#[macro_export]
+macro_rules! test_all {
+    ($( $(#[$m:meta])* async fn $name:ident() $body:block )*) => {
+        $(
+            #[allow(non_snake_case)]
+            mod $name {
+                #[allow(unused_imports)]
+                use super::*;
+                $(#[$m])*
+                #[test]
+                fn uring() {
+                    $crate::__run_test($crate::Backend::Uring, async $body)
+                }
+                $(#[$m])*
+                #[test]
+                fn epoll() {
+                    $crate::__run_test($crate::Backend::Epoll, async $body)
+                }
+            }
+        )*
+    };
+}
+
+#[doc(hidden)]
+pub fn __run_test<F: std::future::Future<Output = ()>>(backend: Backend, fut: F) {
+    let rt = match Builder::new().backend(backend).ignore_env().build() {
+        Ok(rt) => rt,
+        Err(e) if backend == Backend::Uring => {
+            eprintln!("skipped: io_uring unavailable here: {e}");
+            return;
+        }
+        Err(e) => panic!("cannot build a {backend} runtime: {e}"),
+    };
+    assert_eq!(rt.backend_report().chosen, backend);
+    rt.block_on(fut);
+}

@@ -1,0 +1,446 @@
+//! The backend contract, written once, and the choice of backend.
+//!
+//! Every operation is one file in [`op`] implementing [`OpCode`]: the SQE it
+//! becomes on io_uring, and on epoll the readiness it waits for and the
+//! non-blocking syscall it makes. [`Op`] is the future that drives an
+//! `OpCode` on whichever backend this runtime chose; [`Driver`] dispatches.
+//!
+//! # Choosing the backend
+//! Once per runtime. `Backend::Auto` tries io_uring with the best flags
+//! (`SINGLE_ISSUER|DEFER_TASKRUN`, then `COOP_TASKRUN|TASKRUN_FLAG`, then
+//! none), checks the opcodes the runtime needs, and falls back to epoll when
+//! io_uring is refused (seccomp `EPERM`, `kernel.io_uring_disabled`, `ENOSYS`,
+//! memlock `ENOMEM`, `EINVAL`) or lacks an opcode. The reason is kept in
+//! [`BackendReport`] and logged once.
+//!
+//! # Cancellation guarantees (io_uring)
+//! Dropping an [`Op`] whose operation is in flight never frees memory the
+//! kernel may still touch and never loses data:
+//! - the op's buffers (and any boxed address/iovec/statx storage) move into
+//!   the driver and are freed only when the kernel's final CQE arrives;
+//! - an `IORING_OP_ASYNC_CANCEL` is queued for it;
+//! - a file descriptor created by a late completion (accept, open) is closed;
+//! - a stream read that completes with data after its future was dropped
+//!   stashes the bytes on the stream: the next read returns them first, and a
+//!   new read waits until the dropped one has resolved, so order is kept;
+//! - a write dropped in flight may or may not have written (as with any
+//!   cancelled `write(2)`); use the result of a write you did not drop.
+//!
+//! On epoll the syscall happens inside `poll`, so a dropped future has done
+//! nothing (or everything, if it returned `Ready`).
+
+pub(crate) mod epoll;
+pub(crate) mod op;
+pub(crate) mod uring;
+
+use std::future::Future;
+use std::io;
+use std::os::fd::RawFd;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use ringkit_uring::opcode::Entry;
+
+use crate::metrics::Metrics;
+use crate::runtime::{try_with_ctx, with_ctx};
+
+/// Which I/O backend a runtime uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// io_uring when usable here, else epoll (the reason is reported).
+    #[default]
+    Auto,
+    /// io_uring or an error.
+    Uring,
+    /// epoll.
+    Epoll,
+}
+
+impl std::str::FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Backend, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Backend::Auto),
+            "uring" | "io_uring" | "iouring" => Ok(Backend::Uring),
+            "epoll" => Ok(Backend::Epoll),
+            other => Err(format!(
+                "unknown backend {other:?} (expected auto, uring or epoll)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backend::Auto => "auto",
+            Backend::Uring => "uring",
+            Backend::Epoll => "epoll",
+        })
+    }
+}
+
+/// What a runtime chose and why.
+#[derive(Debug, Clone)]
+pub struct BackendReport {
+    /// What was asked for.
+    pub requested: Backend,
+    /// What runs: `Uring` or `Epoll`.
+    pub chosen: Backend,
+    /// `IORING_SETUP_*` flags in effect (io_uring only).
+    pub uring_flags: u32,
+    /// SQ / CQ entries (io_uring only).
+    pub entries: (u32, u32),
+    /// Whether the ring fd is registered.
+    pub registered_ring: bool,
+    /// Why `Auto` fell back to epoll, in plain words.
+    pub fallback_reason: Option<String>,
+    /// Flag sets tried before the one that worked, with the error each gave.
+    pub attempts: Vec<String>,
+}
+
+impl BackendReport {
+    /// Setup flags as names (`SINGLE_ISSUER|DEFER_TASKRUN`).
+    pub fn flag_names(&self) -> String {
+        ringkit_uring::flag_names(self.uring_flags, ringkit_uring::sys::SETUP_FLAG_NAMES)
+    }
+}
+
+impl std::fmt::Display for BackendReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.chosen {
+            Backend::Uring => write!(
+                f,
+                "io_uring (flags {}, sq {} cq {}, registered ring fd: {})",
+                self.flag_names(),
+                self.entries.0,
+                self.entries.1,
+                self.registered_ring
+            ),
+            _ => match &self.fallback_reason {
+                Some(r) => write!(f, "epoll (fallback: {r})"),
+                None => write!(f, "epoll (requested)"),
+            },
+        }
+    }
+}
+
+/// Driver settings from the runtime builder.
+#[derive(Debug, Clone)]
+pub(crate) struct DriverConfig {
+    pub(crate) entries: u32,
+    pub(crate) flags: Option<u32>,
+    pub(crate) buf_count: u16,
+    pub(crate) buf_size: u32,
+}
+
+impl Default for DriverConfig {
+    fn default() -> Self {
+        DriverConfig {
+            entries: 256,
+            flags: None,
+            buf_count: 1024,
+            buf_size: 4096,
+        }
+    }
+}
+
+/// The backend of one runtime.
+#[derive(Debug)]
+pub(crate) enum Driver {
+    Uring(uring::UringDriver),
+    Epoll(epoll::EpollDriver),
+}
+
+impl Driver {
+    pub(crate) fn new(
+        backend: Backend,
+        cfg: &DriverConfig,
+        wake_fd: RawFd,
+    ) -> io::Result<(Driver, BackendReport)> {
+        match backend {
+            Backend::Epoll => Ok((
+                Driver::Epoll(epoll::EpollDriver::new(wake_fd)?),
+                BackendReport {
+                    requested: backend,
+                    chosen: Backend::Epoll,
+                    uring_flags: 0,
+                    entries: (0, 0),
+                    registered_ring: false,
+                    fallback_reason: None,
+                    attempts: Vec::new(),
+                },
+            )),
+            Backend::Uring | Backend::Auto => match uring::UringDriver::new(cfg, wake_fd) {
+                Ok((d, attempts)) => {
+                    let report = BackendReport {
+                        requested: backend,
+                        chosen: Backend::Uring,
+                        uring_flags: d.setup_flags(),
+                        entries: d.entries(),
+                        registered_ring: d.ring_registered(),
+                        fallback_reason: None,
+                        attempts,
+                    };
+                    Ok((Driver::Uring(d), report))
+                }
+                Err(e) if backend == Backend::Auto => {
+                    let (reason, attempts) = e;
+                    Ok((
+                        Driver::Epoll(epoll::EpollDriver::new(wake_fd)?),
+                        BackendReport {
+                            requested: backend,
+                            chosen: Backend::Epoll,
+                            uring_flags: 0,
+                            entries: (0, 0),
+                            registered_ring: false,
+                            fallback_reason: Some(reason),
+                            attempts,
+                        },
+                    ))
+                }
+                Err((reason, _)) => Err(io::Error::other(format!(
+                    "io_uring backend unavailable: {reason}"
+                ))),
+            },
+        }
+    }
+
+    pub(crate) fn park(&mut self, timeout: Option<Duration>, m: &Metrics) -> io::Result<()> {
+        Metrics::add(&m.parks, 1);
+        match self {
+            Driver::Uring(d) => d.park(timeout, m),
+            Driver::Epoll(d) => d.park(timeout, m),
+        }
+    }
+
+    pub(crate) fn enter_count(&self) -> u64 {
+        match self {
+            Driver::Uring(d) => d.enter_count(),
+            Driver::Epoll(_) => 0,
+        }
+    }
+
+    pub(crate) fn shutdown(&mut self) {
+        if let Driver::Uring(d) = self {
+            d.shutdown();
+        }
+    }
+
+    /// Close `fd` (batched through the ring on io_uring) and forget its state.
+    pub(crate) fn close_fd(&mut self, fd: RawFd, m: &Metrics) {
+        match self {
+            Driver::Uring(d) => d.close_fd(fd, m),
+            Driver::Epoll(d) => d.close_fd(fd, m),
+        }
+    }
+}
+
+/// Which way an epoll operation waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dir {
+    Read = 0,
+    Write = 1,
+}
+
+/// One operation, described for both backends. See the module docs.
+pub(crate) trait OpCode: Sized + 'static {
+    type Output;
+
+    /// io_uring: the SQE. Pointers in it must target memory owned by `self`
+    /// (heap memory, which does not move with `self`).
+    fn uring_entry(&mut self) -> Entry;
+
+    /// io_uring: a timeout to link after the SQE (`IORING_OP_LINK_TIMEOUT`).
+    /// The timespec must be owned (boxed) by `self`.
+    fn uring_link_timeout(&self) -> Option<*const ringkit_uring::sys::KernelTimespec> {
+        None
+    }
+
+    /// epoll: the fd and direction to wait for when [`epoll_attempt`](Self::epoll_attempt)
+    /// would block; `None` for operations that never block (files run inline).
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)>;
+
+    /// epoll: the non-blocking syscall. `WouldBlock` waits for readiness.
+    fn epoll_attempt(&mut self) -> io::Result<u32>;
+
+    /// epoll: after a successful attempt, whether the fd is now drained
+    /// (a short read), so the next attempt should wait for an edge first.
+    fn epoll_drained(&self, _n: u32) -> bool {
+        false
+    }
+
+    /// Turn the result into the output (both backends).
+    fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output;
+
+    /// Before submitting: `Ready(Some(r))` completes at once with `r`,
+    /// `Pending` waits (the op keeps the waker), `Ready(None)` proceeds.
+    fn before(&mut self, _cx: &mut Context<'_>) -> Poll<Option<io::Result<u32>>> {
+        Poll::Ready(None)
+    }
+
+    /// io_uring: the future was dropped while the operation is in flight.
+    fn on_orphan(&mut self) {}
+
+    /// io_uring: the result nobody will see (the future was dropped). The
+    /// default drops `self`, releasing its buffers.
+    fn orphan_result(self, _res: i32, _flags: u32) {}
+}
+
+/// Type-erased orphan, kept by the uring driver until its CQE.
+pub(crate) trait Orphan {
+    fn late(self: Box<Self>, res: i32, flags: u32);
+}
+
+impl<T: OpCode> Orphan for T {
+    fn late(self: Box<Self>, res: i32, flags: u32) {
+        (*self).orphan_result(res, flags)
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum State {
+    Init,
+    Uring(usize),
+    Epoll,
+    Done,
+}
+
+/// The future of one operation.
+pub(crate) struct Op<T: OpCode> {
+    data: Option<T>,
+    state: State,
+}
+
+// `Op` never relies on being pinned: the kernel only sees heap memory owned
+// by `data` (the `OpCode` contract), which does not move with the `Op`.
+impl<T: OpCode> Unpin for Op<T> {}
+
+impl<T: OpCode> Op<T> {
+    pub(crate) fn new(data: T) -> Op<T> {
+        Op {
+            data: Some(data),
+            state: State::Init,
+        }
+    }
+}
+
+fn to_result(res: i32) -> io::Result<u32> {
+    if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
+    } else {
+        Ok(res as u32)
+    }
+}
+
+impl<T: OpCode> Future for Op<T> {
+    type Output = T::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = &mut *self;
+        let data = this.data.as_mut().expect("Op polled after completion");
+        if let State::Init = this.state {
+            match data.before(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(r)) => {
+                    this.state = State::Done;
+                    let data = this.data.take().expect("data present");
+                    return Poll::Ready(data.complete(r, 0));
+                }
+                Poll::Ready(None) => {}
+            }
+        }
+        let res = with_ctx(|rt| {
+            let mut drv = rt.driver.borrow_mut();
+            match &mut *drv {
+                Driver::Uring(u) => match this.state {
+                    State::Init => {
+                        match u.submit(data.uring_entry(), data.uring_link_timeout(), &rt.metrics) {
+                            Ok(key) => {
+                                this.state = State::Uring(key);
+                                u.set_waker(key, cx.waker());
+                                Poll::Pending
+                            }
+                            Err(e) => Poll::Ready((Err(e), 0)),
+                        }
+                    }
+                    State::Uring(key) => match u.poll_op(key, cx) {
+                        Poll::Ready((res, flags)) => Poll::Ready((to_result(res), flags)),
+                        Poll::Pending => Poll::Pending,
+                    },
+                    _ => unreachable!("uring op in epoll state"),
+                },
+                Driver::Epoll(e) => {
+                    this.state = State::Epoll;
+                    let ready = data.epoll_ready();
+                    if let Some((fd, dir)) = ready {
+                        if !e.is_ready(fd, dir) {
+                            return match e.wait_ready(fd, dir, cx.waker(), &rt.metrics) {
+                                Ok(()) => Poll::Pending,
+                                Err(err) => Poll::Ready((Err(err), 0)),
+                            };
+                        }
+                    }
+                    loop {
+                        Metrics::add(&rt.metrics.syscalls, 1);
+                        match data.epoll_attempt() {
+                            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                                let Some((fd, dir)) = ready else {
+                                    return Poll::Ready((Err(err), 0));
+                                };
+                                e.clear_ready(fd, dir);
+                                return match e.wait_ready(fd, dir, cx.waker(), &rt.metrics) {
+                                    Ok(()) => Poll::Pending,
+                                    Err(err) => Poll::Ready((Err(err), 0)),
+                                };
+                            }
+                            Ok(n) => {
+                                if let Some((fd, dir)) = ready {
+                                    if data.epoll_drained(n) {
+                                        e.clear_ready(fd, dir);
+                                    }
+                                }
+                                return Poll::Ready((Ok(n), 0));
+                            }
+                            Err(err) => return Poll::Ready((Err(err), 0)),
+                        }
+                    }
+                }
+            }
+        });
+        match res {
+            Poll::Ready((r, flags)) => {
+                this.state = State::Done;
+                let data = this.data.take().expect("data present");
+                Poll::Ready(data.complete(r, flags))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: OpCode> Drop for Op<T> {
+    fn drop(&mut self) {
+        let State::Uring(key) = self.state else {
+            return;
+        };
+        let Some(data) = self.data.take() else {
+            return;
+        };
+        let mut data = Some(data);
+        let _ = try_with_ctx(|rt| {
+            if let Ok(mut drv) = rt.driver.try_borrow_mut() {
+                if let Driver::Uring(u) = &mut *drv {
+                    u.orphan(key, data.take().expect("data present"), &rt.metrics);
+                }
+            }
+        });
+        if let Some(d) = data {
+            // No driver to hand it to: the kernel may still use its memory,
+            // so leak it rather than free it under the kernel's feet.
+            std::mem::forget(d);
+        }
+    }
+}

@@ -1,0 +1,29 @@
+//! Operations, one file each. Every file implements [`super::OpCode`] for
+//! both backends: the SQE it becomes, and under epoll the readiness it
+//! waits for and the syscall it makes.
+
+pub(crate) mod accept;
+pub(crate) mod connect;
+pub(crate) mod fsync;
+pub(crate) mod open;
+pub(crate) mod read_at;
+pub(crate) mod readv;
+pub(crate) mod recv;
+pub(crate) mod recvmsg;
+pub(crate) mod send;
+pub(crate) mod sendmsg;
+pub(crate) mod shutdown;
+pub(crate) mod statx;
+pub(crate) mod write_at;
+pub(crate) mod writev;
+
+use std::io;
+
+/// `ret` of a libc call as `io::Result<u32>`.
+pub(crate) fn cvt(ret: isize) -> io::Result<u32> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as u32)
+    }
+}

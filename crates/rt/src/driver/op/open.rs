@@ -1,0 +1,62 @@
+//! `openat(2)`: io_uring `IORING_OP_OPENAT`; epoll: `openat` inline.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use ringkit_uring::opcode::{self, Entry};
+
+use super::cvt;
+use crate::driver::{Dir, OpCode};
+
+pub(crate) struct Open {
+    // CString's heap block is what the kernel reads: stable across moves.
+    path: CString,
+    flags: i32,
+    mode: libc::mode_t,
+}
+
+impl Open {
+    pub(crate) fn new(path: CString, flags: i32, mode: libc::mode_t) -> Open {
+        Open { path, flags, mode }
+    }
+}
+
+impl OpCode for Open {
+    type Output = io::Result<OwnedFd>;
+
+    fn uring_entry(&mut self) -> Entry {
+        opcode::OpenAt::new(libc::AT_FDCWD, self.path.as_ptr())
+            .flags(self.flags | libc::O_CLOEXEC)
+            .mode(self.mode)
+            .build()
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        // SAFETY: a NUL-terminated path.
+        cvt(unsafe {
+            libc::openat(
+                libc::AT_FDCWD,
+                self.path.as_ptr(),
+                self.flags | libc::O_CLOEXEC,
+                self.mode as libc::c_uint,
+            )
+        } as isize)
+    }
+
+    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
+        // SAFETY: the kernel just gave us this fd.
+        res.map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    fn orphan_result(self, res: i32, _flags: u32) {
+        if res >= 0 {
+            // SAFETY: a file opened after its future was dropped: close it.
+            unsafe { libc::close(res) };
+        }
+    }
+}

@@ -1,0 +1,53 @@
+//! `pread(2)`: io_uring `IORING_OP_READ` at an offset; epoll: `pread` inline
+//! (files have no readiness).
+
+use std::io;
+use std::os::fd::RawFd;
+
+use ringkit_uring::opcode::{self, Entry, Target};
+
+use super::cvt;
+use crate::buf::IoBufMut;
+use crate::driver::{Dir, OpCode};
+
+pub(crate) struct ReadAt<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) offset: u64,
+}
+
+impl<B: IoBufMut> OpCode for ReadAt<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn uring_entry(&mut self) -> Entry {
+        let len = self.buf.bytes_total() as u32;
+        opcode::Read::new(Target::Fd(self.fd), self.buf.stable_mut_ptr(), len)
+            .offset(self.offset)
+            .build()
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        let len = self.buf.bytes_total();
+        // SAFETY: the buffer is writable for `len` bytes.
+        cvt(unsafe {
+            libc::pread(
+                self.fd,
+                self.buf.stable_mut_ptr().cast(),
+                len,
+                self.offset as i64,
+            )
+        })
+    }
+
+    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+        if let Ok(n) = res {
+            // SAFETY: the kernel initialised `n` bytes.
+            unsafe { self.buf.set_init(n as usize) };
+        }
+        (res.map(|n| n as usize), self.buf)
+    }
+}

@@ -1,0 +1,76 @@
+//! `send(2)` / `write(2)` on a stream: io_uring `IORING_OP_SEND` (sockets,
+//! with `MSG_NOSIGNAL`: a reset peer gives `EPIPE`, never `SIGPIPE`) or
+//! `IORING_OP_WRITE`; epoll: wait writable, then the non-blocking syscall.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use ringkit_uring::opcode::{self, Entry, Target};
+
+use super::cvt;
+use crate::buf::IoBuf;
+use crate::driver::{Dir, OpCode};
+
+pub(crate) struct Send<B> {
+    fd: RawFd,
+    socket: bool,
+    buf: B,
+    /// Send `buf[start..bytes_init]` (used by `write_all`).
+    start: usize,
+}
+
+impl<B: IoBuf> Send<B> {
+    pub(crate) fn new(fd: RawFd, socket: bool, buf: B, start: usize) -> Self {
+        Send {
+            fd,
+            socket,
+            buf,
+            start,
+        }
+    }
+
+    fn slice(&self) -> (*const u8, usize) {
+        let init = self.buf.bytes_init();
+        let start = self.start.min(init);
+        // SAFETY: `start <= bytes_init`, inside the buffer.
+        (unsafe { self.buf.stable_ptr().add(start) }, init - start)
+    }
+}
+
+impl<B: IoBuf> OpCode for Send<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn uring_entry(&mut self) -> Entry {
+        let (ptr, len) = self.slice();
+        if self.socket {
+            opcode::Send::new(Target::Fd(self.fd), ptr, len as u32)
+                .flags(libc::MSG_NOSIGNAL)
+                .build()
+        } else {
+            opcode::Write::new(Target::Fd(self.fd), ptr, len as u32)
+                .offset(u64::MAX)
+                .build()
+        }
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        Some((self.fd, Dir::Write))
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        let (ptr, len) = self.slice();
+        // SAFETY: `ptr` is readable for `len` initialised bytes (IoBuf contract).
+        let r = unsafe {
+            if self.socket {
+                libc::send(self.fd, ptr.cast(), len, libc::MSG_NOSIGNAL)
+            } else {
+                libc::write(self.fd, ptr.cast(), len)
+            }
+        };
+        cvt(r)
+    }
+
+    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+        (res.map(|n| n as usize), self.buf)
+    }
+}

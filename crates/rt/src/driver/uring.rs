@@ -1,0 +1,595 @@
+//! The io_uring backend.
+//!
+//! # Lifecycle of an operation
+//! Each in-flight operation owns a slot in `ops`; its key is the SQE's
+//! `user_data`. Reserved `user_data` values ([`CANCEL_UD`], [`WAKE_UD`],
+//! [`CLOSE_UD`]) never collide with slab keys.
+//!
+//! ```text
+//!  submit ──> Submitted ──poll──> Waiting(waker) ──CQE──> Completed ──poll──> (slot freed)
+//!                 │                    │
+//!                 └──── future dropped ┴──> Ignored(data) ──CQE──> data.orphan_result(), slot freed
+//!
+//!  multishot: Multi{queue, waker, done} ──dropped──> MultiIgnored(kind) ──last CQE──> freed
+//! ```
+//!
+//! Only this module frees an operation's buffers while the kernel may use
+//! them, and it frees them only after the final CQE.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ringkit_uring::opcode::{self, Entry, SqeFlags, Target};
+use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
+
+use super::{DriverConfig, Orphan};
+use crate::metrics::Metrics;
+
+/// `user_data` of ASYNC_CANCEL SQEs: their CQEs are ignored.
+pub(crate) const CANCEL_UD: u64 = u64::MAX;
+/// `user_data` of the multishot poll on the remote-wake eventfd.
+pub(crate) const WAKE_UD: u64 = u64::MAX - 1;
+/// `user_data` of CLOSE SQEs for dropped sockets and files.
+pub(crate) const CLOSE_UD: u64 = u64::MAX - 2;
+
+/// Buffer group id of the runtime's provided-buffer ring.
+pub(crate) const BGID: u16 = 0;
+
+/// Opcodes the runtime needs; without one of them `Auto` picks epoll.
+const REQUIRED_OPS: &[u8] = &[
+    sys::IORING_OP_NOP,
+    sys::IORING_OP_READ,
+    sys::IORING_OP_WRITE,
+    sys::IORING_OP_READV,
+    sys::IORING_OP_WRITEV,
+    sys::IORING_OP_SEND,
+    sys::IORING_OP_RECV,
+    sys::IORING_OP_SENDMSG,
+    sys::IORING_OP_RECVMSG,
+    sys::IORING_OP_ACCEPT,
+    sys::IORING_OP_CONNECT,
+    sys::IORING_OP_SHUTDOWN,
+    sys::IORING_OP_CLOSE,
+    sys::IORING_OP_OPENAT,
+    sys::IORING_OP_STATX,
+    sys::IORING_OP_FSYNC,
+    sys::IORING_OP_SYNC_FILE_RANGE,
+    sys::IORING_OP_POLL_ADD,
+    sys::IORING_OP_ASYNC_CANCEL,
+];
+
+/// What to do with CQEs of a dropped multishot operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MultiKind {
+    /// Close accepted fds.
+    Accept,
+    /// Recycle selected buffers.
+    Recv,
+}
+
+enum Lifecycle {
+    Submitted,
+    Waiting(Waker),
+    Completed(i32, u32),
+    Ignored(Box<dyn Orphan>),
+    Multi {
+        queue: VecDeque<(i32, u32)>,
+        waker: Option<Waker>,
+        done: bool,
+    },
+    MultiIgnored(MultiKind),
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lifecycle::Submitted => "Submitted",
+            Lifecycle::Waiting(_) => "Waiting",
+            Lifecycle::Completed(..) => "Completed",
+            Lifecycle::Ignored(_) => "Ignored",
+            Lifecycle::Multi { .. } => "Multi",
+            Lifecycle::MultiIgnored(_) => "MultiIgnored",
+        })
+    }
+}
+
+/// The thread-owned io_uring state.
+#[derive(Debug)]
+pub(crate) struct UringDriver {
+    ring: IoUring,
+    ops: slab::Slab<Lifecycle>,
+    wake_fd: RawFd,
+    wake_armed: bool,
+    bufs: Option<Rc<RefCell<BufRing>>>,
+    buf_count: u16,
+    buf_size: u32,
+    skip_success: bool,
+}
+
+impl UringDriver {
+    /// Try the best flag sets in order. On failure: (reason, attempts).
+    pub(crate) fn new(
+        cfg: &DriverConfig,
+        wake_fd: RawFd,
+    ) -> Result<(UringDriver, Vec<String>), (String, Vec<String>)> {
+        let candidates: Vec<u32> = match cfg.flags {
+            Some(f) => vec![f],
+            None => vec![
+                sys::IORING_SETUP_SINGLE_ISSUER
+                    | sys::IORING_SETUP_DEFER_TASKRUN
+                    | sys::IORING_SETUP_TASKRUN_FLAG,
+                sys::IORING_SETUP_COOP_TASKRUN | sys::IORING_SETUP_TASKRUN_FLAG,
+                0,
+            ],
+        };
+        let mut attempts = Vec::new();
+        let mut last_err = None;
+        let mut ring = None;
+        for flags in candidates {
+            let b = Builder::new(cfg.entries)
+                .flags(flags | sys::IORING_SETUP_CLAMP)
+                .cqsize(cfg.entries.saturating_mul(4))
+                .strict(true)
+                .register_ring_fd(true);
+            match b.build() {
+                Ok(r) => {
+                    ring = Some(r);
+                    break;
+                }
+                Err(e) => {
+                    attempts.push(format!(
+                        "{}: {e}",
+                        ringkit_uring::flag_names(flags, sys::SETUP_FLAG_NAMES)
+                    ));
+                    last_err = Some(e);
+                }
+            }
+        }
+        let Some(ring) = ring else {
+            let e = last_err.unwrap_or_else(|| io::Error::other("no flag set tried"));
+            return Err((ringkit_uring::explain_setup_error(&e), attempts));
+        };
+        match ring.probe() {
+            Ok(p) => {
+                let missing: Vec<&str> = REQUIRED_OPS
+                    .iter()
+                    .filter(|&&op| !p.is_supported(op))
+                    .map(|&op| sys::OP_NAMES[op as usize])
+                    .collect();
+                if !missing.is_empty() {
+                    return Err((
+                        format!(
+                            "this kernel's io_uring lacks opcodes: {}",
+                            missing.join(", ")
+                        ),
+                        attempts,
+                    ));
+                }
+            }
+            Err(e) => return Err((format!("io_uring probe failed: {e}"), attempts)),
+        }
+        let skip_success = ring.features() & sys::IORING_FEAT_CQE_SKIP != 0;
+        let mut d = UringDriver {
+            ring,
+            ops: slab::Slab::with_capacity(256),
+            wake_fd,
+            wake_armed: false,
+            bufs: None,
+            buf_count: cfg.buf_count,
+            buf_size: cfg.buf_size,
+            skip_success,
+        };
+        if let Err(e) = d.arm_wake(&Metrics::default()) {
+            return Err((format!("could not arm the wake-up poll: {e}"), attempts));
+        }
+        Ok((d, attempts))
+    }
+
+    pub(crate) fn setup_flags(&self) -> u32 {
+        self.ring.setup_flags()
+    }
+
+    pub(crate) fn entries(&self) -> (u32, u32) {
+        (self.ring.params().sq_entries, self.ring.params().cq_entries)
+    }
+
+    pub(crate) fn ring_registered(&self) -> bool {
+        self.ring.ring_fd_registered()
+    }
+
+    pub(crate) fn enter_count(&self) -> u64 {
+        self.ring.enter_count()
+    }
+
+    /// The runtime's provided-buffer ring (created on first use).
+    pub(crate) fn buf_ring(&mut self) -> io::Result<Rc<RefCell<BufRing>>> {
+        if let Some(b) = &self.bufs {
+            return Ok(b.clone());
+        }
+        let br = BufRing::new(&self.ring, BGID, self.buf_count, self.buf_size)?;
+        let b = Rc::new(RefCell::new(br));
+        self.bufs = Some(b.clone());
+        Ok(b)
+    }
+
+    fn arm_wake(&mut self, m: &Metrics) -> io::Result<()> {
+        let e = opcode::PollAdd::new(Target::Fd(self.wake_fd), libc::POLLIN as u32)
+            .multi(true)
+            .build()
+            .user_data(WAKE_UD);
+        self.push(e, m)?;
+        self.wake_armed = true;
+        Ok(())
+    }
+
+    /// Push an SQE, making room if the SQ is full (submit; on `EBUSY`, reap first).
+    fn push(&mut self, e: Entry, m: &Metrics) -> io::Result<()> {
+        loop {
+            // SAFETY: every entry pushed by the runtime points only into memory
+            // owned by its operation's slot data (or static/ring memory), which
+            // the lifecycle keeps alive until the CQE (module docs).
+            match unsafe { self.ring.push(e.sqe()) } {
+                Ok(()) => {
+                    Metrics::add(&m.sqes, 1);
+                    return Ok(());
+                }
+                Err(_full) => match self.ring.submit() {
+                    Ok(_) => {}
+                    Err(err) if err.raw_os_error() == Some(libc::EBUSY) => self.reap(m)?,
+                    Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+                    Err(err) => return Err(err),
+                },
+            }
+        }
+    }
+
+    /// Queue `e` as a new single-shot operation; returns its key.
+    pub(crate) fn submit(
+        &mut self,
+        e: Entry,
+        link_timeout: Option<*const sys::KernelTimespec>,
+        m: &Metrics,
+    ) -> io::Result<usize> {
+        let key = self.ops.insert(Lifecycle::Submitted);
+        let e = e.user_data(key as u64);
+        let res = match link_timeout {
+            None => self.push(e, m),
+            Some(ts) => {
+                // The pair must not be split by a submit: make room for both first.
+                if self.ring.sq().space_left() < 2 {
+                    let _ = self.ring.submit();
+                }
+                self.push(e.flags(SqeFlags::IO_LINK), m).and_then(|()| {
+                    self.push(opcode::LinkTimeout::new(ts).build().user_data(CANCEL_UD), m)
+                })
+            }
+        };
+        if let Err(err) = res {
+            self.ops.remove(key);
+            return Err(err);
+        }
+        Ok(key)
+    }
+
+    /// Queue `e` as a multishot operation; returns its key.
+    pub(crate) fn submit_multi(&mut self, e: Entry, m: &Metrics) -> io::Result<usize> {
+        let key = self.ops.insert(Lifecycle::Multi {
+            queue: VecDeque::new(),
+            waker: None,
+            done: false,
+        });
+        if let Err(err) = self.push(e.user_data(key as u64), m) {
+            self.ops.remove(key);
+            return Err(err);
+        }
+        Ok(key)
+    }
+
+    pub(crate) fn set_waker(&mut self, key: usize, w: &Waker) {
+        if let Some(slot) = self.ops.get_mut(key) {
+            match slot {
+                Lifecycle::Submitted => *slot = Lifecycle::Waiting(w.clone()),
+                Lifecycle::Waiting(old) if !old.will_wake(w) => *old = w.clone(),
+                _ => {}
+            }
+        }
+    }
+
+    /// Poll a single-shot operation: its `(res, flags)` once the CQE is in.
+    pub(crate) fn poll_op(&mut self, key: usize, cx: &mut Context<'_>) -> Poll<(i32, u32)> {
+        match self.ops.get_mut(key) {
+            Some(Lifecycle::Completed(res, flags)) => {
+                let r = (*res, *flags);
+                self.ops.remove(key);
+                Poll::Ready(r)
+            }
+            Some(_) => {
+                self.set_waker(key, cx.waker());
+                Poll::Pending
+            }
+            None => Poll::Ready((-libc::ECANCELED, 0)),
+        }
+    }
+
+    /// Poll a multishot operation: the next CQE, or `None` once it ended
+    /// (the last CQE, without `F_MORE`, has been returned).
+    pub(crate) fn poll_multi(
+        &mut self,
+        key: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<(i32, u32)>> {
+        match self.ops.get_mut(key) {
+            Some(Lifecycle::Multi { queue, waker, done }) => {
+                if let Some(item) = queue.pop_front() {
+                    return Poll::Ready(Some(item));
+                }
+                if *done {
+                    self.ops.remove(key);
+                    return Poll::Ready(None);
+                }
+                match waker {
+                    Some(w) if w.will_wake(cx.waker()) => {}
+                    _ => *waker = Some(cx.waker().clone()),
+                }
+                Poll::Pending
+            }
+            _ => Poll::Ready(None),
+        }
+    }
+
+    /// The owner of a multishot operation is gone: cancel it and clean up
+    /// every CQE it still produces.
+    pub(crate) fn drop_multi(&mut self, key: usize, kind: MultiKind, m: &Metrics) {
+        let Some(slot) = self.ops.get_mut(key) else {
+            return;
+        };
+        let Lifecycle::Multi { queue, done, .. } = slot else {
+            return;
+        };
+        let queued: Vec<(i32, u32)> = queue.drain(..).collect();
+        let done = *done;
+        if done {
+            self.ops.remove(key);
+        } else {
+            *slot = Lifecycle::MultiIgnored(kind);
+            self.cancel(key, m);
+        }
+        for (res, flags) in queued {
+            self.discard_multi(kind, res, flags);
+        }
+    }
+
+    fn discard_multi(&mut self, kind: MultiKind, res: i32, flags: u32) {
+        match kind {
+            MultiKind::Accept => {
+                if res >= 0 {
+                    // SAFETY: a late accepted fd nobody owns; we close it.
+                    unsafe { libc::close(res) };
+                }
+            }
+            MultiKind::Recv => {
+                if let Some(bid) = (Cqe {
+                    user_data: 0,
+                    res,
+                    flags,
+                })
+                .buffer_id()
+                {
+                    if let Some(b) = &self.bufs {
+                        b.borrow_mut().recycle(bid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The future of `key` was dropped: keep `data` until the CQE, cancel.
+    pub(crate) fn orphan<T: super::OpCode>(&mut self, key: usize, mut data: T, m: &Metrics) {
+        match self.ops.get_mut(key) {
+            Some(Lifecycle::Completed(res, flags)) => {
+                let (res, flags) = (*res, *flags);
+                self.ops.remove(key);
+                data.orphan_result(res, flags);
+            }
+            Some(slot @ (Lifecycle::Submitted | Lifecycle::Waiting(_))) => {
+                data.on_orphan();
+                *slot = Lifecycle::Ignored(Box::new(data));
+                self.cancel(key, m);
+            }
+            _ => {
+                // Unknown key: cannot tell whether the kernel is done; leak.
+                std::mem::forget(data);
+            }
+        }
+    }
+
+    fn cancel(&mut self, key: usize, m: &Metrics) {
+        let mut e = opcode::AsyncCancel::new(key as u64)
+            .build()
+            .user_data(CANCEL_UD);
+        if self.skip_success {
+            e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
+        }
+        if let Err(err) = self.push(e, m) {
+            tracing::error!("ringkit: could not queue a cancel: {err}");
+        }
+    }
+
+    /// Close `fd` through the ring (batched with the next enter).
+    pub(crate) fn close_fd(&mut self, fd: RawFd, m: &Metrics) {
+        let mut e = opcode::Close::new(Target::Fd(fd))
+            .build()
+            .user_data(CLOSE_UD);
+        if self.skip_success {
+            e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
+        }
+        if self.push(e, m).is_err() {
+            // SAFETY: we own fd and nobody uses it any more.
+            unsafe { libc::close(fd) };
+            Metrics::add(&m.syscalls, 1);
+        }
+    }
+
+    /// One driver turn: submit everything queued and, if `timeout` is not
+    /// zero, wait for a completion (at most `timeout`; `None`: no limit);
+    /// then reap every CQE.
+    pub(crate) fn park(&mut self, timeout: Option<Duration>, m: &Metrics) -> io::Result<()> {
+        loop {
+            let res = match timeout {
+                Some(d) if d.is_zero() => {
+                    if self.ring.sq().pending() > 0 || self.ring.cq_needs_enter() {
+                        self.ring.submit()
+                    } else {
+                        Ok(0)
+                    }
+                }
+                Some(d) => self.ring.submit_and_wait_timeout(1, d),
+                None => self.ring.submit_and_wait(1),
+            };
+            match res {
+                Ok(_) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EINTR) => break,
+                Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                    // CQ overflowing: reap to make room, then submit again.
+                    self.reap(m)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.reap(m)
+    }
+
+    /// Reap every CQE (flushing overflowed ones) and wake their tasks.
+    fn reap(&mut self, m: &Metrics) -> io::Result<()> {
+        loop {
+            let mut n = 0u64;
+            let mut wake_fired = None;
+            {
+                let (ring, ops, bufs) = (&mut self.ring, &mut self.ops, &self.bufs);
+                for cqe in ring.completions() {
+                    n += 1;
+                    match cqe.user_data {
+                        CANCEL_UD | CLOSE_UD => {}
+                        WAKE_UD => wake_fired = Some(cqe.more()),
+                        key => dispatch(ops, bufs, key as usize, cqe),
+                    }
+                }
+            }
+            Metrics::add(&m.cqes, n);
+            if let Some(more) = wake_fired {
+                drain_eventfd(self.wake_fd);
+                Metrics::add(&m.syscalls, 1);
+                if !more {
+                    self.arm_wake(m)?;
+                }
+            }
+            if self.ring.sq().cq_overflow() {
+                // The kernel kept completions the CQ had no room for (NODROP):
+                // flush them into the CQ and reap again. Nothing is lost.
+                Metrics::add(&m.cq_overflows, 1);
+                self.ring.flush_cq()?;
+                continue;
+            }
+            return Ok(());
+        }
+    }
+
+    /// Runtime shutdown: cancel everything in flight and wait (bounded) for
+    /// the kernel to finish with every buffer before the ring goes away.
+    pub(crate) fn shutdown(&mut self) {
+        let m = Metrics::default();
+        let e = opcode::AsyncCancel::new(0)
+            .flags(sys::IORING_ASYNC_CANCEL_ANY | sys::IORING_ASYNC_CANCEL_ALL)
+            .build()
+            .user_data(CANCEL_UD);
+        let _ = self.push(e, &m);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let live = |ops: &slab::Slab<Lifecycle>| {
+            ops.iter().any(|(_, s)| {
+                !matches!(
+                    s,
+                    Lifecycle::Completed(..) | Lifecycle::Multi { done: true, .. }
+                )
+            })
+        };
+        while live(&self.ops) && Instant::now() < deadline {
+            if self.park(Some(Duration::from_millis(50)), &m).is_err() {
+                break;
+            }
+        }
+        if live(&self.ops) {
+            // The kernel may still write into these buffers: leak, never free.
+            tracing::error!(
+                "ringkit: operations still in flight at shutdown; leaking their buffers"
+            );
+            std::mem::forget(std::mem::take(&mut self.ops));
+        }
+        self.ops.clear();
+    }
+}
+
+fn dispatch(
+    ops: &mut slab::Slab<Lifecycle>,
+    bufs: &Option<Rc<RefCell<BufRing>>>,
+    key: usize,
+    cqe: Cqe,
+) {
+    let Some(slot) = ops.get_mut(key) else {
+        return;
+    };
+    match slot {
+        Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
+        Lifecycle::Waiting(_) => {
+            let old = std::mem::replace(slot, Lifecycle::Completed(cqe.res, cqe.flags));
+            if let Lifecycle::Waiting(w) = old {
+                w.wake();
+            }
+        }
+        Lifecycle::Completed(..) => {}
+        Lifecycle::Ignored(_) => {
+            if let Lifecycle::Ignored(data) = ops.remove(key) {
+                data.late(cqe.res, cqe.flags);
+            }
+        }
+        Lifecycle::Multi { queue, waker, done } => {
+            queue.push_back((cqe.res, cqe.flags));
+            if !cqe.more() {
+                *done = true;
+            }
+            if let Some(w) = waker.take() {
+                w.wake();
+            }
+        }
+        Lifecycle::MultiIgnored(kind) => {
+            let kind = *kind;
+            if !cqe.more() {
+                ops.remove(key);
+            }
+            match kind {
+                MultiKind::Accept => {
+                    if cqe.res >= 0 {
+                        // SAFETY: a late accepted fd nobody owns; we close it.
+                        unsafe { libc::close(cqe.res) };
+                    }
+                }
+                MultiKind::Recv => {
+                    if let (Some(bid), Some(b)) = (cqe.buffer_id(), bufs) {
+                        b.borrow_mut().recycle(bid);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn drain_eventfd(fd: RawFd) {
+    let mut buf = 0u64;
+    // SAFETY: reading 8 bytes into a valid u64 from our non-blocking eventfd.
+    unsafe { libc::read(fd, (&mut buf as *mut u64).cast(), 8) };
+}

@@ -1,0 +1,338 @@
+//! Files.
+//!
+//! On io_uring every call is one SQE. On epoll, files have no readiness, so
+//! each call runs its syscall inline on the runtime thread (like fio's psync
+//! engine): simple and honest, but a slow disk stalls the thread's other tasks.
+//!
+//! `O_DIRECT` ([`OpenOptions::direct`]) needs buffers, offsets and lengths
+//! aligned to the device's logical block size: use [`crate::buf::AlignedBuf`].
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::fsync::Fsync;
+use crate::driver::op::open::Open;
+use crate::driver::op::read_at::ReadAt;
+use crate::driver::op::readv::Readv;
+use crate::driver::op::statx::Statx;
+use crate::driver::op::write_at::WriteAt;
+use crate::driver::op::writev::Writev;
+use crate::driver::Op;
+use crate::runtime::try_with_ctx;
+
+fn cpath(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// How to open a file, like `std::fs::OpenOptions`.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    read: bool,
+    write: bool,
+    append: bool,
+    truncate: bool,
+    create: bool,
+    create_new: bool,
+    direct: bool,
+    mode: Option<u32>,
+}
+
+impl OpenOptions {
+    /// Nothing set.
+    pub fn new() -> OpenOptions {
+        OpenOptions::default()
+    }
+    /// Open for reading.
+    pub fn read(&mut self, v: bool) -> &mut Self {
+        self.read = v;
+        self
+    }
+    /// Open for writing.
+    pub fn write(&mut self, v: bool) -> &mut Self {
+        self.write = v;
+        self
+    }
+    /// Append (`O_APPEND`).
+    pub fn append(&mut self, v: bool) -> &mut Self {
+        self.append = v;
+        self
+    }
+    /// Truncate (`O_TRUNC`).
+    pub fn truncate(&mut self, v: bool) -> &mut Self {
+        self.truncate = v;
+        self
+    }
+    /// Create if missing (`O_CREAT`).
+    pub fn create(&mut self, v: bool) -> &mut Self {
+        self.create = v;
+        self
+    }
+    /// Create, failing if it exists (`O_CREAT|O_EXCL`).
+    pub fn create_new(&mut self, v: bool) -> &mut Self {
+        self.create_new = v;
+        self
+    }
+    /// Bypass the page cache (`O_DIRECT`).
+    pub fn direct(&mut self, v: bool) -> &mut Self {
+        self.direct = v;
+        self
+    }
+    /// Permission bits for a created file (default 0o644).
+    pub fn mode(&mut self, mode: u32) -> &mut Self {
+        self.mode = Some(mode);
+        self
+    }
+
+    fn flags(&self) -> io::Result<i32> {
+        let mut f = match (self.read, self.write || self.append) {
+            (true, false) => libc::O_RDONLY,
+            (false, true) => libc::O_WRONLY,
+            (true, true) => libc::O_RDWR,
+            (false, false) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "open needs read, write or append",
+                ))
+            }
+        };
+        if self.append {
+            f |= libc::O_APPEND;
+        }
+        if self.truncate {
+            f |= libc::O_TRUNC;
+        }
+        if self.create {
+            f |= libc::O_CREAT;
+        }
+        if self.create_new {
+            f |= libc::O_CREAT | libc::O_EXCL;
+        }
+        if self.direct {
+            f |= libc::O_DIRECT;
+        }
+        Ok(f)
+    }
+
+    /// Open `path`.
+    pub async fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
+        let path = path.as_ref();
+        let fd = Op::new(Open::new(
+            cpath(path)?,
+            self.flags()?,
+            self.mode.unwrap_or(0o644),
+        ))
+        .await
+        .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))?;
+        Ok(File {
+            fd: fd.into_raw_fd(),
+        })
+    }
+}
+
+/// File metadata from `statx`.
+#[derive(Debug, Clone, Copy)]
+pub struct Metadata {
+    stx: libc::statx,
+}
+
+impl Metadata {
+    /// Size in bytes.
+    pub fn len(&self) -> u64 {
+        self.stx.stx_size
+    }
+    /// Whether the size is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// File type and permission bits (`st_mode`).
+    pub fn mode(&self) -> u32 {
+        u32::from(self.stx.stx_mode)
+    }
+    /// A regular file.
+    pub fn is_file(&self) -> bool {
+        self.mode() & libc::S_IFMT == libc::S_IFREG
+    }
+    /// A directory.
+    pub fn is_dir(&self) -> bool {
+        self.mode() & libc::S_IFMT == libc::S_IFDIR
+    }
+    /// Last modification time.
+    pub fn modified(&self) -> SystemTime {
+        let t = self.stx.stx_mtime;
+        SystemTime::UNIX_EPOCH + Duration::new(t.tv_sec as u64, t.tv_nsec)
+    }
+    /// Inode number.
+    pub fn ino(&self) -> u64 {
+        self.stx.stx_ino
+    }
+    /// Preferred I/O block size.
+    pub fn blksize(&self) -> u32 {
+        self.stx.stx_blksize
+    }
+}
+
+/// Metadata of the file at `path`.
+pub async fn metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
+    let stx = Op::new(Statx::path(cpath(path.as_ref())?)).await?;
+    Ok(Metadata { stx })
+}
+
+/// An open file. Reads and writes are positional (`read_at`/`write_at`).
+#[derive(Debug)]
+pub struct File {
+    fd: RawFd,
+}
+
+impl File {
+    /// Open read-only.
+    pub async fn open(path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new().read(true).open(path).await
+    }
+
+    /// Create (or truncate) for writing.
+    pub async fn create(path: impl AsRef<Path>) -> io::Result<File> {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .await
+    }
+
+    /// Read up to `buf`'s capacity at `offset`. `Ok(0)` is end of file.
+    pub async fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        Op::new(ReadAt {
+            fd: self.fd,
+            buf,
+            offset,
+        })
+        .await
+    }
+
+    /// Write `buf` at `offset`; returns how much was written.
+    pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        Op::new(WriteAt {
+            fd: self.fd,
+            buf,
+            offset,
+        })
+        .await
+    }
+
+    /// Write all of `buf` at `offset` (copies the tail on a short write).
+    pub async fn write_all_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
+        let (res, buf) = self.write_at(buf, offset).await;
+        let mut done = match res {
+            Ok(n) => n,
+            Err(e) => return (Err(e), buf),
+        };
+        while done < buf.bytes_init() {
+            // SAFETY: `done..bytes_init` is initialised memory of `buf`.
+            let rest = unsafe {
+                std::slice::from_raw_parts(buf.stable_ptr().add(done), buf.bytes_init() - done)
+            }
+            .to_vec();
+            let (res, _) = self.write_at(rest, offset + done as u64).await;
+            match res {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                Ok(n) => done += n,
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    /// Read the whole file from offset 0.
+    pub async fn read_to_end(&self) -> io::Result<Vec<u8>> {
+        let size = self.metadata().await?.len() as usize;
+        let mut out = Vec::with_capacity(size.max(4096));
+        let mut chunk = Vec::with_capacity(size.clamp(4096, 1 << 20));
+        loop {
+            chunk.clear();
+            let (res, c) = self.read_at(chunk, out.len() as u64).await;
+            chunk = c;
+            match res? {
+                0 => return Ok(out),
+                _ => out.extend_from_slice(&chunk),
+            }
+        }
+    }
+
+    /// Vectored read at `offset` (`preadv`), filling the buffers in order.
+    pub async fn readv_at<B: IoBufMut>(
+        &self,
+        bufs: Vec<B>,
+        offset: u64,
+    ) -> (io::Result<usize>, Vec<B>) {
+        Op::new(Readv::new(self.fd, bufs, offset)).await
+    }
+
+    /// Vectored write at `offset` (`pwritev`).
+    pub async fn writev_at<B: IoBuf>(
+        &self,
+        bufs: Vec<B>,
+        offset: u64,
+    ) -> (io::Result<usize>, Vec<B>) {
+        Op::new(Writev::new(self.fd, bufs, offset)).await
+    }
+
+    /// `fsync`.
+    pub async fn sync_all(&self) -> io::Result<()> {
+        Op::new(Fsync::All(self.fd)).await
+    }
+
+    /// `fdatasync`.
+    pub async fn sync_data(&self) -> io::Result<()> {
+        Op::new(Fsync::Data(self.fd)).await
+    }
+
+    /// `sync_file_range` with `SYNC_FILE_RANGE_*` flags.
+    pub async fn sync_range(&self, offset: u64, len: u32, flags: u32) -> io::Result<()> {
+        Op::new(Fsync::Range {
+            fd: self.fd,
+            offset,
+            len,
+            flags,
+        })
+        .await
+    }
+
+    /// Metadata via `statx`.
+    pub async fn metadata(&self) -> io::Result<Metadata> {
+        let stx = Op::new(Statx::fd(self.fd)).await?;
+        Ok(Metadata { stx })
+    }
+
+    /// Close now and report the error, if any (dropping also closes, silently).
+    pub async fn close(self) -> io::Result<()> {
+        let fd = self.fd;
+        std::mem::forget(self);
+        // SAFETY: we owned fd and give it up here.
+        if unsafe { libc::close(fd) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl AsRawFd for File {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Drop for File {
+    fn drop(&mut self) {
+        let fd = self.fd;
+        if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
+            // SAFETY: we own fd.
+            unsafe { libc::close(fd) };
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! The byte-stream core shared by [`super::TcpStream`] and [`super::UnixStream`].
+//!
+//! # Ownership
+//! `StreamCore` owns the fd. Halves from `into_split` share it through an
+//! `Rc`; the fd is closed (through the ring on io_uring) when the last one
+//! goes, after the multishot receive, if armed, is cancelled.
+//!
+//! # Reading styles
+//! `read(buf)` reads into the caller's buffer (one RECV per call).
+//! `read_pooled()` uses a multishot RECV on io_uring: it stays armed and
+//! every arrival lands in a buffer of the runtime's provided-buffer ring, so
+//! an idle connection holds no buffer. The two may be mixed: `read` served
+//! while a multishot is armed copies from it and keeps any excess for the
+//! next read.
+
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
+use std::io;
+use std::os::fd::RawFd;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use ringkit_uring::BufRing;
+
+use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::recv::{ReadStash, Recv};
+use crate::driver::op::send::Send;
+use crate::driver::op::sendmsg::SendMsg;
+use crate::driver::op::shutdown::Shutdown;
+use crate::driver::uring::{MultiKind, BGID};
+use crate::driver::{Driver, Op};
+use crate::runtime::{try_with_ctx, with_ctx};
+
+#[derive(Debug)]
+pub(crate) struct StreamCore {
+    pub(crate) fd: RawFd,
+    stash: Rc<ReadStash>,
+    /// Key of the armed multishot RECV (io_uring).
+    multi: Cell<Option<usize>>,
+    /// Leftover of a pooled buffer that a `read` could not take whole.
+    leftover: RefCell<Option<(RecvBuf, usize)>>,
+}
+
+impl StreamCore {
+    pub(crate) fn new(fd: RawFd) -> StreamCore {
+        StreamCore {
+            fd,
+            stash: Rc::default(),
+            multi: Cell::new(None),
+            leftover: RefCell::new(None),
+        }
+    }
+
+    pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        if self.multi.get().is_some() || self.leftover.borrow().is_some() {
+            return self.read_via_pool(buf).await;
+        }
+        Op::new(Recv::new(self.fd, true, buf, Some(self.stash.clone()))).await
+    }
+
+    async fn read_via_pool<B: IoBufMut>(&self, mut buf: B) -> (io::Result<usize>, B) {
+        let (rb, off) = match self.leftover.borrow_mut().take() {
+            Some(x) => x,
+            None => match self.read_pooled().await {
+                Ok(rb) => (rb, 0),
+                Err(e) => return (Err(e), buf),
+            },
+        };
+        let n = (rb.len() - off).min(buf.bytes_total());
+        // SAFETY: `n <= bytes_total` writable bytes; source and target are distinct.
+        unsafe {
+            std::ptr::copy_nonoverlapping(rb.as_ptr().add(off), buf.stable_mut_ptr(), n);
+            buf.set_init(n);
+        }
+        if off + n < rb.len() {
+            *self.leftover.borrow_mut() = Some((rb, off + n));
+        }
+        (Ok(n), buf)
+    }
+
+    pub(crate) async fn read_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        dur: Duration,
+    ) -> (io::Result<usize>, B) {
+        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        if uring && self.multi.get().is_none() && self.leftover.borrow().is_none() {
+            // The timeout is linked to the RECV: one completion says whether
+            // data or the timeout came first, and data is never dropped.
+            return Op::new(
+                Recv::new(self.fd, true, buf, Some(self.stash.clone())).with_timeout(dur),
+            )
+            .await;
+        }
+        // epoll (or pooled reads): a dropped read loses nothing here.
+        let mut slot = Some(buf);
+        let fut = async {
+            let b = slot.take().expect("buffer");
+            self.read(b).await
+        };
+        match crate::time::timeout(dur, fut).await {
+            Ok(r) => r,
+            Err(_) => {
+                let b = slot.take();
+                match b {
+                    Some(b) => (Err(io::ErrorKind::TimedOut.into()), b),
+                    None => unreachable!("the read future owned the buffer and was dropped"),
+                }
+            }
+        }
+    }
+
+    pub(crate) async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
+        Op::new(Send::new(self.fd, true, buf, 0)).await
+    }
+
+    pub(crate) async fn write_all<B: IoBuf>(&self, mut buf: B) -> (io::Result<()>, B) {
+        let mut done = 0;
+        while done < buf.bytes_init() {
+            let (res, b) = Op::new(Send::new(self.fd, true, buf, done)).await;
+            buf = b;
+            match res {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
+    pub(crate) async fn writev<B: IoBuf>(&self, bufs: Vec<B>) -> (io::Result<usize>, Vec<B>) {
+        Op::new(SendMsg::new(self.fd, bufs, None)).await
+    }
+
+    pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        let how = match how {
+            std::net::Shutdown::Read => libc::SHUT_RD,
+            std::net::Shutdown::Write => libc::SHUT_WR,
+            std::net::Shutdown::Both => libc::SHUT_RDWR,
+        };
+        Op::new(Shutdown { fd: self.fd, how }).await
+    }
+
+    /// Next chunk of data in a pooled buffer; an empty buffer means EOF.
+    pub(crate) async fn read_pooled(&self) -> io::Result<RecvBuf> {
+        enum Step {
+            Got(RecvBuf),
+            Single,
+            Err(io::Error),
+        }
+        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        if !uring {
+            return self.read_pooled_single().await;
+        }
+        let step = poll_fn(|cx| {
+            with_ctx(|rt| {
+                let mut drv = rt.driver.borrow_mut();
+                let Driver::Uring(u) = &mut *drv else {
+                    unreachable!("checked above")
+                };
+                let ring = match u.buf_ring() {
+                    Ok(r) => r,
+                    Err(e) => return Poll::Ready(Step::Err(e)),
+                };
+                let key = match self.multi.get() {
+                    Some(k) => k,
+                    None => {
+                        let e = ringkit_uring::opcode::RecvMulti::new(
+                            ringkit_uring::opcode::Target::Fd(self.fd),
+                            BGID,
+                        )
+                        .build();
+                        match u.submit_multi(e, &rt.metrics) {
+                            Ok(k) => {
+                                self.multi.set(Some(k));
+                                k
+                            }
+                            Err(e) => return Poll::Ready(Step::Err(e)),
+                        }
+                    }
+                };
+                match u.poll_multi(key, cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(None) => {
+                        self.multi.set(None);
+                        Poll::Ready(Step::Single)
+                    }
+                    Poll::Ready(Some((res, flags))) => {
+                        let cqe = ringkit_uring::Cqe {
+                            user_data: 0,
+                            res,
+                            flags,
+                        };
+                        if !cqe.more() {
+                            self.multi.set(None);
+                        }
+                        if res == -libc::ENOBUFS {
+                            // The ring ran dry: make progress with one plain recv.
+                            return Poll::Ready(Step::Single);
+                        }
+                        if res < 0 {
+                            return Poll::Ready(Step::Err(io::Error::from_raw_os_error(-res)));
+                        }
+                        match cqe.buffer_id() {
+                            Some(bid) => {
+                                let ptr = ring.borrow().buffer(bid, 0).as_ptr();
+                                Poll::Ready(Step::Got(RecvBuf::ring(ring, bid, ptr, res as usize)))
+                            }
+                            None => Poll::Ready(Step::Got(RecvBuf::heap(Vec::new()))),
+                        }
+                    }
+                }
+            })
+        })
+        .await;
+        match step {
+            Step::Got(b) => Ok(b),
+            Step::Err(e) => Err(e),
+            Step::Single => self.read_pooled_single().await,
+        }
+    }
+
+    async fn read_pooled_single(&self) -> io::Result<RecvBuf> {
+        let size = 4096;
+        let (res, buf) = Op::new(Recv::new(
+            self.fd,
+            true,
+            Vec::with_capacity(size),
+            Some(self.stash.clone()),
+        ))
+        .await;
+        res.map(|_| RecvBuf::heap(buf))
+    }
+}
+
+impl Drop for StreamCore {
+    fn drop(&mut self) {
+        let fd = self.fd;
+        let multi = self.multi.take();
+        let closed = try_with_ctx(|rt| {
+            let mut drv = rt.driver.borrow_mut();
+            if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
+                u.drop_multi(k, MultiKind::Recv, &rt.metrics);
+            }
+            drv.close_fd(fd, &rt.metrics);
+        });
+        if closed.is_none() {
+            // SAFETY: we own fd; no runtime is left to close it for us.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// Received bytes in a pooled buffer: a slot of the runtime's provided-buffer
+/// ring (io_uring multishot) or a heap buffer. Dropping it gives a ring slot
+/// back to the kernel. It can be written back out as it is (it is an [`IoBuf`]).
+pub struct RecvBuf {
+    // INVARIANT: for `Ring`, `ptr..ptr+len` is buffer `bid` of `ring`, which
+    // the kernel does not touch until we recycle it on drop.
+    inner: RecvInner,
+}
+
+enum RecvInner {
+    Ring {
+        ring: Rc<RefCell<BufRing>>,
+        bid: u16,
+        ptr: *const u8,
+        len: usize,
+    },
+    Heap(Vec<u8>),
+}
+
+impl std::fmt::Debug for RecvBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvBuf").field("len", &self.len()).finish()
+    }
+}
+
+impl RecvBuf {
+    fn ring(ring: Rc<RefCell<BufRing>>, bid: u16, ptr: *const u8, len: usize) -> RecvBuf {
+        RecvBuf {
+            inner: RecvInner::Ring {
+                ring,
+                bid,
+                ptr,
+                len,
+            },
+        }
+    }
+
+    fn heap(v: Vec<u8>) -> RecvBuf {
+        RecvBuf {
+            inner: RecvInner::Heap(v),
+        }
+    }
+
+    /// Whether the data sits in a provided-buffer ring slot.
+    pub fn is_ring_buffer(&self) -> bool {
+        matches!(self.inner, RecvInner::Ring { .. })
+    }
+}
+
+impl std::ops::Deref for RecvBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match &self.inner {
+            // SAFETY: INVARIANT: the kernel is done with this slot until recycled.
+            RecvInner::Ring { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
+            RecvInner::Heap(v) => v,
+        }
+    }
+}
+
+impl Drop for RecvBuf {
+    fn drop(&mut self) {
+        if let RecvInner::Ring { ring, bid, .. } = &self.inner {
+            if let Ok(mut r) = ring.try_borrow_mut() {
+                r.recycle(*bid);
+            }
+        }
+    }
+}
+
+// SAFETY: ring slots and Vec heap blocks do not move with the RecvBuf, and
+// a ring slot is not recycled before the RecvBuf (and any op owning it) drops.
+unsafe impl IoBuf for RecvBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.as_ptr()
+    }
+    fn bytes_init(&self) -> usize {
+        self.len()
+    }
+    fn bytes_total(&self) -> usize {
+        self.len()
+    }
+}

@@ -1,0 +1,320 @@
+//! TCP listener and stream.
+
+use std::cell::Cell;
+use std::future::poll_fn;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use super::stream::{RecvBuf, StreamCore};
+use super::{into_raw, socket, with_sock};
+use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::accept::{self, Accept};
+use crate::driver::op::connect::Connect;
+use crate::driver::uring::MultiKind;
+use crate::driver::{Driver, Op};
+use crate::runtime::{try_with_ctx, with_ctx};
+
+fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
+    addr.to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "address resolved to nothing"))
+}
+
+/// A TCP listening socket.
+///
+/// On io_uring, `accept` arms one multishot ACCEPT that keeps posting a
+/// completion per connection; a transient error (`EMFILE`, `ENFILE`,
+/// `ENOBUFS`, `ENOMEM`) ends it, is returned by that `accept` call, and the
+/// next call re-arms it: the listener itself is never lost.
+#[derive(Debug)]
+pub struct TcpListener {
+    fd: RawFd,
+    local: SocketAddr,
+    multi: Cell<Option<usize>>,
+}
+
+impl TcpListener {
+    /// Bind and listen (backlog 1024, `SO_REUSEADDR`).
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        Self::bind_with(resolve(addr)?, false)
+    }
+
+    /// Bind with `SO_REUSEPORT` too, so each thread of a thread-per-core
+    /// server can have its own listener on the same port.
+    pub fn bind_reuseport(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        Self::bind_with(resolve(addr)?, true)
+    }
+
+    fn bind_with(addr: SocketAddr, reuseport: bool) -> io::Result<TcpListener> {
+        let s = socket(socket2::Domain::for_address(addr), socket2::Type::STREAM)?;
+        s.set_reuse_address(true)?;
+        if reuseport {
+            s.set_reuse_port(true)?;
+        }
+        s.bind(&addr.into())?;
+        s.listen(1024)?;
+        let local = s
+            .local_addr()?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        Ok(TcpListener {
+            fd: into_raw(s),
+            local,
+            multi: Cell::new(None),
+        })
+    }
+
+    /// Wrap a std listener (it is switched to non-blocking).
+    pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
+        l.set_nonblocking(true)?;
+        let local = l.local_addr()?;
+        Ok(TcpListener {
+            fd: l.into_raw_fd(),
+            local,
+            multi: Cell::new(None),
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+
+    /// Accept a connection and its peer address.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let s = self.accept_stream().await?;
+        let peer = s.peer_addr()?;
+        Ok((s, peer))
+    }
+
+    /// Accept a connection without asking for the peer address (saves a
+    /// `getpeername` on io_uring's multishot path).
+    pub async fn accept_stream(&self) -> io::Result<TcpStream> {
+        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        if !uring {
+            let (fd, _) = Op::new(Accept::new(self.fd)).await?;
+            return Ok(TcpStream::from_fd(fd.into_raw_fd()));
+        }
+        let res = poll_fn(|cx| {
+            with_ctx(|rt| {
+                let mut drv = rt.driver.borrow_mut();
+                let Driver::Uring(u) = &mut *drv else {
+                    unreachable!("checked above")
+                };
+                let key = match self.multi.get() {
+                    Some(k) => k,
+                    None => match u.submit_multi(accept::multishot_entry(self.fd), &rt.metrics) {
+                        Ok(k) => {
+                            self.multi.set(Some(k));
+                            k
+                        }
+                        Err(e) => return Poll::Ready(Err(e)),
+                    },
+                };
+                match u.poll_multi(key, cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(None) => {
+                        self.multi.set(None);
+                        Poll::Ready(Err(io::ErrorKind::Interrupted.into()))
+                    }
+                    Poll::Ready(Some((res, flags))) => {
+                        if flags & ringkit_uring::sys::IORING_CQE_F_MORE == 0 {
+                            self.multi.set(None);
+                        }
+                        if res < 0 {
+                            Poll::Ready(Err(io::Error::from_raw_os_error(-res)))
+                        } else {
+                            Poll::Ready(Ok(res))
+                        }
+                    }
+                }
+            })
+        })
+        .await;
+        match res {
+            Ok(fd) => Ok(TcpStream::from_fd(fd)),
+            // The multishot ended without a connection: re-arm once.
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                Box::pin(self.accept_stream()).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        let fd = self.fd;
+        let multi = self.multi.take();
+        let done = try_with_ctx(|rt| {
+            let mut drv = rt.driver.borrow_mut();
+            if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
+                u.drop_multi(k, MultiKind::Accept, &rt.metrics);
+            }
+            drv.close_fd(fd, &rt.metrics);
+        });
+        if done.is_none() {
+            // SAFETY: we own fd.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// A TCP connection.
+#[derive(Debug)]
+pub struct TcpStream {
+    core: Rc<StreamCore>,
+}
+
+impl TcpStream {
+    pub(crate) fn from_fd(fd: RawFd) -> TcpStream {
+        TcpStream {
+            core: Rc::new(StreamCore::new(fd)),
+        }
+    }
+
+    /// Connect to `addr`.
+    pub async fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let addr = resolve(addr)?;
+        let s = socket(socket2::Domain::for_address(addr), socket2::Type::STREAM)?;
+        let stream = TcpStream::from_fd(into_raw(s));
+        Op::new(Connect::new(stream.core.fd, addr.into())).await?;
+        Ok(stream)
+    }
+
+    /// Wrap a connected std stream (it is switched to non-blocking).
+    pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
+        s.set_nonblocking(true)?;
+        Ok(TcpStream::from_fd(s.into_raw_fd()))
+    }
+
+    /// Read into `buf` (up to its capacity). `Ok(0)` is end of stream.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.read(buf).await
+    }
+
+    /// Read with a deadline. On timeout the result is `TimedOut` and no byte
+    /// is lost: on io_uring the timeout is linked to the receive, so if data
+    /// won the race it is returned here; otherwise nothing was read.
+    pub async fn read_timeout<B: IoBufMut>(&self, buf: B, dur: Duration) -> (io::Result<usize>, B) {
+        self.core.read_timeout(buf, dur).await
+    }
+
+    /// The next chunk of received data in a pooled buffer (io_uring: a
+    /// provided-buffer ring slot from a multishot receive). Empty means EOF.
+    pub async fn read_pooled(&self) -> io::Result<RecvBuf> {
+        self.core.read_pooled().await
+    }
+
+    /// Write some of `buf`; returns how much.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.write(buf).await
+    }
+
+    /// Write all of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
+        self.core.write_all(buf).await
+    }
+
+    /// Vectored write (`sendmsg`).
+    pub async fn writev<B: IoBuf>(&self, bufs: Vec<B>) -> (io::Result<usize>, Vec<B>) {
+        self.core.writev(bufs).await
+    }
+
+    /// Shut down reading, writing or both.
+    pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.core.shutdown(how).await
+    }
+
+    /// `TCP_NODELAY`.
+    pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        with_sock(self.core.fd, |s| s.set_nodelay(on))
+    }
+
+    /// `SO_LINGER` (`Some(0)` makes close send a RST).
+    pub fn set_linger(&self, d: Option<Duration>) -> io::Result<()> {
+        with_sock(self.core.fd, |s| s.set_linger(d))
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        with_sock(self.core.fd, |s| s.peer_addr())?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("peer has no IP address"))
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        with_sock(self.core.fd, |s| s.local_addr())?
+            .as_socket()
+            .ok_or_else(|| io::Error::other("socket has no IP address"))
+    }
+
+    /// Split into a read half and a write half that can live in different
+    /// tasks; the socket closes when both are dropped.
+    pub fn into_split(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        (
+            OwnedReadHalf {
+                core: self.core.clone(),
+            },
+            OwnedWriteHalf { core: self.core },
+        )
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.core.fd
+    }
+}
+
+/// The reading half of a [`TcpStream`].
+#[derive(Debug)]
+pub struct OwnedReadHalf {
+    core: Rc<StreamCore>,
+}
+
+impl OwnedReadHalf {
+    /// See [`TcpStream::read`].
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.read(buf).await
+    }
+
+    /// See [`TcpStream::read_pooled`].
+    pub async fn read_pooled(&self) -> io::Result<RecvBuf> {
+        self.core.read_pooled().await
+    }
+}
+
+/// The writing half of a [`TcpStream`].
+#[derive(Debug)]
+pub struct OwnedWriteHalf {
+    core: Rc<StreamCore>,
+}
+
+impl OwnedWriteHalf {
+    /// See [`TcpStream::write`].
+    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.write(buf).await
+    }
+
+    /// See [`TcpStream::write_all`].
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
+        self.core.write_all(buf).await
+    }
+
+    /// Shut down the write side (the peer reads EOF).
+    pub async fn shutdown(&self) -> io::Result<()> {
+        self.core.shutdown(std::net::Shutdown::Write).await
+    }
+}

@@ -1,0 +1,112 @@
+//! Unix-domain stream sockets.
+
+use std::io;
+use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::path::Path;
+use std::rc::Rc;
+
+use super::stream::StreamCore;
+use super::{into_raw, socket};
+use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::accept::Accept;
+use crate::driver::op::connect::Connect;
+use crate::driver::Op;
+use crate::runtime::try_with_ctx;
+
+/// A listening Unix-domain stream socket.
+#[derive(Debug)]
+pub struct UnixListener {
+    fd: RawFd,
+}
+
+impl UnixListener {
+    /// Bind to `path` (which must not exist) and listen.
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        let s = socket(socket2::Domain::UNIX, socket2::Type::STREAM)?;
+        s.bind(&socket2::SockAddr::unix(path)?)?;
+        s.listen(1024)?;
+        Ok(UnixListener { fd: into_raw(s) })
+    }
+
+    /// Accept a connection.
+    pub async fn accept(&self) -> io::Result<UnixStream> {
+        let (fd, _) = Op::new(Accept::new(self.fd)).await?;
+        Ok(UnixStream {
+            core: Rc::new(StreamCore::new(fd.into_raw_fd())),
+        })
+    }
+}
+
+impl AsRawFd for UnixListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl Drop for UnixListener {
+    fn drop(&mut self) {
+        let fd = self.fd;
+        if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
+            // SAFETY: we own fd.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+/// A connected Unix-domain stream socket.
+#[derive(Debug)]
+pub struct UnixStream {
+    core: Rc<StreamCore>,
+}
+
+impl UnixStream {
+    /// Connect to the socket at `path`.
+    pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
+        let addr = socket2::SockAddr::unix(path)?;
+        let s = socket(socket2::Domain::UNIX, socket2::Type::STREAM)?;
+        let stream = UnixStream {
+            core: Rc::new(StreamCore::new(into_raw(s))),
+        };
+        Op::new(Connect::new(stream.core.fd, addr)).await?;
+        Ok(stream)
+    }
+
+    /// A connected pair.
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = socket2::Socket::pair(
+            socket2::Domain::UNIX,
+            socket2::Type::STREAM.nonblocking().cloexec(),
+            None,
+        )?;
+        let wrap = |s: socket2::Socket| UnixStream {
+            core: Rc::new(StreamCore::new(into_raw(s))),
+        };
+        Ok((wrap(a), wrap(b)))
+    }
+
+    /// Read into `buf`. `Ok(0)` is end of stream.
+    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.read(buf).await
+    }
+
+    /// Write some of `buf`.
+    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
+        self.core.write(buf).await
+    }
+
+    /// Write all of `buf`.
+    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
+        self.core.write_all(buf).await
+    }
+
+    /// Shut down reading, writing or both.
+    pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        self.core.shutdown(how).await
+    }
+}
+
+impl AsRawFd for UnixStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.core.fd
+    }
+}

@@ -1,0 +1,402 @@
+//! The per-thread runtime: executor, driver, timers, metrics.
+//!
+//! # The loop
+//! One turn: poll the main future if it was woken, run every task that was
+//! runnable at the start of the turn (they only queue operations: no
+//! syscalls on the io_uring backend), then park the driver once: on io_uring
+//! a single `io_uring_enter` submits everything queued and, only when nothing
+//! is runnable, waits for one completion or the next timer deadline; then all
+//! completions are reaped from shared memory and their tasks woken. Expired
+//! timers fire, remote wakes are drained, and the next turn starts.
+//!
+//! # One runtime per thread
+//! A thread has at most one [`Runtime`] at a time (thread-per-core): the
+//! runtime installs itself in a thread-local when built and removes itself
+//! when dropped. Runtimes and everything tied to one are `!Send`.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
+use std::task::{Context as TaskCx, Poll};
+use std::time::{Duration, Instant};
+
+use crate::driver::{Backend, BackendReport, Driver, DriverConfig};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::task::{self, BoxFuture, JoinHandle, Remote, TaskSlot, MAIN_KEY};
+use crate::time::Timers;
+
+thread_local! {
+    static CURRENT: Cell<Option<NonNull<Context>>> = const { Cell::new(None) };
+}
+
+/// Run `f` with the current thread's runtime context. Panics outside a runtime.
+pub(crate) fn with_ctx<R>(f: impl FnOnce(&Context) -> R) -> R {
+    try_with_ctx(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
+}
+
+/// Run `f` with the current runtime context, or return `None` without one.
+pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
+    let p = CURRENT.try_with(Cell::get).ok().flatten()?;
+    // SAFETY: CURRENT is set only while the `Runtime` owning this boxed
+    // Context is alive on this thread; `Runtime::drop` clears it first.
+    Some(f(unsafe { p.as_ref() }))
+}
+
+/// Per-thread runtime state. Fields are in cells: tasks, driver and timers are
+/// borrowed separately and never across a task poll.
+pub(crate) struct Context {
+    pub(crate) id: u16,
+    pub(crate) driver: RefCell<Driver>,
+    tasks: RefCell<slab::Slab<TaskSlot>>,
+    queue: RefCell<VecDeque<u64>>,
+    main_woken: Cell<bool>,
+    next_gen: Cell<u16>,
+    pub(crate) timers: RefCell<Timers>,
+    pub(crate) metrics: Metrics,
+    remote: Arc<Remote>,
+    report: BackendReport,
+}
+
+impl Context {
+    /// Put a woken task (or the main future) on the run queue, once.
+    pub(crate) fn schedule(&self, data: u64) {
+        let (_, gen, key) = task::decode(data);
+        if key == MAIN_KEY {
+            self.main_woken.set(true);
+            return;
+        }
+        let mut tasks = self.tasks.borrow_mut();
+        if let Some(slot) = tasks.get_mut(key as usize) {
+            if slot.gen == gen && !slot.scheduled {
+                slot.scheduled = true;
+                self.queue.borrow_mut().push_back(data);
+            }
+        }
+    }
+
+    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: Box<dyn FnOnce()>) -> (u16, u16, u32) {
+        let gen = self.next_gen.get().wrapping_add(1);
+        self.next_gen.set(gen);
+        let key = self.tasks.borrow_mut().insert(TaskSlot {
+            gen,
+            future: Some(fut),
+            scheduled: true,
+            aborted: false,
+            on_abort: Some(on_abort),
+        }) as u32;
+        assert!(key != MAIN_KEY, "too many tasks");
+        self.queue
+            .borrow_mut()
+            .push_back(task::encode(self.id, gen, key));
+        self.metrics
+            .tasks_spawned
+            .set(self.metrics.tasks_spawned.get() + 1);
+        (self.id, gen, key)
+    }
+
+    pub(crate) fn abort(&self, key: u32, gen: u16) {
+        let mut tasks = self.tasks.borrow_mut();
+        if let Some(slot) = tasks.get_mut(key as usize) {
+            if slot.gen == gen && !slot.aborted {
+                slot.aborted = true;
+                if !slot.scheduled {
+                    slot.scheduled = true;
+                    self.queue
+                        .borrow_mut()
+                        .push_back(task::encode(self.id, gen, key));
+                }
+            }
+        }
+    }
+
+    /// Poll one task from the queue. Returns false when the queue is empty.
+    fn run_one(&self) -> bool {
+        let Some(data) = self.queue.borrow_mut().pop_front() else {
+            return false;
+        };
+        let (_, gen, key) = task::decode(data);
+        let (fut, aborted) = {
+            let mut tasks = self.tasks.borrow_mut();
+            let Some(slot) = tasks.get_mut(key as usize) else {
+                return true;
+            };
+            if slot.gen != gen {
+                return true;
+            }
+            slot.scheduled = false;
+            (slot.future.take(), slot.aborted)
+        };
+        let Some(mut fut) = fut else { return true };
+        if aborted {
+            self.finish_aborted(key, fut);
+            return true;
+        }
+        let waker = task::waker(self.id, gen, key);
+        let mut cx = TaskCx::from_waker(&waker);
+        self.metrics.polls.set(self.metrics.polls.get() + 1);
+        let done = fut.as_mut().poll(&mut cx).is_ready();
+        let mut tasks = self.tasks.borrow_mut();
+        if done {
+            tasks.remove(key as usize);
+        } else if tasks[key as usize].aborted {
+            drop(tasks);
+            self.finish_aborted(key, fut);
+        } else {
+            tasks[key as usize].future = Some(fut);
+        }
+        true
+    }
+
+    fn finish_aborted(&self, key: u32, fut: BoxFuture) {
+        // Drop the future first (its ops cancel), then report the cancellation.
+        drop(fut);
+        let slot = self.tasks.borrow_mut().remove(key as usize);
+        if let Some(f) = { slot }.on_abort.take() {
+            f();
+        }
+    }
+
+    fn drain_remote(&self) {
+        let woken: Vec<u64> = {
+            let mut q = self.remote.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if q.is_empty() {
+                return;
+            }
+            std::mem::take(&mut *q)
+        };
+        for d in woken {
+            self.schedule(d);
+        }
+    }
+
+    fn has_runnable(&self) -> bool {
+        self.main_woken.get() || !self.queue.borrow().is_empty()
+    }
+}
+
+/// Configures and builds a [`Runtime`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    backend: Backend,
+    config: DriverConfig,
+    env_override: bool,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder::new()
+    }
+}
+
+impl Builder {
+    /// Defaults: `Backend::Auto`, 256 SQ entries, `RINGKIT_BACKEND` honoured.
+    pub fn new() -> Builder {
+        Builder {
+            backend: Backend::Auto,
+            config: DriverConfig::default(),
+            env_override: true,
+        }
+    }
+
+    /// Which backend to use (`RINGKIT_BACKEND=auto|uring|epoll` overrides it
+    /// unless [`ignore_env`](Self::ignore_env) is set).
+    pub fn backend(mut self, b: Backend) -> Self {
+        self.backend = b;
+        self
+    }
+
+    /// Do not let `RINGKIT_BACKEND` override the backend.
+    pub fn ignore_env(mut self) -> Self {
+        self.env_override = false;
+        self
+    }
+
+    /// io_uring SQ entries (CQ gets 4x).
+    pub fn entries(mut self, n: u32) -> Self {
+        self.config.entries = n;
+        self
+    }
+
+    /// Use exactly these `IORING_SETUP_*` flags instead of the best available set.
+    pub fn uring_flags(mut self, flags: u32) -> Self {
+        self.config.flags = Some(flags);
+        self
+    }
+
+    /// Provided-buffer ring for multishot receives: `count` buffers of `size` bytes.
+    pub fn recv_buffers(mut self, count: u16, size: u32) -> Self {
+        self.config.buf_count = count;
+        self.config.buf_size = size;
+        self
+    }
+
+    /// Build the runtime on this thread.
+    pub fn build(self) -> io::Result<Runtime> {
+        if CURRENT.with(Cell::get).is_some() {
+            return Err(io::Error::other(
+                "this thread already has a ringkit runtime (one per thread)",
+            ));
+        }
+        let mut backend = self.backend;
+        if self.env_override {
+            if let Ok(v) = std::env::var("RINGKIT_BACKEND") {
+                backend = v
+                    .parse()
+                    .map_err(|e: String| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            }
+        }
+        // SAFETY: plain eventfd creation.
+        let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if efd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (driver, report) = match Driver::new(backend, &self.config, efd) {
+            Ok(x) => x,
+            Err(e) => {
+                // SAFETY: we own efd.
+                unsafe { libc::close(efd) };
+                return Err(e);
+            }
+        };
+        if let Some(reason) = &report.fallback_reason {
+            tracing::warn!("ringkit: using epoll instead of io_uring: {reason}");
+        }
+        let remote = Arc::new(Remote {
+            queue: Mutex::new(Vec::new()),
+            eventfd: efd,
+        });
+        let id = task::register_remote(remote.clone());
+        let ctx = Box::new(Context {
+            id,
+            driver: RefCell::new(driver),
+            tasks: RefCell::new(slab::Slab::new()),
+            queue: RefCell::new(VecDeque::new()),
+            main_woken: Cell::new(false),
+            next_gen: Cell::new(0),
+            timers: RefCell::new(Timers::default()),
+            metrics: Metrics::default(),
+            remote,
+            report,
+        });
+        let ptr = NonNull::from(&*ctx);
+        CURRENT.with(|c| c.set(Some(ptr)));
+        Ok(Runtime {
+            ctx,
+            _not_send: std::marker::PhantomData,
+        })
+    }
+}
+
+/// A single-threaded runtime. See the module docs.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>(_: T) {}
+/// assert_send(ringkit::Runtime::new().unwrap());
+/// ```
+pub struct Runtime {
+    ctx: Box<Context>,
+    _not_send: std::marker::PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("backend", &self.ctx.report)
+            .finish()
+    }
+}
+
+impl Runtime {
+    /// A runtime with default settings (`Backend::Auto`).
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`].
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    /// Which backend runs, with which flags, and why (fallback reason).
+    pub fn backend_report(&self) -> &BackendReport {
+        &self.ctx.report
+    }
+
+    /// Counters of this runtime (syscalls, SQEs, CQEs, polls).
+    pub fn metrics(&self) -> MetricsSnapshot {
+        crate::metrics::snapshot(&self.ctx)
+    }
+
+    /// Spawn a task; it runs when the runtime runs (in `block_on`).
+    pub fn spawn<F>(&self, fut: F) -> JoinHandle<F::Output>
+    where
+        F: Future + 'static,
+        F::Output: 'static,
+    {
+        task::spawn(fut)
+    }
+
+    /// Run `fut` to completion, running spawned tasks and I/O meanwhile.
+    pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
+        let cx = &*self.ctx;
+        let mut fut = std::pin::pin!(fut);
+        let waker = task::waker(cx.id, 0, MAIN_KEY);
+        let mut tcx = TaskCx::from_waker(&waker);
+        cx.main_woken.set(true);
+        loop {
+            if cx.main_woken.replace(false) {
+                if let Poll::Ready(v) = fut.as_mut().poll(&mut tcx) {
+                    return v;
+                }
+            }
+            // Run what was runnable at the start of the turn; tasks woken
+            // meanwhile wait for the next turn, so I/O is never starved.
+            let n = cx.queue.borrow().len();
+            for _ in 0..n {
+                if !cx.run_one() {
+                    break;
+                }
+            }
+            let timeout = if cx.has_runnable() {
+                Some(Duration::ZERO)
+            } else {
+                cx.timers
+                    .borrow_mut()
+                    .next_deadline()
+                    .map(|d| d.saturating_duration_since(Instant::now()))
+            };
+            if let Err(e) = cx.driver.borrow_mut().park(timeout, &cx.metrics) {
+                tracing::error!("ringkit: driver park failed: {e}");
+            }
+            cx.timers.borrow_mut().fire(Instant::now());
+            cx.drain_remote();
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        // Drop every task while the context is still installed, so their
+        // in-flight operations hand buffers to the driver and get cancelled.
+        let tasks: Vec<TaskSlot> = self.ctx.tasks.borrow_mut().drain().collect();
+        drop(tasks);
+        self.ctx.driver.borrow_mut().shutdown();
+        CURRENT.with(|c| c.set(None));
+        task::unregister_remote(self.ctx.id);
+        // SAFETY: we own the eventfd; nothing refers to it after unregistering.
+        unsafe { libc::close(self.ctx.remote.eventfd) };
+    }
+}
+
+/// The backend report of the current thread's runtime.
+pub fn backend_report() -> BackendReport {
+    with_ctx(|cx| cx.report.clone())
+}
+
+/// The metrics of the current thread's runtime.
+pub fn metrics() -> MetricsSnapshot {
+    with_ctx(crate::metrics::snapshot)
+}

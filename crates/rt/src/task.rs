@@ -1,0 +1,297 @@
+//! Tasks, wakers and join handles.
+//!
+//! # Protocol
+//! A task is a slot in the runtime's task slab: its boxed `!Send` future, a
+//! generation number and a `scheduled` bit. A waker is not a pointer but a
+//! number: runtime id (16 bits), generation (16 bits) and slot key (32 bits),
+//! so waking costs no allocation and no atomic. Waking on the runtime's own
+//! thread pushes the key onto the local run queue (once: `scheduled` dedupes);
+//! waking from another thread goes through the runtime's [`Remote`] (a locked
+//! queue plus an eventfd that interrupts the driver's wait). A wake for a slot
+//! whose generation changed is a stale wake and is ignored.
+//!
+//! While a task is polled its future is taken out of the slot, so the slab is
+//! not borrowed during the poll and the task may spawn, wake or abort others.
+//! Aborting marks the slot; the executor drops the future on the runtime
+//! thread, outside any poll of it.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use crate::runtime::{try_with_ctx, with_ctx};
+
+/// The main future of `block_on` uses this slot key.
+pub(crate) const MAIN_KEY: u32 = u32::MAX;
+
+pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
+
+pub(crate) struct TaskSlot {
+    pub(crate) gen: u16,
+    pub(crate) future: Option<BoxFuture>,
+    pub(crate) scheduled: bool,
+    pub(crate) aborted: bool,
+    /// Called when the task is aborted before completing.
+    pub(crate) on_abort: Option<Box<dyn FnOnce()>>,
+}
+
+/// Cross-thread side of a runtime: remote wakes and the fd that interrupts its wait.
+#[derive(Debug)]
+pub(crate) struct Remote {
+    pub(crate) queue: Mutex<Vec<u64>>,
+    /// eventfd the driver watches; written after a remote wake.
+    pub(crate) eventfd: i32,
+}
+
+impl Remote {
+    pub(crate) fn wake(&self, data: u64) {
+        let first = {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.push(data);
+            q.len() == 1
+        };
+        if first {
+            let one: u64 = 1;
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            unsafe { libc::write(self.eventfd, (&one as *const u64).cast(), 8) };
+        }
+    }
+}
+
+fn registry() -> &'static Mutex<Vec<Option<Arc<Remote>>>> {
+    static REG: OnceLock<Mutex<Vec<Option<Arc<Remote>>>>> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Register a runtime's remote side; returns its id.
+pub(crate) fn register_remote(r: Arc<Remote>) -> u16 {
+    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(i) = reg.iter().position(Option::is_none) {
+        reg[i] = Some(r);
+        return i as u16;
+    }
+    assert!(reg.len() < u16::MAX as usize, "too many runtimes");
+    reg.push(Some(r));
+    (reg.len() - 1) as u16
+}
+
+pub(crate) fn unregister_remote(id: u16) {
+    let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+    reg[id as usize] = None;
+}
+
+pub(crate) fn encode(rt: u16, gen: u16, key: u32) -> u64 {
+    (u64::from(rt) << 48) | (u64::from(gen) << 32) | u64::from(key)
+}
+
+pub(crate) fn decode(data: u64) -> (u16, u16, u32) {
+    ((data >> 48) as u16, (data >> 32) as u16, data as u32)
+}
+
+static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_raw, drop_raw);
+
+fn clone_raw(data: *const ()) -> RawWaker {
+    RawWaker::new(data, &VTABLE)
+}
+
+fn wake_raw(data: *const ()) {
+    wake_data(data as usize as u64);
+}
+
+fn drop_raw(_: *const ()) {}
+
+/// A waker for slot `key` of runtime `rt`.
+pub(crate) fn waker(rt: u16, gen: u16, key: u32) -> Waker {
+    let data = encode(rt, gen, key) as usize as *const ();
+    // SAFETY: the vtable functions treat `data` as a plain number; they never
+    // dereference it, so any value is valid on any thread.
+    unsafe { Waker::from_raw(RawWaker::new(data, &VTABLE)) }
+}
+
+pub(crate) fn wake_data(data: u64) {
+    let (rt, _, _) = decode(data);
+    let local = try_with_ctx(|cx| {
+        if cx.id == rt {
+            cx.schedule(data);
+            true
+        } else {
+            false
+        }
+    });
+    if local != Some(true) {
+        let remote = {
+            let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
+            reg.get(rt as usize).cloned().flatten()
+        };
+        if let Some(r) = remote {
+            r.wake(data);
+        }
+    }
+}
+
+/// Why a task produced no output.
+#[derive(Debug)]
+pub enum JoinError {
+    /// [`JoinHandle::abort`] dropped it first.
+    Cancelled,
+    /// It panicked; the payload's message, when it was a string.
+    Panicked(String),
+}
+
+impl std::fmt::Display for JoinError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JoinError::Cancelled => f.write_str("task was cancelled"),
+            JoinError::Panicked(m) => write!(f, "task panicked: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for JoinError {}
+
+struct JoinState<T> {
+    output: Option<Result<T, JoinError>>,
+    waker: Option<Waker>,
+}
+
+/// Awaits the output of a spawned task. Dropping it detaches the task.
+///
+/// Not `Send`: a task belongs to the runtime thread that spawned it.
+///
+/// ```compile_fail
+/// fn assert_send<T: Send>(_: T) {}
+/// let rt = ringkit::Runtime::new().unwrap();
+/// let h = rt.spawn(async {});
+/// assert_send(h);
+/// ```
+pub struct JoinHandle<T> {
+    state: Rc<RefCell<JoinState<T>>>,
+    rt: u16,
+    gen: u16,
+    key: u32,
+}
+
+impl<T> std::fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl<T> JoinHandle<T> {
+    /// Cancel the task: its future is dropped (on this thread, before the next
+    /// runtime turn ends) and awaiting this handle gives [`JoinError::Cancelled`].
+    /// No effect if it already finished.
+    pub fn abort(&self) {
+        let _ = try_with_ctx(|cx| {
+            if cx.id == self.rt {
+                cx.abort(self.key, self.gen);
+            }
+        });
+    }
+
+    /// Whether the task has finished (with output, panic or cancellation).
+    pub fn is_finished(&self) -> bool {
+        self.state.borrow().output.is_some()
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut st = self.state.borrow_mut();
+        match st.output.take() {
+            Some(out) => Poll::Ready(out),
+            None => {
+                st.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Spawn `fut` on the current thread's runtime. Panics outside a runtime.
+pub fn spawn<F>(fut: F) -> JoinHandle<F::Output>
+where
+    F: Future + 'static,
+    F::Output: 'static,
+{
+    let state = Rc::new(RefCell::new(JoinState {
+        output: None,
+        waker: None,
+    }));
+    let st = state.clone();
+    let wrapped = async move {
+        let fut = std::panic::AssertUnwindSafe(fut);
+        let out = CatchUnwind { fut }.await;
+        let mut s = st.borrow_mut();
+        s.output = Some(out.map_err(|p| JoinError::Panicked(panic_message(&*p))));
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+    };
+    let st2 = state.clone();
+    let on_abort: Box<dyn FnOnce()> = Box::new(move || {
+        let mut s = st2.borrow_mut();
+        if s.output.is_none() {
+            s.output = Some(Err(JoinError::Cancelled));
+        }
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+    });
+    let (rt, gen, key) = with_ctx(|cx| cx.spawn_raw(Box::pin(wrapped), on_abort));
+    JoinHandle {
+        state,
+        rt,
+        gen,
+        key,
+    }
+}
+
+/// Polls a future, turning a panic into `Err(payload)`.
+struct CatchUnwind<F> {
+    fut: std::panic::AssertUnwindSafe<F>,
+}
+
+impl<F: Future> Future for CatchUnwind<F> {
+    type Output = std::thread::Result<F::Output>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of the only field; we never move it out.
+        let fut = unsafe { self.map_unchecked_mut(|s| &mut s.fut.0) };
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Ok(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(p) => Poll::Ready(Err(p)),
+        }
+    }
+}
+
+/// Yield once to the runtime, letting other tasks and I/O run.
+pub async fn yield_now() {
+    let mut yielded = false;
+    std::future::poll_fn(move |cx| {
+        if yielded {
+            Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    })
+    .await
+}
