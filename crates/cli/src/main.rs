@@ -1,1 +1,438 @@
-fn main() {}
+//! `ringkit`: probe the kernel, run the servers, generate load, compare.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use ringkit::Backend;
+use ringkit_bench::compare::{self, CompareConfig, Contender, Family};
+use ringkit_bench::echo::{self, EchoLoadConfig, EchoServerConfig, RecvMode};
+use ringkit_uring::KernelReport;
+
+/// ringkit: io_uring toolkit, runtime, servers and an honest io_uring-vs-epoll benchmark.
+#[derive(Parser, Debug)]
+#[command(name = "ringkit", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// What io_uring can do on this kernel, and which backend ringkit would pick (and why).
+    Probe {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run the echo server.
+    Echo(EchoArgs),
+    /// Load generators.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Compare ringkit (io_uring and epoll) with tokio and monoio, interleaved and pinned.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug)]
+struct EchoArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7000")]
+    addr: SocketAddr,
+    /// auto | uring | epoll.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// Runtime threads (each with its own SO_REUSEPORT listener).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// CPUs to pin the threads to, e.g. 0,1.
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// multishot: multishot recv into a provided-buffer ring, send from that
+    /// buffer (io_uring's modern path); single: one recv per read into the
+    /// connection's own buffer (the plain path).
+    #[arg(long, default_value = "multishot")]
+    recv: RecvMode,
+    /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
+    #[arg(long)]
+    stats: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum BenchCmd {
+    /// Echo load generator (flags and output line as rust_echo_bench).
+    Echo(BenchEchoArgs),
+}
+
+#[derive(Args, Debug)]
+struct BenchEchoArgs {
+    /// Server address.
+    #[arg(short = 'a', long = "address", default_value = "127.0.0.1:7000")]
+    addr: SocketAddr,
+    /// Connections.
+    #[arg(short = 'c', long = "number", default_value_t = 50)]
+    conns: usize,
+    /// Message length in bytes.
+    #[arg(short = 'l', long = "length", default_value_t = 512)]
+    len: usize,
+    /// Measured seconds (after all connections are up).
+    #[arg(short = 't', long = "duration", default_value_t = 10)]
+    secs: u64,
+    /// Messages in flight per connection.
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Backend of the generator itself.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// Pin the generator to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Print the result as JSON too.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct CompareArgs {
+    /// Study to run: echo (default: every study that exists).
+    study: Option<String>,
+    /// About a minute: 3 rounds of 2 s, no strace.
+    #[arg(long)]
+    quick: bool,
+    /// Rounds (each contender once per round).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Measured seconds per sample.
+    #[arg(long)]
+    secs: Option<f64>,
+    /// Connection counts.
+    #[arg(long, value_delimiter = ',', default_value = "50,1000")]
+    conns: Vec<usize>,
+    /// Message length.
+    #[arg(long, default_value_t = 512)]
+    len: usize,
+    /// Only these contenders (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Output directory (default: results/compare-<date>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip the strace syscall count of peers.
+    #[arg(long)]
+    no_strace: bool,
+    /// CPU for servers.
+    #[arg(long, default_value_t = 0)]
+    server_cpu: usize,
+    /// CPU for the load generator.
+    #[arg(long, default_value_t = 1)]
+    client_cpu: usize,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Probe { json } => probe(json),
+        Cmd::Echo(a) => echo::run_server(EchoServerConfig {
+            addr: a.addr,
+            backend: a.backend,
+            threads: a.threads,
+            cpus: a.cpus,
+            recv: a.recv,
+            stats: a.stats,
+        }),
+        Cmd::Bench(BenchCmd::Echo(a)) => bench_echo(a),
+        Cmd::Compare(a) => compare_cmd(a),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ringkit: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn probe(json: bool) -> std::io::Result<()> {
+    let k = KernelReport::gather();
+    let auto = ringkit::Builder::new()
+        .backend(Backend::Auto)
+        .ignore_env()
+        .build()
+        .map(|rt| rt.backend_report().clone());
+    if json {
+        let v = serde_json::json!({
+            "kernel": k.kernel,
+            "io_uring_usable": k.usable.is_ok(),
+            "why_not": k.usable.as_ref().err(),
+            "features": k.feature_names(),
+            "setup_flags": k.setup_flag_names(),
+            "opcodes_supported": k.probe.as_ref().map(|p| p.supported_names()),
+            "opcodes_missing": k.probe.as_ref().map(|p| p.unsupported_names()),
+            "auto_backend": auto.as_ref().map(|r| r.to_string()).map_err(|e| e.to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("kernel:           {}", k.kernel);
+    match &k.usable {
+        Ok(()) => println!("io_uring:         usable"),
+        Err(why) => println!("io_uring:         NOT usable: {why}"),
+    }
+    if k.usable.is_ok() {
+        println!("features:         {}", k.feature_names());
+        println!("setup flags:      {}", k.setup_flag_names());
+        if let Some(p) = &k.probe {
+            println!(
+                "opcodes ({}):     {}",
+                p.supported_names().len(),
+                p.supported_names().join(" ")
+            );
+            let missing = p.unsupported_names();
+            if !missing.is_empty() {
+                println!("missing opcodes:  {}", missing.join(" "));
+            }
+        }
+    }
+    match auto {
+        Ok(r) => {
+            println!("Backend::Auto:    {r}");
+            for a in &r.attempts {
+                println!("  tried first:    {a}");
+            }
+        }
+        Err(e) => println!("Backend::Auto:    cannot build a runtime: {e}"),
+    }
+    Ok(())
+}
+
+fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
+    if let Some(cpu) = a.cpu {
+        ringkit::pin_to_cpu(cpu)?;
+    }
+    let cfg = EchoLoadConfig {
+        addr: a.addr,
+        conns: a.conns,
+        len: a.len,
+        duration: Duration::from_secs(a.secs),
+        pipeline: a.pipeline,
+        backend: a.backend,
+    };
+    println!(
+        "Benchmarking: {}\n{} clients, running {} bytes, {} sec.{}\n",
+        a.addr,
+        a.conns,
+        a.len,
+        a.secs,
+        a.cpu
+            .map(|c| format!(" (pinned to CPU {c})"))
+            .unwrap_or_default()
+    );
+    let r = echo::run_load(&cfg, &mut |_| {})?;
+    println!(
+        "Speed: {:.0} request/sec, {:.0} response/sec",
+        r.requests as f64 / r.secs,
+        r.responses as f64 / r.secs
+    );
+    println!("Requests: {}\nResponses: {}", r.requests, r.responses);
+    println!(
+        "Window: {:.3} s measured after {:.3} s of connecting\nLatency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, mean {:.1} us",
+        r.secs, r.connect_secs, r.p50_us, r.p99_us, r.p999_us, r.mean_us
+    );
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    }
+    if !r.ok() {
+        return Err(std::io::Error::other(format!(
+            "run FAILED: {} connections failed, {} mismatches{}",
+            r.failed_conns,
+            r.mismatches,
+            r.first_error
+                .map(|e| format!(" (first error: {e})"))
+                .unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
+/// The peer binary next to ours, building it with cargo when missing.
+fn peer_binary() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let path = me.with_file_name("ringkit-peer");
+    if path.exists() {
+        return Ok(path);
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    if !root.join("peers/Cargo.toml").exists() {
+        return Err("peers/ sources not found next to this build".into());
+    }
+    let profile = if me
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|n| n == "release")
+    {
+        vec!["--release"]
+    } else {
+        vec![]
+    };
+    eprintln!("ringkit: building the tokio/monoio peers (cargo build -p ringkit-peers), once...");
+    let st = std::process::Command::new("cargo")
+        .arg("build")
+        .args(&profile)
+        .args(["-p", "ringkit-peers"])
+        .current_dir(&root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if st.success() && path.exists() {
+        Ok(path)
+    } else {
+        Err(format!("cargo build -p ringkit-peers failed ({st})"))
+    }
+}
+
+fn contenders(quick: bool) -> (Vec<Contender>, Vec<(String, String)>) {
+    let me = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "ringkit".into());
+    let rk = |name: &str, backend: &str, recv: &str, family| Contender {
+        name: name.into(),
+        family,
+        cmd: [
+            me.as_str(),
+            "echo",
+            "--addr",
+            "{addr}",
+            "--backend",
+            backend,
+            "--threads",
+            "1",
+            "--recv",
+            recv,
+            "--stats",
+            "{stats}",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect(),
+        ringkit: true,
+    };
+    let mut v = vec![
+        rk("ringkit-uring", "uring", "multishot", Family::Uring),
+        rk("ringkit-epoll", "epoll", "single", Family::Epoll),
+    ];
+    if !quick {
+        v.insert(
+            1,
+            rk("ringkit-uring-plain", "uring", "single", Family::Uring),
+        );
+    }
+    let mut skipped = Vec::new();
+    match peer_binary() {
+        Ok(p) => {
+            let p = p.display().to_string();
+            let peer = |name: &str, sub: &str, family| Contender {
+                name: name.into(),
+                family,
+                cmd: vec![p.clone(), sub.into(), "{addr}".into()],
+                ringkit: false,
+            };
+            v.push(peer("tokio", "tokio-echo", Family::Epoll));
+            v.push(peer("monoio-uring", "monoio-echo", Family::Uring));
+            if !quick {
+                v.push(peer("monoio-legacy", "monoio-legacy-echo", Family::Epoll));
+            }
+        }
+        Err(e) => {
+            for n in ["tokio", "monoio-uring", "monoio-legacy"] {
+                skipped.push((n.to_string(), e.clone()));
+            }
+        }
+    }
+    (v, skipped)
+}
+
+fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
+    match a.study.as_deref() {
+        None | Some("echo") | Some("all") => {}
+        Some(other) => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("unknown study {other:?}: available: echo"),
+            ))
+        }
+    }
+    let (mut list, skipped) = contenders(a.quick);
+    if !a.only.is_empty() {
+        list.retain(|c| a.only.contains(&c.name));
+        if list.is_empty() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--only matched no contender",
+            ));
+        }
+    }
+    let has_strace = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut skipped = skipped;
+    if !has_strace && !a.no_strace && !a.quick {
+        skipped.push((
+            "strace syscall counts of peers".into(),
+            "strace not installed (apt-get install -y strace)".into(),
+        ));
+    }
+    let out = a.out.unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "compare-{}",
+            ringkit_bench::sysinfo::utc_now().replace(':', "")
+        ))
+    });
+    let cfg = CompareConfig {
+        conns: a.conns,
+        len: a.len,
+        rounds: a.rounds.unwrap_or(3).max(1),
+        secs: a.secs.unwrap_or(if a.quick { 2.0 } else { 10.0 }),
+        server_cpu: a.server_cpu,
+        client_cpu: a.client_cpu,
+        strace: has_strace && !a.no_strace && !a.quick,
+        out_dir: out.clone(),
+    };
+    eprintln!(
+        "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load on CPU {}",
+        list.len(), cfg.conns, cfg.rounds, cfg.secs, cfg.server_cpu, cfg.client_cpu
+    );
+    for (n, why) in &skipped {
+        eprintln!("  skipped {n}: {why}");
+    }
+    let total = (cfg.conns.len() * cfg.rounds * list.len()) as u64;
+    let pb = ProgressBar::new(total);
+    pb.set_style(
+        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let res = compare::run(&cfg, list, skipped, &mut |s, _, _| {
+        pb.inc(1);
+        pb.set_message(format!(
+            "{} c={} {:.0} req/s{}",
+            s.contender,
+            s.conns,
+            s.load.rps(),
+            if s.error.is_some() || !s.load.ok() {
+                " FAILED"
+            } else {
+                ""
+            }
+        ));
+    })?;
+    pb.finish_and_clear();
+    print!("{}", ringkit_bench::report::table(&res));
+    ringkit_bench::report::write_all(&res, &out)?;
+    println!(
+        "\nwrote {}/results.json, report.md, echo_rps.svg, echo_cpu.svg",
+        out.display()
+    );
+    Ok(())
+}

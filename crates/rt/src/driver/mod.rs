@@ -146,8 +146,10 @@ impl Default for DriverConfig {
     }
 }
 
-/// The backend of one runtime.
+/// The backend of one runtime. (One per thread, so the size difference
+/// between the variants does not matter.)
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Driver {
     Uring(uring::UringDriver),
     Epoll(epoll::EpollDriver),

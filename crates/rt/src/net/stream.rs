@@ -60,7 +60,8 @@ impl StreamCore {
     }
 
     async fn read_via_pool<B: IoBufMut>(&self, mut buf: B) -> (io::Result<usize>, B) {
-        let (rb, off) = match self.leftover.borrow_mut().take() {
+        let left = self.leftover.borrow_mut().take();
+        let (rb, off) = match left {
             Some(x) => x,
             None => match self.read_pooled().await {
                 Ok(rb) => (rb, 0),

@@ -1,0 +1,526 @@
+//! `ringkit compare echo`: contenders side by side, interleaved, pinned.
+//!
+//! For every connection count and round, each contender's server is started
+//! as its own process pinned to the server CPU, driven by the load generator
+//! on this process's thread pinned to the client CPU, and stopped by its pid.
+//! Contenders are interleaved (A B C A B C ...) and rotated each round, so
+//! drift hits all of them alike. Around the measured window we sample the
+//! server's CPU time (/proc/PID/stat) and, for ringkit, its own counters.
+//! Peers' syscalls come from a separate `strace -c` run (never timed).
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::echo::{self, EchoLoadConfig, EchoLoadResult, Phase, ServerStats};
+use crate::sysinfo::{CpuTimes, SystemInfo};
+
+/// Which family a contender belongs to (for "ratio to the best epoll").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Family {
+    /// io_uring based.
+    Uring,
+    /// epoll based.
+    Epoll,
+}
+
+/// One server to measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Contender {
+    /// Short name.
+    pub name: String,
+    /// io_uring or epoll.
+    pub family: Family,
+    /// Command line; `{addr}` and `{stats}` are substituted.
+    pub cmd: Vec<String>,
+    /// Whether it writes ringkit's counters (`--stats`).
+    pub ringkit: bool,
+}
+
+/// Settings of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareConfig {
+    /// Connection counts.
+    pub conns: Vec<usize>,
+    /// Message length.
+    pub len: usize,
+    /// Rounds (each contender once per round).
+    pub rounds: usize,
+    /// Measured seconds per sample.
+    pub secs: f64,
+    /// CPU for servers.
+    pub server_cpu: usize,
+    /// CPU for the load generator.
+    pub client_cpu: usize,
+    /// Run `strace -c` for peers' syscalls.
+    pub strace: bool,
+    /// Output directory.
+    pub out_dir: PathBuf,
+}
+
+/// One measured sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Contender name.
+    pub contender: String,
+    /// Connections.
+    pub conns: usize,
+    /// Round number.
+    pub round: usize,
+    /// What the load generator saw.
+    pub load: EchoLoadResult,
+    /// Server CPU over the window.
+    pub cpu_user_s: f64,
+    /// Server system CPU over the window.
+    pub cpu_sys_s: f64,
+    /// ringkit counters over the window.
+    pub stats: Option<ServerStats>,
+    /// Error starting or running, if any.
+    pub error: Option<String>,
+}
+
+impl Sample {
+    fn ok(&self) -> bool {
+        self.error.is_none() && self.load.ok()
+    }
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        let r = self.load.responses.max(1) as f64;
+        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
+    }
+}
+
+/// Median and range.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Stat {
+    /// Median.
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+fn stat(mut v: Vec<f64>) -> Stat {
+    if v.is_empty() {
+        return Stat::default();
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Stat {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    }
+}
+
+/// Summary of one contender at one connection count.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Contender.
+    pub contender: String,
+    /// io_uring or epoll.
+    pub family: Family,
+    /// Connections.
+    pub conns: usize,
+    /// Good samples / all samples.
+    pub ok_samples: usize,
+    /// All samples.
+    pub samples: usize,
+    /// Requests per second.
+    pub rps: Stat,
+    /// Server CPU µs per request (user + system).
+    pub cpu_us: Stat,
+    /// User part (median).
+    pub cpu_user_us: f64,
+    /// System part (median).
+    pub cpu_sys_us: f64,
+    /// p99 latency, µs (median over samples).
+    pub p99_us: f64,
+    /// Syscalls per request: ringkit's own counters, or strace for peers.
+    pub syscalls_per_req: Option<f64>,
+    /// Where the syscall figure comes from.
+    pub syscalls_source: String,
+    /// io_uring_enter calls per request (ringkit).
+    pub enters_per_req: Option<f64>,
+    /// rps median / best epoll contender's rps median.
+    pub rps_vs_best_epoll: Option<f64>,
+    /// CPU per request median / best epoll contender's (lower is better).
+    pub cpu_vs_best_epoll: Option<f64>,
+}
+
+/// Everything a comparison produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareResults {
+    /// Machine and tool.
+    pub system: SystemInfo,
+    /// Settings.
+    pub config: CompareConfig,
+    /// Contenders.
+    pub contenders: Vec<Contender>,
+    /// What each server said about itself (backend, flags), from its log.
+    pub server_banners: Vec<(String, String)>,
+    /// Skipped contenders and why.
+    pub skipped: Vec<(String, String)>,
+    /// Raw samples.
+    pub samples: Vec<Sample>,
+    /// Per contender and connection count.
+    pub summary: Vec<Summary>,
+    /// Wall time of the whole run, seconds.
+    pub wall_secs: f64,
+}
+
+fn free_addr() -> io::Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    l.local_addr()
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Server {
+    fn start(
+        c: &Contender,
+        addr: SocketAddr,
+        stats: &Path,
+        cpu: usize,
+        log: &Path,
+    ) -> io::Result<Server> {
+        let args: Vec<String> = c
+            .cmd
+            .iter()
+            .map(|a| {
+                a.replace("{addr}", &addr.to_string())
+                    .replace("{stats}", &stats.display().to_string())
+            })
+            .collect();
+        let logf = std::fs::File::create(log)?;
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .env_remove("RINGKIT_BACKEND");
+        // SAFETY: between fork and exec we only call sched_setaffinity, which
+        // is async-signal-safe, on the child itself.
+        unsafe {
+            cmd.pre_exec(move || ringkit::pin_to_cpu(cpu));
+        }
+        let child = cmd.spawn()?;
+        let s = Server { child };
+        let t = Instant::now();
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Ok(s);
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err(io::Error::other(format!(
+                    "{} did not start listening on {addr} within 10 s (see {})",
+                    c.name,
+                    log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(2) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, secs: f64) -> Sample {
+    let mut sample = Sample {
+        contender: c.name.clone(),
+        conns,
+        round,
+        load: EchoLoadResult::default(),
+        cpu_user_s: 0.0,
+        cpu_sys_s: 0.0,
+        stats: None,
+        error: None,
+    };
+    let mut run = || -> io::Result<()> {
+        let addr = free_addr()?;
+        let stats_path = cfg
+            .out_dir
+            .join("tmp")
+            .join(format!("{}-{conns}-{round}", c.name));
+        let log = cfg
+            .out_dir
+            .join("logs")
+            .join(format!("{}-{conns}-{round}.log", c.name));
+        let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
+        let pid = server.pid();
+        let mut cpu0 = CpuTimes::default();
+        let mut cpu1 = CpuTimes::default();
+        let mut st0 = ServerStats::default();
+        let mut st1 = ServerStats::default();
+        let load_cfg = EchoLoadConfig {
+            addr,
+            conns,
+            len: cfg.len,
+            duration: Duration::from_secs_f64(secs),
+            pipeline: 1,
+            backend: ringkit::Backend::Auto,
+        };
+        let load = echo::run_load(&load_cfg, &mut |p| match p {
+            Phase::WindowStart => {
+                cpu0 = CpuTimes::of(pid).unwrap_or_default();
+                st0 = ServerStats::read_all(&stats_path);
+            }
+            Phase::WindowEnd => {
+                cpu1 = CpuTimes::of(pid).unwrap_or_default();
+                st1 = ServerStats::read_all(&stats_path);
+            }
+        })?;
+        drop(server);
+        let cpu = cpu1.since(&cpu0);
+        sample.cpu_user_s = cpu.user;
+        sample.cpu_sys_s = cpu.system;
+        if c.ringkit {
+            sample.stats = Some(st1.since(&st0));
+        }
+        sample.load = load;
+        Ok(())
+    };
+    if let Err(e) = run() {
+        sample.error = Some(e.to_string());
+    }
+    sample
+}
+
+/// Syscalls per request of a contender via `strace -c -f` (a separate run
+/// whose throughput is not used).
+fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result<f64> {
+    let addr = free_addr()?;
+    let stats_path = cfg.out_dir.join("tmp").join(format!("{}-strace", c.name));
+    let log = cfg
+        .out_dir
+        .join("logs")
+        .join(format!("{}-{conns}-strace.log", c.name));
+    let out = cfg
+        .out_dir
+        .join("logs")
+        .join(format!("{}-{conns}-strace.txt", c.name));
+    let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
+    let pid = server.pid();
+    let mut strace: Option<Child> = None;
+    let load_cfg = EchoLoadConfig {
+        addr,
+        conns,
+        len: cfg.len,
+        duration: Duration::from_secs(2),
+        pipeline: 1,
+        backend: ringkit::Backend::Auto,
+    };
+    let load = echo::run_load(&load_cfg, &mut |p| match p {
+        Phase::WindowStart => {
+            strace = Command::new("strace")
+                .args(["-c", "-f", "-p", &pid.to_string(), "-o"])
+                .arg(&out)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok();
+        }
+        Phase::WindowEnd => {
+            if let Some(s) = &strace {
+                // SAFETY: signalling our own strace child.
+                unsafe { libc::kill(s.id() as i32, libc::SIGINT) };
+            }
+        }
+    })?;
+    if let Some(mut s) = strace {
+        let _ = s.wait();
+    }
+    drop(server);
+    let text = std::fs::read_to_string(&out)?;
+    let calls = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_end().ends_with("total"))
+        .and_then(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            // % time, seconds, usecs/call, calls, [errors], total
+            f.get(3).and_then(|v| v.parse::<f64>().ok())
+        })
+        .ok_or_else(|| io::Error::other("no total line in strace output"))?;
+    Ok(calls / load.responses.max(1) as f64)
+}
+
+/// Run the comparison. `progress` is called after each sample.
+pub fn run(
+    cfg: &CompareConfig,
+    contenders: Vec<Contender>,
+    skipped: Vec<(String, String)>,
+    progress: &mut dyn FnMut(&Sample, usize, usize),
+) -> io::Result<CompareResults> {
+    let wall = Instant::now();
+    std::fs::create_dir_all(cfg.out_dir.join("logs"))?;
+    std::fs::create_dir_all(cfg.out_dir.join("tmp"))?;
+    ringkit::pin_to_cpu(cfg.client_cpu)?;
+    let total = cfg.conns.len() * cfg.rounds * contenders.len();
+    let mut samples = Vec::new();
+    let mut n = 0;
+    for &conns in &cfg.conns {
+        for round in 0..cfg.rounds {
+            // Rotate the order each round: A B C, B C A, C A B, ...
+            for i in 0..contenders.len() {
+                let c = &contenders[(i + round) % contenders.len()];
+                let s = one_sample(cfg, c, conns, round, cfg.secs);
+                n += 1;
+                progress(&s, n, total);
+                samples.push(s);
+            }
+        }
+    }
+    let mut strace_calls: Vec<(String, usize, f64)> = Vec::new();
+    if cfg.strace {
+        for &conns in &cfg.conns {
+            for c in contenders.iter().filter(|c| !c.ringkit) {
+                if let Ok(v) = strace_sample(cfg, c, conns) {
+                    strace_calls.push((c.name.clone(), conns, v));
+                }
+            }
+        }
+    }
+    let server_banners = contenders
+        .iter()
+        .filter_map(|c| {
+            let log = cfg
+                .out_dir
+                .join("logs")
+                .join(format!("{}-{}-0.log", c.name, cfg.conns[0]));
+            std::fs::read_to_string(log)
+                .ok()
+                .and_then(|s| s.lines().next().map(|l| (c.name.clone(), l.to_string())))
+        })
+        .collect();
+    let summary = summarize(&contenders, cfg, &samples, &strace_calls);
+    let _ = std::fs::remove_dir_all(cfg.out_dir.join("tmp"));
+    Ok(CompareResults {
+        system: SystemInfo::gather(),
+        config: cfg.clone(),
+        contenders,
+        server_banners,
+        skipped,
+        samples,
+        summary,
+        wall_secs: wall.elapsed().as_secs_f64(),
+    })
+}
+
+fn summarize(
+    contenders: &[Contender],
+    cfg: &CompareConfig,
+    samples: &[Sample],
+    strace_calls: &[(String, usize, f64)],
+) -> Vec<Summary> {
+    let mut out = Vec::new();
+    for &conns in &cfg.conns {
+        let mut rows: Vec<Summary> = contenders
+            .iter()
+            .map(|c| {
+                let mine: Vec<&Sample> = samples
+                    .iter()
+                    .filter(|s| s.contender == c.name && s.conns == conns)
+                    .collect();
+                let good: Vec<&&Sample> = mine.iter().filter(|s| s.ok()).collect();
+                let cpu: Vec<(f64, f64)> = good.iter().map(|s| s.cpu_us_per_req()).collect();
+                let per_req = |f: &dyn Fn(&ServerStats) -> u64| {
+                    let v: Vec<f64> = good
+                        .iter()
+                        .filter_map(|s| {
+                            s.stats
+                                .as_ref()
+                                .map(|st| f(st) as f64 / s.load.responses.max(1) as f64)
+                        })
+                        .collect();
+                    (!v.is_empty()).then(|| stat(v).median)
+                };
+                let (syscalls, source) = if c.ringkit {
+                    (per_req(&|s| s.syscalls()), "ringkit counters".to_string())
+                } else {
+                    match strace_calls
+                        .iter()
+                        .find(|(n, cn, _)| *n == c.name && *cn == conns)
+                    {
+                        Some((_, _, v)) => (Some(*v), "strace -c (separate run)".to_string()),
+                        None if cfg.strace => (None, "strace failed".to_string()),
+                        None => (
+                            None,
+                            "not measured (strace off or not installed)".to_string(),
+                        ),
+                    }
+                };
+                Summary {
+                    contender: c.name.clone(),
+                    family: c.family,
+                    conns,
+                    ok_samples: good.len(),
+                    samples: mine.len(),
+                    rps: stat(good.iter().map(|s| s.load.rps()).collect()),
+                    cpu_us: stat(cpu.iter().map(|(u, s)| u + s).collect()),
+                    cpu_user_us: stat(cpu.iter().map(|c| c.0).collect()).median,
+                    cpu_sys_us: stat(cpu.iter().map(|c| c.1).collect()).median,
+                    p99_us: stat(good.iter().map(|s| s.load.p99_us).collect()).median,
+                    syscalls_per_req: syscalls,
+                    syscalls_source: source,
+                    enters_per_req: if c.ringkit && c.family == Family::Uring {
+                        per_req(&|s| s.uring_enters)
+                    } else {
+                        None
+                    },
+                    rps_vs_best_epoll: None,
+                    cpu_vs_best_epoll: None,
+                }
+            })
+            .collect();
+        let best_rps = rows
+            .iter()
+            .filter(|r| r.family == Family::Epoll && r.ok_samples > 0)
+            .map(|r| r.rps.median)
+            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
+        let best_cpu = rows
+            .iter()
+            .filter(|r| r.family == Family::Epoll && r.ok_samples > 0)
+            .map(|r| r.cpu_us.median)
+            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.min(v))));
+        for r in &mut rows {
+            if r.ok_samples > 0 {
+                r.rps_vs_best_epoll = best_rps.map(|b| r.rps.median / b);
+                r.cpu_vs_best_epoll = best_cpu.map(|b| r.cpu_us.median / b);
+            }
+        }
+        out.extend(rows);
+    }
+    out
+}

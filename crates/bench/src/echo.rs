@@ -1,0 +1,442 @@
+//! The echo workload: a server on the runtime, and a verifying load generator.
+//!
+//! # Load generator
+//! Like rust_echo_bench (same flags, same "Speed:" line), but on ringkit's
+//! io_uring runtime on one thread: every connection is a task that keeps
+//! `pipeline` messages of `len` bytes in flight (write them, read them all
+//! back, compare every byte). Connections are opened and warmed up first; the
+//! measured window starts only once all are up, and throughput is divided by
+//! the window actually measured (not the nominal duration).
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ringkit::net::{TcpListener, TcpStream};
+use ringkit::{Backend, LaunchConfig};
+use serde::{Deserialize, Serialize};
+
+/// How the echo server receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// io_uring: one multishot RECV per connection into the provided-buffer
+    /// ring, and the send goes straight from that buffer (epoll: pooled reads).
+    Multishot,
+    /// One RECV per read into the connection's own buffer (the plain path).
+    Single,
+}
+
+impl std::str::FromStr for RecvMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "multishot" => Ok(RecvMode::Multishot),
+            "single" => Ok(RecvMode::Single),
+            o => Err(format!("unknown recv mode {o:?} (multishot|single)")),
+        }
+    }
+}
+
+/// Echo server settings.
+#[derive(Debug, Clone)]
+pub struct EchoServerConfig {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Backend for every thread.
+    pub backend: Backend,
+    /// Runtime threads (one listener each, `SO_REUSEPORT`).
+    pub threads: usize,
+    /// CPUs to pin threads to.
+    pub cpus: Vec<usize>,
+    /// Receive path.
+    pub recv: RecvMode,
+    /// Write runtime counters to `PATH.<thread>` every 50 ms.
+    pub stats: Option<PathBuf>,
+}
+
+/// Counters a server thread publishes (see `EchoServerConfig::stats`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub struct ServerStats {
+    /// `io_uring_enter` calls.
+    pub uring_enters: u64,
+    /// `epoll_wait` calls.
+    pub epoll_waits: u64,
+    /// Other syscalls made by the runtime.
+    pub other_syscalls: u64,
+    /// SQEs submitted.
+    pub sqes: u64,
+    /// CQEs reaped.
+    pub cqes: u64,
+    /// Connections accepted.
+    pub accepted: u64,
+}
+
+impl ServerStats {
+    /// Sum of two.
+    pub fn add(&self, o: &ServerStats) -> ServerStats {
+        ServerStats {
+            uring_enters: self.uring_enters + o.uring_enters,
+            epoll_waits: self.epoll_waits + o.epoll_waits,
+            other_syscalls: self.other_syscalls + o.other_syscalls,
+            sqes: self.sqes + o.sqes,
+            cqes: self.cqes + o.cqes,
+            accepted: self.accepted + o.accepted,
+        }
+    }
+    /// Difference `self - earlier`.
+    pub fn since(&self, e: &ServerStats) -> ServerStats {
+        ServerStats {
+            uring_enters: self.uring_enters.saturating_sub(e.uring_enters),
+            epoll_waits: self.epoll_waits.saturating_sub(e.epoll_waits),
+            other_syscalls: self.other_syscalls.saturating_sub(e.other_syscalls),
+            sqes: self.sqes.saturating_sub(e.sqes),
+            cqes: self.cqes.saturating_sub(e.cqes),
+            accepted: self.accepted.saturating_sub(e.accepted),
+        }
+    }
+    /// All syscalls counted.
+    pub fn syscalls(&self) -> u64 {
+        self.uring_enters + self.epoll_waits + self.other_syscalls
+    }
+    /// Read and sum every `PATH.<n>` file.
+    pub fn read_all(path: &std::path::Path) -> ServerStats {
+        let mut total = ServerStats::default();
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return total;
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.starts_with(&prefix) && !n.ends_with(".tmp") {
+                    if let Ok(s) = std::fs::read_to_string(e.path()) {
+                        if let Ok(st) = serde_json::from_str::<ServerStats>(&s) {
+                            total = total.add(&st);
+                        }
+                    }
+                }
+            }
+        }
+        total
+    }
+}
+
+/// Run the echo server until the process is killed. Prints the backend of
+/// each thread once it is listening.
+pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
+    let launch = LaunchConfig::new(cfg.threads)
+        .cpus(cfg.cpus.clone())
+        .backend(cfg.backend);
+    let cfg2 = cfg.clone();
+    let handles = ringkit::launch(launch, move |i| {
+        let cfg = cfg2.clone();
+        async move {
+            if let Err(e) = serve_thread(i, cfg).await {
+                eprintln!("ringkit echo: thread {i}: {e}");
+                std::process::exit(1);
+            }
+        }
+    })?;
+    for h in handles {
+        h.join()
+            .map_err(|_| io::Error::other("server thread panicked"))??;
+    }
+    Ok(())
+}
+
+async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
+    let listener = TcpListener::bind_reuseport(cfg.addr)?;
+    eprintln!(
+        "ringkit echo: thread {i} listening on {} with {} (recv {:?})",
+        listener.local_addr()?,
+        ringkit::backend_report(),
+        cfg.recv
+    );
+    let accepted = Rc::new(Cell::new(0u64));
+    if let Some(path) = cfg.stats.clone() {
+        let accepted = accepted.clone();
+        ringkit::spawn(async move {
+            let file = PathBuf::from(format!("{}.{i}", path.display()));
+            let tmp = PathBuf::from(format!("{}.{i}.tmp", path.display()));
+            loop {
+                let m = ringkit::metrics();
+                let s = ServerStats {
+                    uring_enters: m.uring_enters,
+                    epoll_waits: m.epoll_waits,
+                    other_syscalls: m.other_syscalls,
+                    sqes: m.sqes_submitted,
+                    cqes: m.cqes_reaped,
+                    accepted: accepted.get(),
+                };
+                if let Ok(j) = serde_json::to_string(&s) {
+                    if std::fs::write(&tmp, j).is_ok() {
+                        let _ = std::fs::rename(&tmp, &file);
+                    }
+                }
+                ringkit::time::sleep(Duration::from_millis(50)).await;
+            }
+        });
+    }
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        match listener.accept_stream().await {
+            Ok(s) => {
+                backoff = Duration::from_millis(1);
+                accepted.set(accepted.get() + 1);
+                let _ = s.set_nodelay(true);
+                let mode = cfg.recv;
+                ringkit::spawn(async move {
+                    let _ = match mode {
+                        RecvMode::Multishot => echo_pooled(s).await,
+                        RecvMode::Single => echo_single(s).await,
+                    };
+                });
+            }
+            Err(e) => {
+                // EMFILE/ENFILE and friends: back off and keep serving.
+                eprintln!("ringkit echo: accept: {e}; retrying in {backoff:?}");
+                ringkit::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+async fn echo_pooled(s: TcpStream) -> io::Result<()> {
+    loop {
+        let buf = s.read_pooled().await?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        s.write_all(buf).await.0?;
+    }
+}
+
+async fn echo_single(s: TcpStream) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        buf.clear();
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        if res? == 0 {
+            return Ok(());
+        }
+        let (res, b) = s.write_all(buf).await;
+        buf = b;
+        res?;
+    }
+}
+
+/// Load generator settings.
+#[derive(Debug, Clone)]
+pub struct EchoLoadConfig {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Connections.
+    pub conns: usize,
+    /// Message length.
+    pub len: usize,
+    /// Measured window.
+    pub duration: Duration,
+    /// Messages in flight per connection.
+    pub pipeline: usize,
+    /// Backend of the generator's own runtime.
+    pub backend: Backend,
+}
+
+/// What the generator measured.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct EchoLoadResult {
+    /// Messages written in the window.
+    pub requests: u64,
+    /// Messages read back (and verified) in the window.
+    pub responses: u64,
+    /// The measured window, seconds.
+    pub secs: f64,
+    /// Time to open all connections, seconds.
+    pub connect_secs: f64,
+    /// Connections that failed (connect or I/O error).
+    pub failed_conns: u64,
+    /// Messages that came back different.
+    pub mismatches: u64,
+    /// First error seen, if any.
+    pub first_error: Option<String>,
+    /// Round-trip latency percentiles, microseconds.
+    pub p50_us: f64,
+    /// p99.
+    pub p99_us: f64,
+    /// p99.9.
+    pub p999_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+impl EchoLoadResult {
+    /// Responses per second.
+    pub fn rps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.responses as f64 / self.secs
+        } else {
+            0.0
+        }
+    }
+    /// A run with a lost connection or a wrong byte is a failed run.
+    pub fn ok(&self) -> bool {
+        self.failed_conns == 0 && self.mismatches == 0 && self.responses > 0
+    }
+}
+
+/// Moments of a load run, for callers that sample the server around the window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// All connections are up; the window starts now.
+    WindowStart,
+    /// The window ended now.
+    WindowEnd,
+}
+
+struct Shared {
+    phase: Cell<u8>,
+    requests: Cell<u64>,
+    responses: Cell<u64>,
+    connected: Cell<usize>,
+    failed: Cell<u64>,
+    mismatches: Cell<u64>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+}
+
+/// Run the load on this thread (which gets its own runtime).
+pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<EchoLoadResult> {
+    let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
+    let shared = Rc::new(Shared {
+        phase: Cell::new(0),
+        requests: Cell::new(0),
+        responses: Cell::new(0),
+        connected: Cell::new(0),
+        failed: Cell::new(0),
+        mismatches: Cell::new(0),
+        first_error: RefCell::new(None),
+        hist: RefCell::new(
+            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+        ),
+    });
+    rt.block_on(async {
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(cfg.conns);
+        for id in 0..cfg.conns {
+            let sh = shared.clone();
+            let (addr, len, pipeline) = (cfg.addr, cfg.len, cfg.pipeline.max(1));
+            handles.push(ringkit::spawn(async move {
+                if let Err(e) = conn_task(id, addr, len, pipeline, &sh).await {
+                    sh.failed.set(sh.failed.get() + 1);
+                    sh.first_error.borrow_mut().get_or_insert(e.to_string());
+                }
+            }));
+        }
+        // Wait until every connection is up (or failed) before measuring.
+        while shared.connected.get() + (shared.failed.get() as usize) < cfg.conns {
+            if start.elapsed() > Duration::from_secs(30) {
+                break;
+            }
+            ringkit::time::sleep(Duration::from_millis(1)).await;
+        }
+        let connect_secs = start.elapsed().as_secs_f64();
+        // A short warm-up, then the window.
+        ringkit::time::sleep(Duration::from_millis(200)).await;
+        hook(Phase::WindowStart);
+        let t0 = Instant::now();
+        shared.phase.set(1);
+        ringkit::time::sleep(cfg.duration).await;
+        shared.phase.set(2);
+        let secs = t0.elapsed().as_secs_f64();
+        hook(Phase::WindowEnd);
+        for h in handles {
+            let _ = h.await;
+        }
+        let hist = shared.hist.borrow();
+        let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
+        Ok(EchoLoadResult {
+            requests: shared.requests.get(),
+            responses: shared.responses.get(),
+            secs,
+            connect_secs,
+            failed_conns: shared.failed.get(),
+            mismatches: shared.mismatches.get(),
+            first_error: shared.first_error.borrow().clone(),
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            mean_us: hist.mean() / 1000.0,
+        })
+    })
+}
+
+fn fill(buf: &mut [u8], id: usize, seq: u64) {
+    let mut x =
+        (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    for chunk in buf.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let b = x.to_le_bytes();
+        chunk.copy_from_slice(&b[..chunk.len()]);
+    }
+}
+
+async fn conn_task(
+    id: usize,
+    addr: SocketAddr,
+    len: usize,
+    pipeline: usize,
+    sh: &Shared,
+) -> io::Result<()> {
+    let s = TcpStream::connect(addr).await?;
+    s.set_nodelay(true)?;
+    sh.connected.set(sh.connected.get() + 1);
+    let total = len * pipeline;
+    let mut out = vec![0u8; total];
+    let mut got: Vec<u8> = Vec::with_capacity(total);
+    let mut chunk: Vec<u8> = Vec::with_capacity(total.max(4096));
+    let mut seq = 0u64;
+    while sh.phase.get() < 2 {
+        seq += 1;
+        fill(&mut out, id, seq);
+        let counting = sh.phase.get() == 1;
+        let t = Instant::now();
+        let (res, o) = s.write_all(out).await;
+        out = o;
+        res?;
+        if counting {
+            sh.requests.set(sh.requests.get() + pipeline as u64);
+        }
+        got.clear();
+        while got.len() < total {
+            chunk.clear();
+            let (res, c) = s.read(chunk).await;
+            chunk = c;
+            let n = res?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "server closed the connection",
+                ));
+            }
+            got.extend_from_slice(&chunk[..n]);
+        }
+        if got.len() != total || got != out {
+            sh.mismatches.set(sh.mismatches.get() + 1);
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "echo mismatch"));
+        }
+        if counting && sh.phase.get() == 1 {
+            sh.responses.set(sh.responses.get() + pipeline as u64);
+            let us = t.elapsed().as_nanos() as u64;
+            let _ = sh.hist.borrow_mut().record(us.max(1));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,9 @@
+//! ringkit-bench: load generators, workloads, the comparison harness and
+//! its reports. See BENCHMARKING.md for the rules these follow.
+
+#![warn(missing_docs)]
+
+pub mod compare;
+pub mod echo;
+pub mod report;
+pub mod sysinfo;

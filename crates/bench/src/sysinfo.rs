@@ -1,0 +1,105 @@
+//! What ran where: kernel, CPU, cores, tool version (BENCHMARKING.md rule 3).
+
+use serde::Serialize;
+
+/// Facts about this machine and tool.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemInfo {
+    /// `uname -sr`.
+    pub kernel: String,
+    /// `model name` from /proc/cpuinfo.
+    pub cpu_model: String,
+    /// Online CPUs.
+    pub cores: usize,
+    /// ringkit version.
+    pub tool_version: String,
+    /// The command line of this run.
+    pub command: String,
+    /// When (UTC, RFC 3339-ish).
+    pub date: String,
+}
+
+impl SystemInfo {
+    /// Gather it now.
+    pub fn gather() -> SystemInfo {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|m| m.trim().to_string())
+            })
+            .unwrap_or_else(|| "unknown".into());
+        SystemInfo {
+            kernel: ringkit_uring::kernel_version(),
+            cpu_model,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            date: utc_now(),
+        }
+    }
+}
+
+/// The current UTC time as `YYYY-MM-DDTHH:MM:SSZ`.
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let days = secs.div_euclid(86400);
+    let rem = secs.rem_euclid(86400);
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// CPU time of a process (all threads), from /proc/PID/stat.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTimes {
+    /// User seconds.
+    pub user: f64,
+    /// System seconds.
+    pub system: f64,
+}
+
+impl CpuTimes {
+    /// Read `/proc/<pid>/stat` (utime, stime).
+    pub fn of(pid: u32) -> std::io::Result<CpuTimes> {
+        let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        // Fields after the parenthesised comm; utime and stime are fields 14 and 15.
+        let rest = s
+            .rsplit_once(')')
+            .map(|(_, r)| r)
+            .ok_or_else(|| std::io::Error::other("bad /proc stat"))?;
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let get = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        Ok(CpuTimes {
+            user: get(11) / hz,
+            system: get(12) / hz,
+        })
+    }
+
+    /// `self - earlier`.
+    pub fn since(&self, e: &CpuTimes) -> CpuTimes {
+        CpuTimes {
+            user: self.user - e.user,
+            system: self.system - e.system,
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! Peer servers for `ringkit compare`: the same echo logic as `ringkit echo`
+//! (read up to 4 KiB, write it all back, TCP_NODELAY) on tokio's
+//! current-thread runtime and on monoio (io_uring driver, or its legacy
+//! epoll driver). One thread each; `ringkit compare` pins the process.
+//!
+//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo ADDR
+
+use std::net::SocketAddr;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.len() != 3 {
+        eprintln!("usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo ADDR");
+        std::process::exit(2);
+    }
+    let addr: SocketAddr = match args[2].parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("ringkit-peer: bad address {}: {e}", args[2]);
+            std::process::exit(2);
+        }
+    };
+    let res = match args[1].as_str() {
+        "tokio-echo" => tokio_echo(addr),
+        "monoio-echo" => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .build()
+            .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio io_uring"))),
+        "monoio-legacy-echo" => monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio legacy (epoll)"))),
+        other => {
+            eprintln!("ringkit-peer: unknown server {other}");
+            std::process::exit(2);
+        }
+    };
+    if let Err(e) = res {
+        eprintln!("ringkit-peer: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn tokio_echo(addr: SocketAddr) -> std::io::Result<()> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!("ringkit-peer: tokio current_thread echo on {addr}");
+        loop {
+            let (mut s, _) = match l.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                loop {
+                    let n = match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    if s.write_all(&buf[..n]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    })
+}
+
+async fn monoio_echo(addr: SocketAddr, name: &str) -> std::io::Result<()> {
+    use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+    {
+        let l = monoio::net::TcpListener::bind(addr)?;
+        eprintln!("ringkit-peer: {name} echo on {addr}");
+        loop {
+            let (s, _) = match l.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            monoio::spawn(async move {
+                let mut s = s;
+                let mut buf: Vec<u8> = Vec::with_capacity(4096);
+                loop {
+                    let (res, b) = s.read(buf).await;
+                    buf = b;
+                    match res {
+                        Ok(0) | Err(_) => return,
+                        Ok(_) => {}
+                    }
+                    let (res, b) = s.write_all(buf).await;
+                    buf = b;
+                    if res.is_err() {
+                        return;
+                    }
+                    buf.clear();
+                }
+            });
+        }
+    }
+}
