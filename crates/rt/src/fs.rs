@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::close::Close;
 use crate::driver::op::fsync::Fsync;
 use crate::driver::op::open::Open;
 use crate::driver::op::read_at::ReadAt;
@@ -313,11 +314,7 @@ impl File {
     pub async fn close(self) -> io::Result<()> {
         let fd = self.fd;
         std::mem::forget(self);
-        // SAFETY: we owned fd and give it up here.
-        if unsafe { libc::close(fd) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(())
+        Op::new(Close { fd }).await
     }
 }
 

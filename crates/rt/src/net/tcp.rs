@@ -84,6 +84,11 @@ impl TcpListener {
         Ok(self.local)
     }
 
+    /// A stream of incoming connections: `while let Some(s) = incoming.next().await`.
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
     /// Accept a connection and its peer address.
     pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
         let s = self.accept_stream().await?;
@@ -143,6 +148,20 @@ impl TcpListener {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Incoming connections of a [`TcpListener`]; see [`TcpListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Incoming<'_> {
+    /// The next connection (never `None`; errors such as `EMFILE` are
+    /// returned and the next call keeps accepting).
+    pub async fn next(&mut self) -> Option<io::Result<TcpStream>> {
+        Some(self.listener.accept_stream().await)
     }
 }
 

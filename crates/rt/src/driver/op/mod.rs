@@ -3,6 +3,7 @@
 //! waits for and the syscall it makes.
 
 pub(crate) mod accept;
+pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fsync;
 pub(crate) mod open;

@@ -1,0 +1,37 @@
+//! `close(2)`: io_uring `IORING_OP_CLOSE`; epoll: the syscall.
+//!
+//! Used when the caller wants the result of the close (`File::close`);
+//! dropping a file or socket closes it through the driver without waiting.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use ringkit_uring::opcode::{self, Entry, Target};
+
+use super::cvt;
+use crate::driver::{Dir, OpCode};
+
+pub(crate) struct Close {
+    pub(crate) fd: RawFd,
+}
+
+impl OpCode for Close {
+    type Output = io::Result<()>;
+
+    fn uring_entry(&mut self) -> Entry {
+        opcode::Close::new(Target::Fd(self.fd)).build()
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        // SAFETY: the caller gave up ownership of fd to this op.
+        cvt(unsafe { libc::close(self.fd) } as isize)
+    }
+
+    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+        res.map(|_| ())
+    }
+}
