@@ -166,7 +166,13 @@ impl Metadata {
     /// Last modification time.
     pub fn modified(&self) -> SystemTime {
         let t = self.stx.stx_mtime;
-        SystemTime::UNIX_EPOCH + Duration::new(t.tv_sec as u64, t.tv_nsec)
+        let nanos = Duration::from_nanos(u64::from(t.tv_nsec));
+        if t.tv_sec >= 0 {
+            SystemTime::UNIX_EPOCH + Duration::from_secs(t.tv_sec as u64) + nanos
+        } else {
+            // Before 1970: tv_sec is negative and tv_nsec counts forward from it.
+            SystemTime::UNIX_EPOCH - Duration::from_secs(t.tv_sec.unsigned_abs()) + nanos
+        }
     }
     /// Inode number.
     pub fn ino(&self) -> u64 {

@@ -8,8 +8,12 @@
 //! clear it waits without a syscall; if set it makes the syscall, and on
 //! `EAGAIN` clears the bit and waits. `epoll_wait` sets bits and wakes. All
 //! of this runs on the runtime thread, so no edge can slip between the
-//! `EAGAIN` and the clear. One waiter per direction per fd (a split stream's
-//! read and write halves are separate directions).
+//! `EAGAIN` and the clear. A short read also clears the read bit (the socket
+//! is drained; new data brings a new edge), except once the peer has shut
+//! down or the socket failed (`EPOLLRDHUP`/`EPOLLHUP`/`EPOLLERR`, remembered
+//! until close): no edge follows that, and the next read returns at once.
+//! One waiter per direction per fd (a split stream's read and write halves
+//! are separate directions).
 //!
 //! Files have no readiness: their operations run inline (a `pread`/`pwrite`
 //! on the runtime thread), like fio's psync engine.
@@ -28,6 +32,11 @@ const WAKE_TOKEN: u64 = u64::MAX;
 struct FdState {
     registered: bool,
     ready: [bool; 2],
+    /// The peer shut down its write side, or the socket errored/hung up
+    /// (`EPOLLRDHUP|EPOLLHUP|EPOLLERR` seen). Sticky until the fd is closed:
+    /// reads never block again (they return EOF or the error), and there
+    /// will be no further edge, so read readiness must not be cleared.
+    read_closed: bool,
     wakers: [Option<Waker>; 2],
 }
 
@@ -83,7 +92,14 @@ impl EpollDriver {
     }
 
     pub(crate) fn clear_ready(&mut self, fd: RawFd, dir: Dir) {
-        self.state(fd).ready[dir as usize] = false;
+        let st = self.state(fd);
+        // A short read after the peer's FIN was reported looks "drained",
+        // but the FIN's edge is already consumed: clearing here would make
+        // the next read (which would return 0) wait forever.
+        if dir == Dir::Read && st.read_closed {
+            return;
+        }
+        st.ready[dir as usize] = false;
     }
 
     /// Register `fd` if needed and park `waker` until it is ready in `dir`.
@@ -155,6 +171,9 @@ impl EpollDriver {
             let bits = ev.events as i32;
             let st = self.state(token as RawFd);
             let err = bits & (libc::EPOLLERR | libc::EPOLLHUP) != 0;
+            if err || bits & libc::EPOLLRDHUP != 0 {
+                st.read_closed = true;
+            }
             if err || bits & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLPRI) != 0 {
                 st.ready[0] = true;
                 if let Some(w) = st.wakers[0].take() {

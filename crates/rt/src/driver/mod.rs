@@ -230,6 +230,17 @@ impl Driver {
         }
     }
 
+    /// Close `fd` now, synchronously: after this returns its port can be
+    /// bound again. On io_uring queued SQEs (such as the cancel of a
+    /// multishot accept, which holds a reference to the file) are submitted
+    /// first.
+    pub(crate) fn close_now(&mut self, fd: RawFd, m: &Metrics) {
+        match self {
+            Driver::Uring(d) => d.close_now(fd, m),
+            Driver::Epoll(d) => d.close_fd(fd, m),
+        }
+    }
+
     /// Close `fd` (batched through the ring on io_uring) and forget its state.
     pub(crate) fn close_fd(&mut self, fd: RawFd, m: &Metrics) {
         match self {
@@ -324,6 +335,17 @@ impl<T: OpCode> Op<T> {
         Op {
             data: Some(data),
             state: State::Init,
+        }
+    }
+
+    /// Give up an operation that the kernel does not hold (not started, or
+    /// on epoll, where nothing is in flight between polls) and get its data
+    /// (and so its buffers) back. `None` if it is in flight on io_uring or
+    /// has completed: then only dropping it (which orphans it) is safe.
+    pub(crate) fn take_unsubmitted(mut self) -> Option<T> {
+        match self.state {
+            State::Init | State::Epoll => self.data.take(),
+            State::Uring(_) | State::Done => None,
         }
     }
 }

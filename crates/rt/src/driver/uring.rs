@@ -101,11 +101,13 @@ impl std::fmt::Debug for Lifecycle {
 /// The thread-owned io_uring state.
 #[derive(Debug)]
 pub(crate) struct UringDriver {
+    // Field order is drop order: the buffer ring unregisters from the ring,
+    // so it must go before the ring's fd is closed.
+    bufs: Option<Rc<RefCell<BufRing>>>,
     ring: IoUring,
     ops: slab::Slab<Lifecycle>,
     wake_fd: RawFd,
     wake_armed: bool,
-    bufs: Option<Rc<RefCell<BufRing>>>,
     buf_count: u16,
     buf_size: u32,
     skip_success: bool,
@@ -418,6 +420,16 @@ impl UringDriver {
         if let Err(err) = self.push(e, m) {
             tracing::error!("ringkit: could not queue a cancel: {err}");
         }
+    }
+
+    /// Submit what is queued (so cancels of ops on `fd` run), then close(2).
+    pub(crate) fn close_now(&mut self, fd: RawFd, m: &Metrics) {
+        if self.ring.sq().pending() > 0 {
+            let _ = self.ring.submit();
+        }
+        // SAFETY: the caller owned fd and gives it up.
+        unsafe { libc::close(fd) };
+        Metrics::add(&m.syscalls, 1);
     }
 
     /// Close `fd` through the ring (batched with the next enter).

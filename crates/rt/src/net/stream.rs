@@ -14,7 +14,7 @@
 //! next read.
 
 use std::cell::{Cell, RefCell};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::RawFd;
 use std::rc::Rc;
@@ -59,23 +59,30 @@ impl StreamCore {
         Op::new(Recv::new(self.fd, true, buf, Some(self.stash.clone()))).await
     }
 
-    async fn read_via_pool<B: IoBufMut>(&self, mut buf: B) -> (io::Result<usize>, B) {
-        let left = self.leftover.borrow_mut().take();
-        let (rb, off) = match left {
-            Some(x) => x,
-            None => match self.read_pooled().await {
-                Ok(rb) => (rb, 0),
-                Err(e) => return (Err(e), buf),
-            },
+    async fn read_via_pool<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        let rb = self.read_pooled().await;
+        self.copy_pooled(rb, buf)
+    }
+
+    /// Copy a pooled chunk into `buf`; what does not fit becomes the leftover
+    /// that the next read (plain or pooled) returns first.
+    fn copy_pooled<B: IoBufMut>(
+        &self,
+        rb: io::Result<RecvBuf>,
+        mut buf: B,
+    ) -> (io::Result<usize>, B) {
+        let rb = match rb {
+            Ok(rb) => rb,
+            Err(e) => return (Err(e), buf),
         };
-        let n = (rb.len() - off).min(buf.bytes_total());
+        let n = rb.len().min(buf.bytes_total());
         // SAFETY: `n <= bytes_total` writable bytes; source and target are distinct.
         unsafe {
-            std::ptr::copy_nonoverlapping(rb.as_ptr().add(off), buf.stable_mut_ptr(), n);
+            std::ptr::copy_nonoverlapping(rb.as_ptr(), buf.stable_mut_ptr(), n);
             buf.set_init(n);
         }
-        if off + n < rb.len() {
-            *self.leftover.borrow_mut() = Some((rb, off + n));
+        if n < rb.len() {
+            *self.leftover.borrow_mut() = Some((rb, n));
         }
         (Ok(n), buf)
     }
@@ -85,29 +92,45 @@ impl StreamCore {
         buf: B,
         dur: Duration,
     ) -> (io::Result<usize>, B) {
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
+        if self.multi.get().is_some() || self.leftover.borrow().is_some() {
+            // Pooled mode: wait for a chunk (a pooled read is cancel-safe:
+            // a dropped one loses nothing) and only then touch `buf`, so a
+            // timeout can hand `buf` back untouched.
+            return match crate::time::timeout(dur, self.read_pooled()).await {
+                Ok(rb) => self.copy_pooled(rb, buf),
+                Err(_) => (Err(timed_out()), buf),
+            };
+        }
         let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
-        if uring && self.multi.get().is_none() && self.leftover.borrow().is_none() {
+        let recv = Recv::new(self.fd, true, buf, Some(self.stash.clone()));
+        if uring {
             // The timeout is linked to the RECV: one completion says whether
             // data or the timeout came first, and data is never dropped.
-            return Op::new(
-                Recv::new(self.fd, true, buf, Some(self.stash.clone())).with_timeout(dur),
-            )
-            .await;
+            return Op::new(recv.with_timeout(dur)).await;
         }
-        // epoll (or pooled reads): a dropped read loses nothing here.
-        let mut slot = Some(buf);
-        let fut = async {
-            let b = slot.take().expect("buffer");
-            self.read(b).await
-        };
-        match crate::time::timeout(dur, fut).await {
-            Ok(r) => r,
-            Err(_) => {
-                let b = slot.take();
-                match b {
-                    Some(b) => (Err(io::ErrorKind::TimedOut.into()), b),
-                    None => unreachable!("the read future owned the buffer and was dropped"),
-                }
+        let mut op = Op::new(recv);
+        // epoll: race the receive against a timer. Between polls an epoll op
+        // holds nothing in the kernel, so on timeout we take the buffer back.
+        // (Dropping the read here used to drop the caller's buffer with it.)
+        let mut sleep = std::pin::pin!(crate::time::sleep(dur));
+        let done = poll_fn(|cx| {
+            if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        match done {
+            Some(r) => r,
+            None => {
+                let recv = op
+                    .take_unsubmitted()
+                    .expect("an epoll op is never in flight between polls");
+                (Err(timed_out()), recv.into_buf())
             }
         }
     }
@@ -145,7 +168,20 @@ impl StreamCore {
     }
 
     /// Next chunk of data in a pooled buffer; an empty buffer means EOF.
+    ///
+    /// Order (so that mixing `read`, `read_pooled` and dropped reads of
+    /// either kind never loses or reorders bytes): first the rest of a
+    /// pooled buffer that a `read` took only part of, then bytes of dropped
+    /// plain reads (waiting for those still being cancelled, so that no
+    /// multishot receive is armed while one of them may still get data),
+    /// then new data. Cancel-safe: a dropped `read_pooled` loses nothing.
     pub(crate) async fn read_pooled(&self) -> io::Result<RecvBuf> {
+        if let Some((rb, off)) = self.leftover.borrow_mut().take() {
+            return Ok(rb.advance(off));
+        }
+        if let Some(stashed) = poll_fn(|cx| self.stash.poll_take_all(cx)).await {
+            return Ok(RecvBuf::heap(stashed));
+        }
         enum Step {
             Got(RecvBuf),
             Single,
@@ -295,6 +331,23 @@ impl RecvBuf {
         RecvBuf {
             inner: RecvInner::Heap(v),
         }
+    }
+
+    /// Drop the first `off` bytes (at most `len`).
+    fn advance(mut self, off: usize) -> RecvBuf {
+        match &mut self.inner {
+            RecvInner::Ring { ptr, len, .. } => {
+                let off = off.min(*len);
+                // SAFETY: `off <= len`: the result stays inside slot `bid`,
+                // so the INVARIANT holds; `bid` is still what gets recycled.
+                *ptr = unsafe { ptr.add(off) };
+                *len -= off;
+            }
+            RecvInner::Heap(v) => {
+                v.drain(..off.min(v.len()));
+            }
+        }
+        self
     }
 
     /// Whether the data sits in a provided-buffer ring slot.

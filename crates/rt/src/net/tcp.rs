@@ -180,7 +180,7 @@ impl Drop for TcpListener {
             if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
                 u.drop_multi(k, MultiKind::Accept, &rt.metrics);
             }
-            drv.close_fd(fd, &rt.metrics);
+            drv.close_now(fd, &rt.metrics);
         });
         if done.is_none() {
             // SAFETY: we own fd.

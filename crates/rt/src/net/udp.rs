@@ -57,7 +57,7 @@ impl AsRawFd for UdpSocket {
 impl Drop for UdpSocket {
     fn drop(&mut self) {
         let fd = self.fd;
-        if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
+        if try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };
         }

@@ -46,7 +46,7 @@ impl AsRawFd for UnixListener {
 impl Drop for UnixListener {
     fn drop(&mut self) {
         let fd = self.fd;
-        if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
+        if try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };
         }

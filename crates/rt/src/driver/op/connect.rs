@@ -47,6 +47,13 @@ impl OpCode for Connect {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::EINPROGRESS) => Err(io::ErrorKind::WouldBlock.into()),
+                // EAGAIN from connect(2) is not "in progress": a Unix listener's
+                // backlog is full (or no local port is free). Waiting for
+                // writability would report a connection that never happened.
+                Some(libc::EAGAIN) => Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!("connect: {e} (listener backlog full or no free local port)"),
+                )),
                 _ => Err(e),
             };
         }

@@ -38,6 +38,23 @@ impl ReadStash {
             w.wake();
         }
     }
+
+    /// For pooled reads, which do not go through [`Recv::before`]: wait
+    /// until no dropped read is in flight, then take every stashed byte
+    /// (`None`: nothing stashed). These bytes precede anything a receive
+    /// armed afterwards can get, so they must be returned first.
+    pub(crate) fn poll_take_all(&self, cx: &mut Context<'_>) -> Poll<Option<Vec<u8>>> {
+        if self.pending.get() > 0 {
+            *self.waiter.borrow_mut() = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let mut data = self.data.borrow_mut();
+        if data.is_empty() {
+            Poll::Ready(None)
+        } else {
+            Poll::Ready(Some(data.drain(..).collect()))
+        }
+    }
 }
 
 pub(crate) struct Recv<B> {
@@ -68,6 +85,12 @@ impl<B: IoBufMut> Recv<B> {
 
     fn total(&self) -> usize {
         self.buf.bytes_total()
+    }
+
+    /// The buffer back, for a read that was never handed to the kernel
+    /// (see [`crate::driver::Op::take_unsubmitted`]).
+    pub(crate) fn into_buf(self) -> B {
+        self.buf
     }
 }
 
