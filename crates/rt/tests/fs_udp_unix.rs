@@ -674,7 +674,7 @@ ringkit::test_all! {
 }
 
 // ---------------------------------------------------------------------------
-// Library bugs found by these tests (ignored until fixed; see each reason).
+// Regressions: library bugs these tests found (fixed in 07777e5).
 
 /// Like `test_all!`'s runner, for tests whose two backends differ.
 fn run_on<F: std::future::Future<Output = ()>>(backend: Backend, fut: F) {

@@ -80,6 +80,12 @@ impl OpCode for Connect {
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
-        res.map(|_| ())
+        match res {
+            // Give epoll's "backlog full" the same raw errno io_uring reports.
+            Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {
+                Err(io::Error::from_raw_os_error(libc::EAGAIN))
+            }
+            r => r.map(|_| ()),
+        }
     }
 }
