@@ -440,3 +440,117 @@ async fn conn_task(
     }
     Ok(())
 }
+
+/// The same load with rust_echo_bench's client design: one OS thread per
+/// connection, blocking `write_all` + `read_exact`, every byte checked. Kept
+/// to measure how much more our single-threaded generator can drive.
+pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let phase = Arc::new(AtomicU8::new(0));
+    let connected = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicU64::new(0));
+    let responses = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(AtomicU64::new(0));
+    let mismatches = Arc::new(AtomicU64::new(0));
+    let first_error = Arc::new(Mutex::new(None::<String>));
+    let hist = Arc::new(Mutex::new(
+        Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+    ));
+    let start = Instant::now();
+    let mut threads = Vec::new();
+    for id in 0..cfg.conns {
+        let (phase, connected, requests, responses, failed, mismatches, first_error, hist) = (
+            phase.clone(),
+            connected.clone(),
+            requests.clone(),
+            responses.clone(),
+            failed.clone(),
+            mismatches.clone(),
+            first_error.clone(),
+            hist.clone(),
+        );
+        let (addr, len) = (cfg.addr, cfg.len);
+        threads.push(
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let run = || -> io::Result<()> {
+                        let mut s = std::net::TcpStream::connect(addr)?;
+                        s.set_nodelay(true)?;
+                        connected.fetch_add(1, Ordering::SeqCst);
+                        let mut out = vec![0u8; len];
+                        let mut back = vec![0u8; len];
+                        let mut local = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
+                            .expect("histogram bounds");
+                        let mut seq = 0;
+                        while phase.load(Ordering::Relaxed) < 2 {
+                            seq += 1;
+                            fill(&mut out, id, seq);
+                            let counting = phase.load(Ordering::Relaxed) == 1;
+                            let t = Instant::now();
+                            s.write_all(&out)?;
+                            if counting {
+                                requests.fetch_add(1, Ordering::Relaxed);
+                            }
+                            s.read_exact(&mut back)?;
+                            if back != out {
+                                mismatches.fetch_add(1, Ordering::Relaxed);
+                                return Err(io::Error::new(
+                                    io::ErrorKind::InvalidData,
+                                    "echo mismatch",
+                                ));
+                            }
+                            if counting && phase.load(Ordering::Relaxed) == 1 {
+                                responses.fetch_add(1, Ordering::Relaxed);
+                                let _ = local.record((t.elapsed().as_nanos() as u64).max(1));
+                            }
+                        }
+                        let _ = hist.lock().map(|mut h| h.add(&local));
+                        Ok(())
+                    };
+                    if let Err(e) = run() {
+                        failed.fetch_add(1, Ordering::SeqCst);
+                        if let Ok(mut f) = first_error.lock() {
+                            f.get_or_insert(e.to_string());
+                        }
+                    }
+                })?,
+        );
+    }
+    while connected.load(Ordering::SeqCst) + (failed.load(Ordering::SeqCst) as usize) < cfg.conns
+        && start.elapsed() < Duration::from_secs(30)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let connect_secs = start.elapsed().as_secs_f64();
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
+    phase.store(1, Ordering::SeqCst);
+    std::thread::sleep(cfg.duration);
+    phase.store(2, Ordering::SeqCst);
+    let secs = t0.elapsed().as_secs_f64();
+    for t in threads {
+        let _ = t.join();
+    }
+    let hist = hist
+        .lock()
+        .map_err(|_| io::Error::other("histogram lock poisoned"))?;
+    let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
+    let first_error = first_error.lock().ok().and_then(|f| f.clone());
+    Ok(EchoLoadResult {
+        requests: requests.load(Ordering::SeqCst),
+        responses: responses.load(Ordering::SeqCst),
+        secs,
+        connect_secs,
+        failed_conns: failed.load(Ordering::SeqCst),
+        mismatches: mismatches.load(Ordering::SeqCst),
+        first_error,
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        mean_us: hist.mean() / 1000.0,
+    })
+}

@@ -34,7 +34,10 @@ impl SystemInfo {
         SystemInfo {
             kernel: ringkit_uring::kernel_version(),
             cpu_model,
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // Online CPUs of the machine (not this process's affinity mask,
+            // which `compare` narrows to the load generator's CPU).
+            // SAFETY: sysconf has no preconditions.
+            cores: unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             date: utc_now(),

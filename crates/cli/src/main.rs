@@ -93,6 +93,11 @@ struct BenchEchoArgs {
     /// Print the result as JSON too.
     #[arg(long)]
     json: bool,
+    /// ringkit: one thread, all connections as tasks on the runtime;
+    /// threads: one blocking OS thread per connection (rust_echo_bench's
+    /// design, to compare generators).
+    #[arg(long, default_value = "ringkit")]
+    client: String,
 }
 
 #[derive(Args, Debug)]
@@ -230,7 +235,16 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
             .map(|c| format!(" (pinned to CPU {c})"))
             .unwrap_or_default()
     );
-    let r = echo::run_load(&cfg, &mut |_| {})?;
+    let r = match a.client.as_str() {
+        "ringkit" => echo::run_load(&cfg, &mut |_| {})?,
+        "threads" => echo::run_load_threads(&cfg)?,
+        other => {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("unknown client {other:?} (ringkit|threads)"),
+            ))
+        }
+    };
     println!(
         "Speed: {:.0} request/sec, {:.0} response/sec",
         r.requests as f64 / r.secs,
