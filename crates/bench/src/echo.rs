@@ -128,6 +128,7 @@ impl ServerStats {
 /// Run the echo server until the process is killed. Prints the backend of
 /// each thread once it is listening.
 pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
+    ringkit::raise_nofile_limit();
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .backend(cfg.backend);
@@ -312,6 +313,7 @@ struct Shared {
 
 /// Run the load on this thread (which gets its own runtime).
 pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<EchoLoadResult> {
+    ringkit::raise_nofile_limit();
     let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
     let shared = Rc::new(Shared {
         phase: Cell::new(0),

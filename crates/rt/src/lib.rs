@@ -90,6 +90,7 @@ macro_rules! test_all {
 
 #[doc(hidden)]
 pub fn __run_test<F: std::future::Future<Output = ()>>(backend: Backend, fut: F) {
+    raise_nofile_limit();
     let rt = match Builder::new().backend(backend).ignore_env().build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
@@ -100,4 +101,29 @@ pub fn __run_test<F: std::future::Future<Output = ()>>(backend: Backend, fut: F)
     };
     assert_eq!(rt.backend_report().chosen, backend);
     rt.block_on(fut);
+}
+
+/// Raise the soft `RLIMIT_NOFILE` to the hard limit (tests open thousands of
+/// sockets; servers usually want this too). Returns the new soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a valid rlimit.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) != 0 {
+            return 0;
+        }
+        if r.rlim_cur < r.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: r.rlim_max,
+                rlim_max: r.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                return want.rlim_cur;
+            }
+        }
+    }
+    r.rlim_cur
 }
