@@ -45,6 +45,11 @@ pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
     Some(f(unsafe { p.as_ref() }))
 }
 
+/// Whether the current thread's runtime runs on io_uring.
+pub(crate) fn is_uring() -> bool {
+    with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)))
+}
+
 /// Per-thread runtime state. Fields are in cells: tasks, driver and timers are
 /// borrowed separately and never across a task poll.
 pub(crate) struct Context {

@@ -101,6 +101,18 @@ pub struct BackendReport {
 }
 
 impl BackendReport {
+    fn epoll(requested: Backend, fallback_reason: Option<String>, attempts: Vec<String>) -> Self {
+        BackendReport {
+            requested,
+            chosen: Backend::Epoll,
+            uring_flags: 0,
+            entries: (0, 0),
+            registered_ring: false,
+            fallback_reason,
+            attempts,
+        }
+    }
+
     /// Setup flags as names (`SINGLE_ISSUER|DEFER_TASKRUN`).
     pub fn flag_names(&self) -> String {
         ringkit_uring::flag_names(self.uring_flags, ringkit_uring::sys::SETUP_FLAG_NAMES)
@@ -164,15 +176,7 @@ impl Driver {
         match backend {
             Backend::Epoll => Ok((
                 Driver::Epoll(epoll::EpollDriver::new(wake_fd)?),
-                BackendReport {
-                    requested: backend,
-                    chosen: Backend::Epoll,
-                    uring_flags: 0,
-                    entries: (0, 0),
-                    registered_ring: false,
-                    fallback_reason: None,
-                    attempts: Vec::new(),
-                },
+                BackendReport::epoll(backend, None, Vec::new()),
             )),
             Backend::Uring | Backend::Auto => match uring::UringDriver::new(cfg, wake_fd) {
                 Ok((d, attempts)) => {
@@ -191,15 +195,7 @@ impl Driver {
                     let (reason, attempts) = e;
                     Ok((
                         Driver::Epoll(epoll::EpollDriver::new(wake_fd)?),
-                        BackendReport {
-                            requested: backend,
-                            chosen: Backend::Epoll,
-                            uring_flags: 0,
-                            entries: (0, 0),
-                            registered_ring: false,
-                            fallback_reason: Some(reason),
-                            attempts,
-                        },
+                        BackendReport::epoll(backend, Some(reason), attempts),
                     ))
                 }
                 Err((reason, _)) => Err(io::Error::other(format!(

@@ -102,7 +102,7 @@ impl StreamCore {
                 Err(_) => (Err(timed_out()), buf),
             };
         }
-        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        let uring = crate::runtime::is_uring();
         let recv = Recv::new(self.fd, true, buf, Some(self.stash.clone()));
         if uring {
             // The timeout is linked to the RECV: one completion says whether
@@ -187,7 +187,7 @@ impl StreamCore {
             Single,
             Err(io::Error),
         }
-        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        let uring = crate::runtime::is_uring();
         if !uring {
             return self.read_pooled_single().await;
         }

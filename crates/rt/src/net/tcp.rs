@@ -99,7 +99,7 @@ impl TcpListener {
     /// Accept a connection without asking for the peer address (saves a
     /// `getpeername` on io_uring's multishot path).
     pub async fn accept_stream(&self) -> io::Result<TcpStream> {
-        let uring = with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        let uring = crate::runtime::is_uring();
         if !uring {
             let (fd, _) = Op::new(Accept::new(self.fd)).await?;
             return Ok(TcpStream::from_fd(fd.into_raw_fd()));
