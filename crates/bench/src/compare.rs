@@ -105,7 +105,8 @@ pub struct Stat {
     pub max: f64,
 }
 
-fn stat(mut v: Vec<f64>) -> Stat {
+/// Median, min and max of `v` (zeros when empty).
+pub fn stat(mut v: Vec<f64>) -> Stat {
     if v.is_empty() {
         return Stat::default();
     }
@@ -179,17 +180,23 @@ pub struct CompareResults {
     pub wall_secs: f64,
 }
 
-fn free_addr() -> io::Result<SocketAddr> {
+/// A free loopback port (bound then released).
+pub fn free_addr() -> io::Result<SocketAddr> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     l.local_addr()
 }
 
-struct Server {
+/// A contender's server process, pinned, stopped by its pid (SIGTERM, then
+/// SIGKILL after 2 s) when dropped.
+#[derive(Debug)]
+pub struct Server {
     child: Child,
 }
 
 impl Server {
-    fn start(
+    /// Start `c.cmd` (with `{addr}` and `{stats}` substituted) pinned to
+    /// `cpu`, output to `log`, and wait until `addr` accepts connections.
+    pub fn start(
         c: &Contender,
         addr: SocketAddr,
         stats: &Path,
@@ -234,7 +241,8 @@ impl Server {
         }
     }
 
-    fn pid(&self) -> u32 {
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
         self.child.id()
     }
 }

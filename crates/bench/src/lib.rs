@@ -5,5 +5,11 @@
 
 pub mod compare;
 pub mod echo;
+pub mod file;
+pub mod http;
+pub mod nop;
 pub mod report;
+pub mod study;
 pub mod sysinfo;
+pub mod torture;
+pub mod wakeup;

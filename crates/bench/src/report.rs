@@ -1,13 +1,12 @@
 //! Reports: a terminal table, report.md, results.json and SVG charts.
 
 use std::fmt::Write as _;
-use std::io;
-use std::path::Path;
 
 use svg::node::element::{Line, Rectangle, Text};
 use svg::Document;
 
 use crate::compare::{CompareResults, Summary};
+use crate::study::Section;
 
 fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
@@ -57,14 +56,14 @@ pub fn markdown(res: &CompareResults) -> String {
     let mut s = String::new();
     let sys = &res.system;
     let c = &res.config;
-    let _ = writeln!(s, "# ringkit compare: echo\n");
+    let _ = writeln!(s, "## Echo\n");
     let _ = writeln!(
         s,
         "- date: {}\n- command: `{}`\n- kernel: {}\n- CPU: {} ({} cores)\n- server pinned to CPU {}, load generator to CPU {}\n- workload: {}-byte messages, one in flight per connection; connections {:?}; {} rounds of {} s, contenders interleaved and rotated\n- wall time: {:.0} s; ringkit {}",
         sys.date, sys.command, sys.kernel, sys.cpu_model, sys.cores, c.server_cpu, c.client_cpu,
         c.len, c.conns, c.rounds, c.secs, res.wall_secs, sys.tool_version
     );
-    let _ = writeln!(s, "\n## Servers\n");
+    let _ = writeln!(s, "\n### Servers\n");
     for ct in &res.contenders {
         let banner = res
             .server_banners
@@ -85,7 +84,7 @@ pub fn markdown(res: &CompareResults) -> String {
     }
     let _ = writeln!(
         s,
-        "\n## Results (medians; ratios are to the best epoll contender in the same run)\n"
+        "\n### Results (medians; ratios are to the best epoll contender in the same run)\n"
     );
     let _ = writeln!(s, "| contender | conns | req/s | min–max | server CPU µs/req (user+sys) | CPU vs best epoll | req/s vs best epoll | syscalls/req | io_uring_enter/req | p99 µs | ok samples |");
     let _ = writeln!(s, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
@@ -107,7 +106,7 @@ pub fn markdown(res: &CompareResults) -> String {
         .filter(|x| x.error.is_some() || !x.load.ok())
         .collect();
     if !failed.is_empty() {
-        let _ = writeln!(s, "## Failed samples\n");
+        let _ = writeln!(s, "### Failed samples\n");
         for f in failed {
             let _ = writeln!(
                 s,
@@ -241,25 +240,26 @@ fn bar_chart(
     doc
 }
 
-/// Write results.json, report.md and the SVG charts into `dir`.
-pub fn write_all(res: &CompareResults, dir: &Path) -> io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("results.json"), serde_json::to_string_pretty(res)?)?;
-    std::fs::write(dir.join("report.md"), markdown(res))?;
-    svg::save(
-        dir.join("echo_rps.svg"),
-        &bar_chart("Echo throughput", "requests/s", &res.summary, |r| {
-            r.rps.median
-        }),
-    )?;
-    svg::save(
-        dir.join("echo_cpu.svg"),
-        &bar_chart(
-            "Server CPU per request",
-            "µs, lower is better",
-            &res.summary,
-            |r| r.cpu_us.median,
-        ),
-    )?;
-    Ok(())
+/// The echo study as a section of the compare report.
+pub fn section(res: &CompareResults) -> Section {
+    let rps = bar_chart("Echo throughput", "requests/s", &res.summary, |r| {
+        r.rps.median
+    });
+    let cpu = bar_chart(
+        "Echo: server CPU per request",
+        "µs, lower is better",
+        &res.summary,
+        |r| r.cpu_us.median,
+    );
+    Section {
+        study: "echo".into(),
+        table: table(res),
+        markdown: markdown(res),
+        json: serde_json::to_value(res).unwrap_or_default(),
+        svgs: vec![
+            ("echo_rps.svg".into(), rps.to_string()),
+            ("echo_cpu.svg".into(), cpu.to_string()),
+        ],
+        skipped: res.skipped.clone(),
+    }
 }

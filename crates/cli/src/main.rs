@@ -5,11 +5,17 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+mod bench_http;
+mod http;
+mod studies;
+mod torture;
+
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringkit::Backend;
 use ringkit_bench::compare::{self, CompareConfig, Contender, Family};
 use ringkit_bench::echo::{self, EchoLoadConfig, EchoServerConfig, RecvMode};
+use ringkit_bench::study::StudyOpts;
 use ringkit_uring::KernelReport;
 
 /// ringkit: io_uring toolkit, runtime, servers and an honest io_uring-vs-epoll benchmark.
@@ -30,11 +36,17 @@ enum Cmd {
     },
     /// Run the echo server.
     Echo(EchoArgs),
-    /// Load generators.
+    /// Run the HTTP/1.1 benchmark server (`GET /` answers 200 with an empty body).
+    Http(http::HttpArgs),
+    /// Serve the files of a directory over HTTP/1.1.
+    Serve(http::ServeArgs),
+    /// Load generators and micro-benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Compare ringkit (io_uring and epoll) with tokio and monoio, interleaved and pinned.
+    /// Compare io_uring with epoll and the peers (tokio, monoio, nginx, fio), interleaved and pinned.
     Compare(CompareArgs),
+    /// Chaos load against a server it starts, every byte verified.
+    Torture(torture::TortureArgs),
 }
 
 #[derive(Args, Debug)]
@@ -65,6 +77,14 @@ struct EchoArgs {
 enum BenchCmd {
     /// Echo load generator (flags and output line as rust_echo_bench).
     Echo(BenchEchoArgs),
+    /// HTTP load generator (keep-alive or a new connection per request).
+    Http(bench_http::BenchHttpArgs),
+    /// Wake-up latency: pipe/eventfd writer on one CPU, reader on the other.
+    Wakeup(studies::BenchWakeupArgs),
+    /// Ring overhead: NOPs per second by batch size.
+    Nop(studies::BenchNopArgs),
+    /// File I/O job runner (fio-like), against fio when installed.
+    File(studies::BenchFileArgs),
 }
 
 #[derive(Args, Debug)]
@@ -102,7 +122,7 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo (default: every study that exists).
+    /// Study to run: echo, http, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// About a minute: 3 rounds of 2 s, no strace.
     #[arg(long)]
@@ -113,13 +133,13 @@ struct CompareArgs {
     /// Measured seconds per sample.
     #[arg(long)]
     secs: Option<f64>,
-    /// Connection counts.
+    /// Echo: connection counts.
     #[arg(long, value_delimiter = ',', default_value = "50,1000")]
     conns: Vec<usize>,
-    /// Message length.
+    /// Echo: message length.
     #[arg(long, default_value_t = 512)]
     len: usize,
-    /// Only these contenders (comma-separated names).
+    /// Echo: only these contenders (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
     /// Output directory (default: results/compare-<date>).
@@ -148,8 +168,15 @@ fn main() -> ExitCode {
             recv: a.recv,
             stats: a.stats,
         }),
+        Cmd::Http(a) => http::http(a),
+        Cmd::Serve(a) => http::serve(a),
         Cmd::Bench(BenchCmd::Echo(a)) => bench_echo(a),
+        Cmd::Bench(BenchCmd::Http(a)) => bench_http::bench_http(a),
+        Cmd::Bench(BenchCmd::Wakeup(a)) => studies::bench_wakeup(a),
+        Cmd::Bench(BenchCmd::Nop(a)) => studies::bench_nop(a),
+        Cmd::Bench(BenchCmd::File(a)) => studies::bench_file(a),
         Cmd::Compare(a) => compare_cmd(a),
+        Cmd::Torture(a) => torture::torture(a),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -367,30 +394,132 @@ fn contenders(quick: bool) -> (Vec<Contender>, Vec<(String, String)>) {
     (v, skipped)
 }
 
+/// Studies `compare` knows, in the order `compare` (all) runs them.
+const STUDIES: [&str; 5] = ["echo", "http", "wakeup", "nop", "file"];
+
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
-    match a.study.as_deref() {
-        None | Some("echo") | Some("all") => {}
+    let studies: Vec<&str> = match a.study.as_deref() {
+        None | Some("all") => STUDIES.to_vec(),
+        Some(s) if STUDIES.contains(&s) => {
+            vec![STUDIES[STUDIES.iter().position(|x| *x == s).unwrap_or(0)]]
+        }
         Some(other) => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("unknown study {other:?}: available: echo"),
+                format!(
+                    "unknown study {other:?}: available: {} (or all)",
+                    STUDIES.join(", ")
+                ),
             ))
         }
+    };
+    let has_strace = std::process::Command::new("strace")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "compare-{}",
+            ringkit_bench::sysinfo::utc_now().replace(':', "")
+        ))
+    });
+    let opts = StudyOpts {
+        quick: a.quick,
+        rounds: a.rounds,
+        secs: a.secs,
+        server_cpu: a.server_cpu,
+        client_cpu: a.client_cpu,
+        strace: has_strace && !a.no_strace && !a.quick,
+        out_dir: out.clone(),
+        ringkit_bin: std::env::current_exe()?,
+        peer_bin: peer_binary(),
+    };
+    let mut sections = Vec::new();
+    let mut failed = Vec::new();
+    for study in studies {
+        let r = match study {
+            "echo" => compare_echo(&a, &opts, has_strace),
+            "http" => run_study(study, &opts, ringkit_bench::http::study),
+            "wakeup" => run_study(study, &opts, ringkit_bench::wakeup::study),
+            "nop" => run_study(study, &opts, ringkit_bench::nop::study),
+            "file" => run_study(study, &opts, ringkit_bench::file::study),
+            _ => unreachable!("study names come from STUDIES"),
+        };
+        match r {
+            Ok(sec) => {
+                println!("\n== {} ==\n{}", sec.study, sec.table);
+                sections.push(sec);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                eprintln!("ringkit compare: skipped study {study}: {e}");
+                sections.push(ringkit_bench::study::Section {
+                    study: study.into(),
+                    markdown: format!("## {study}\n\nSkipped: {e}\n"),
+                    json: serde_json::json!({ "skipped": e.to_string() }),
+                    ..Default::default()
+                });
+            }
+            Err(e) => {
+                eprintln!("ringkit compare: study {study} failed: {e}");
+                failed.push(format!("{study}: {e}"));
+            }
+        }
     }
+    ringkit_bench::study::write_sections(
+        &ringkit_bench::sysinfo::SystemInfo::gather(),
+        &sections,
+        &out,
+    )?;
+    println!(
+        "\nwrote {}/results.json, report.md and the SVG charts",
+        out.display()
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "studies failed: {}",
+            failed.join("; ")
+        )))
+    }
+}
+
+type StudyFn =
+    fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<ringkit_bench::study::Section>;
+
+/// Run one study with a spinner showing its progress messages.
+fn run_study(
+    name: &str,
+    opts: &StudyOpts,
+    f: StudyFn,
+) -> std::io::Result<ringkit_bench::study::Section> {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix}: {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_prefix(name.to_string());
+    pb.enable_steady_tick(Duration::from_millis(200));
+    let r = f(opts, &mut |m| pb.set_message(m.to_string()));
+    pb.finish_and_clear();
+    r
+}
+
+fn compare_echo(
+    a: &CompareArgs,
+    opts: &StudyOpts,
+    has_strace: bool,
+) -> std::io::Result<ringkit_bench::study::Section> {
     let (mut list, skipped) = contenders(a.quick);
     if !a.only.is_empty() {
         list.retain(|c| a.only.contains(&c.name));
         if list.is_empty() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                "--only matched no contender",
+                "--only matched no echo contender",
             ));
         }
     }
-    let has_strace = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
     let mut skipped = skipped;
     if !has_strace && !a.no_strace && !a.quick {
         skipped.push((
@@ -398,21 +527,15 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
             "strace not installed (apt-get install -y strace)".into(),
         ));
     }
-    let out = a.out.unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "compare-{}",
-            ringkit_bench::sysinfo::utc_now().replace(':', "")
-        ))
-    });
     let cfg = CompareConfig {
-        conns: a.conns,
+        conns: a.conns.clone(),
         len: a.len,
         rounds: a.rounds.unwrap_or(3).max(1),
         secs: a.secs.unwrap_or(if a.quick { 2.0 } else { 10.0 }),
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
-        strace: has_strace && !a.no_strace && !a.quick,
-        out_dir: out.clone(),
+        strace: opts.strace,
+        out_dir: opts.out_dir.join("echo"),
     };
     eprintln!(
         "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load on CPU {}",
@@ -442,11 +565,5 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         ));
     })?;
     pb.finish_and_clear();
-    print!("{}", ringkit_bench::report::table(&res));
-    ringkit_bench::report::write_all(&res, &out)?;
-    println!(
-        "\nwrote {}/results.json, report.md, echo_rps.svg, echo_cpu.svg",
-        out.display()
-    );
-    Ok(())
+    Ok(ringkit_bench::report::section(&res))
 }

@@ -1,0 +1,13 @@
+//! The file study (not built yet).
+
+use std::io;
+
+use crate::study::{Section, StudyOpts};
+
+/// Run the file study for `ringkit compare`.
+pub fn study(_opts: &StudyOpts, _progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the file study is not built yet",
+    ))
+}

@@ -1,0 +1,13 @@
+//! The http study (not built yet).
+
+use std::io;
+
+use crate::study::{Section, StudyOpts};
+
+/// Run the http study for `ringkit compare`.
+pub fn study(_opts: &StudyOpts, _progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "the http study is not built yet",
+    ))
+}

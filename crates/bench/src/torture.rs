@@ -1,0 +1,1 @@
+//! `ringkit torture`: chaos load with every byte verified (not built yet).

@@ -1,0 +1,1 @@
+//! ringkit-http: HTTP/1.1 on the ringkit runtime (being built).
