@@ -149,6 +149,34 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     Ok(())
 }
 
+/// Spawn a task on the current runtime that writes this thread's counters
+/// ([`ServerStats`], JSON) to `PATH.<thread>` every 50 ms, atomically (write
+/// then rename). `compare` reads them at the window's start and end.
+/// `accepted` is the server's own count of accepted connections.
+pub fn spawn_stats_writer(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>) {
+    ringkit::spawn(async move {
+        let file = PathBuf::from(format!("{}.{thread}", path.display()));
+        let tmp = PathBuf::from(format!("{}.{thread}.tmp", path.display()));
+        loop {
+            let m = ringkit::metrics();
+            let s = ServerStats {
+                uring_enters: m.uring_enters,
+                epoll_waits: m.epoll_waits,
+                other_syscalls: m.other_syscalls,
+                sqes: m.sqes_submitted,
+                cqes: m.cqes_reaped,
+                accepted: accepted.get(),
+            };
+            if let Ok(j) = serde_json::to_string(&s) {
+                if std::fs::write(&tmp, j).is_ok() {
+                    let _ = std::fs::rename(&tmp, &file);
+                }
+            }
+            ringkit::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
+}
+
 async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
     let listener = TcpListener::bind_reuseport(cfg.addr)?;
     eprintln!(
@@ -159,28 +187,7 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
     );
     let accepted = Rc::new(Cell::new(0u64));
     if let Some(path) = cfg.stats.clone() {
-        let accepted = accepted.clone();
-        ringkit::spawn(async move {
-            let file = PathBuf::from(format!("{}.{i}", path.display()));
-            let tmp = PathBuf::from(format!("{}.{i}.tmp", path.display()));
-            loop {
-                let m = ringkit::metrics();
-                let s = ServerStats {
-                    uring_enters: m.uring_enters,
-                    epoll_waits: m.epoll_waits,
-                    other_syscalls: m.other_syscalls,
-                    sqes: m.sqes_submitted,
-                    cqes: m.cqes_reaped,
-                    accepted: accepted.get(),
-                };
-                if let Ok(j) = serde_json::to_string(&s) {
-                    if std::fs::write(&tmp, j).is_ok() {
-                        let _ = std::fs::rename(&tmp, &file);
-                    }
-                }
-                ringkit::time::sleep(Duration::from_millis(50)).await;
-            }
-        });
+        spawn_stats_writer(path, i, accepted.clone());
     }
     let mut backoff = Duration::from_millis(1);
     loop {
