@@ -20,6 +20,8 @@ use ringkit::net::{TcpListener, TcpStream};
 use ringkit::{Backend, LaunchConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::sysinfo::CpuTimes;
+
 /// How the echo server receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecvMode {
@@ -281,6 +283,8 @@ pub struct EchoLoadResult {
     pub p999_us: f64,
     /// Mean.
     pub mean_us: f64,
+    /// CPU seconds (user+sys) the generator itself used in the window.
+    pub client_cpu_s: f64,
 }
 
 impl EchoLoadResult {
@@ -288,6 +292,15 @@ impl EchoLoadResult {
     pub fn rps(&self) -> f64 {
         if self.secs > 0.0 {
             self.responses as f64 / self.secs
+        } else {
+            0.0
+        }
+    }
+    /// Round trips per second of the generator's own CPU: what one fully
+    /// busy core could drive, whether or not the server kept up.
+    pub fn rps_per_client_cpu(&self) -> f64 {
+        if self.client_cpu_s > 0.0 {
+            self.responses as f64 / self.client_cpu_s
         } else {
             0.0
         }
@@ -359,10 +372,12 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         ringkit::time::sleep(Duration::from_millis(200)).await;
         hook(Phase::WindowStart);
         let t0 = Instant::now();
+        let cpu0 = CpuTimes::own();
         shared.phase.set(1);
         ringkit::time::sleep(cfg.duration).await;
         shared.phase.set(2);
         let secs = t0.elapsed().as_secs_f64();
+        let cpu = CpuTimes::own().since(&cpu0);
         hook(Phase::WindowEnd);
         for h in handles {
             let _ = h.await;
@@ -381,6 +396,7 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             p99_us: q(0.99),
             p999_us: q(0.999),
             mean_us: hist.mean() / 1000.0,
+            client_cpu_s: cpu.user + cpu.system,
         })
     })
 }
@@ -537,10 +553,12 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
     let connect_secs = start.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(200));
     let t0 = Instant::now();
+    let cpu0 = CpuTimes::own();
     phase.store(1, Ordering::SeqCst);
     std::thread::sleep(cfg.duration);
     phase.store(2, Ordering::SeqCst);
     let secs = t0.elapsed().as_secs_f64();
+    let cpu = CpuTimes::own().since(&cpu0);
     for t in threads {
         let _ = t.join();
     }
@@ -561,5 +579,6 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
         p99_us: q(0.99),
         p999_us: q(0.999),
         mean_us: hist.mean() / 1000.0,
+        client_cpu_s: cpu.user + cpu.system,
     })
 }

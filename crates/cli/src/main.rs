@@ -282,6 +282,11 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
         "Window: {:.3} s measured after {:.3} s of connecting\nLatency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, mean {:.1} us",
         r.secs, r.connect_secs, r.p50_us, r.p99_us, r.p999_us, r.mean_us
     );
+    println!(
+        "Generator CPU: {:.0}% of one core; {:.0} round trips per generator CPU-second",
+        100.0 * r.client_cpu_s / r.secs.max(1e-9),
+        r.rps_per_client_cpu()
+    );
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     }
