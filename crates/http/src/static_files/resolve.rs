@@ -1,0 +1,468 @@
+//! Opening a [`SafePath`] beneath the served directory, and nowhere else.
+//!
+//! # Containment
+//! The root directory is held open as an fd. Every lookup is
+//! `openat2(rootfd, rel, O_PATH, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`:
+//! the kernel refuses (`EXDEV`) any resolution that would leave the root —
+//! through `..`, an absolute path, or a symlink pointing outside, at any
+//! depth — and refuses `/proc` magic links (`ELOOP`). Symlinks that stay
+//! inside the root are followed. This holds even if the tree changes between
+//! checks, because the kernel checks during the one lookup that matters.
+//!
+//! Kernels before 5.6 have no `openat2` (`ENOSYS`, found once at start):
+//! then [`Containment::Canonicalize`] resolves the path in user space
+//! (`realpath`), checks it lies under the canonical root, and opens that
+//! with `O_NOFOLLOW`. This is weaker: a symlink swapped in between the check
+//! and the open of an intermediate directory can escape. Prefer a kernel
+//! with `openat2`.
+//!
+//! # Opening for reading
+//! The lookup opens `O_PATH`, which never blocks and has no side effects
+//! (a FIFO or a device is not really opened), then `fstat`s it. Only a
+//! regular file is reopened for reading, through `/proc/self/fd/N` with the
+//! runtime's [`ringkit::fs::File::open`] (so reads go through the ring).
+//! Without `/proc`, it is reopened with `O_RDONLY | O_NONBLOCK` by the same
+//! contained lookup and read inline ([`Source::Fd`]).
+//!
+//! The lookup itself is a synchronous syscall on the runtime thread: path
+//! walks are served from the dentry cache in the common case.
+
+use std::ffi::{CString, OsStr};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::path::SafePath;
+
+/// How lookups are kept inside the root.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Containment {
+    /// The kernel enforces it: `openat2` with `RESOLVE_BENEATH`.
+    Openat2,
+    /// User-space `realpath` and a prefix check (for kernels without `openat2`).
+    Canonicalize,
+}
+
+/// Why a lookup found nothing to serve.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Nothing there, or nothing servable (answer 404).
+    NotFound,
+    /// Outside the root, a magic link, or not permitted (answer 403).
+    Forbidden,
+    /// A directory asked for without its trailing slash (answer 301).
+    AddSlash,
+    /// An unexpected error (answer 500).
+    Io(io::Error),
+}
+
+/// What `fstat` says about a file.
+#[derive(Debug, Clone, Copy)]
+pub struct Stat {
+    /// Device.
+    pub dev: u64,
+    /// Inode.
+    pub ino: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time.
+    pub mtime: SystemTime,
+    /// File type bits (`st_mode & S_IFMT`).
+    pub kind: u32,
+}
+
+impl Stat {
+    fn of(fd: &OwnedFd) -> io::Result<Stat> {
+        // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: `fd` is open and `st` is a valid out-pointer for the call.
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let nanos = Duration::from_nanos(st.st_mtime_nsec as u64);
+        let mtime = if st.st_mtime >= 0 {
+            UNIX_EPOCH + Duration::from_secs(st.st_mtime as u64) + nanos
+        } else {
+            UNIX_EPOCH - Duration::from_secs(st.st_mtime.unsigned_abs()) + nanos
+        };
+        Ok(Stat {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            size: st.st_size as u64,
+            mtime,
+            kind: st.st_mode & libc::S_IFMT,
+        })
+    }
+
+    fn same_file(&self, other: &Stat) -> bool {
+        self.dev == other.dev && self.ino == other.ino
+    }
+}
+
+/// A regular file found beneath the root, open `O_PATH`.
+#[derive(Debug)]
+pub struct Found {
+    fd: OwnedFd,
+    /// Its metadata at lookup time.
+    pub stat: Stat,
+    /// Path relative to the root (the index file's, for a directory).
+    pub rel: PathBuf,
+}
+
+/// An open file to read the body from.
+#[derive(Debug)]
+pub enum Source {
+    /// Reopened through the runtime: reads go through the ring (or inline on epoll).
+    Ring(ringkit::fs::File),
+    /// Read inline with `pread` (no `/proc` to reopen through).
+    Fd(OwnedFd),
+}
+
+impl Source {
+    /// Read up to `buf`'s capacity at `offset` into `buf`, replacing its
+    /// contents; `Ok(0)` is end of file.
+    pub async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> (io::Result<usize>, Vec<u8>) {
+        buf.clear();
+        match self {
+            Source::Ring(f) => f.read_at(buf, offset).await,
+            Source::Fd(fd) => {
+                // SAFETY: `fd` is open; the destination is the Vec's
+                // allocation, `capacity` writable bytes.
+                let n = unsafe {
+                    libc::pread(
+                        fd.as_raw_fd(),
+                        buf.as_mut_ptr().cast(),
+                        buf.capacity(),
+                        offset as libc::off_t,
+                    )
+                };
+                if n < 0 {
+                    return (Err(io::Error::last_os_error()), buf);
+                }
+                // SAFETY: pread initialised the first `n <= capacity` bytes.
+                unsafe { buf.set_len(n as usize) };
+                (Ok(n as usize), buf)
+            }
+        }
+    }
+}
+
+/// The served directory, held open.
+#[derive(Debug)]
+pub struct Root {
+    dir: OwnedFd,
+    /// The canonical path of the root (for [`Containment::Canonicalize`]).
+    canon: PathBuf,
+    containment: Containment,
+}
+
+/// `struct open_how` for `openat2(2)` (`linux/openat2.h`).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+fn cstr(p: &Path) -> io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
+}
+
+/// `openat2(dir, path, flags, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`.
+fn openat2_beneath(dir: &OwnedFd, path: &Path, flags: i32) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // openat2 refuses (EINVAL) any flag O_PATH ignores, O_NOCTTY included.
+    let extra = if flags & libc::O_PATH != 0 {
+        0
+    } else {
+        libc::O_NOCTTY
+    };
+    let how = OpenHow {
+        flags: (flags | libc::O_CLOEXEC | extra) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+    };
+    loop {
+        // SAFETY: `dir` is an open fd, `path` is NUL-terminated, `how` is a
+        // valid `open_how` and its size is passed with it.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                dir.as_raw_fd(),
+                path.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: the kernel just gave us this fd and nothing else owns it.
+            return Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        }
+        let e = io::Error::last_os_error();
+        // EAGAIN: a concurrent rename raced the lookup (only possible with
+        // RESOLVE_BENEATH); the kernel asks us to retry.
+        if e.raw_os_error() != Some(libc::EAGAIN) && e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Plain `open(path, flags | O_NOFOLLOW)` for the canonicalizing fallback.
+fn open_nofollow(path: &Path, flags: i32) -> io::Result<OwnedFd> {
+    let path = cstr(path)?;
+    // SAFETY: a NUL-terminated path; no mode needed without O_CREAT.
+    let fd = unsafe {
+        libc::open(
+            path.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just gave us this fd and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn refusal(e: io::Error) -> Refusal {
+    match e.raw_os_error() {
+        Some(libc::ENOENT | libc::ENOTDIR | libc::ENAMETOOLONG) => Refusal::NotFound,
+        // EXDEV: the lookup would leave the root. ELOOP: a magic link, a
+        // symlink loop, or O_NOFOLLOW met a link (fallback).
+        Some(libc::EXDEV | libc::ELOOP | libc::EACCES | libc::EPERM) => Refusal::Forbidden,
+        _ => Refusal::Io(e),
+    }
+}
+
+impl Root {
+    /// Open `dir` and probe for `openat2`.
+    pub fn open(dir: &Path) -> io::Result<Root> {
+        let canon = std::fs::canonicalize(dir)?;
+        let fd = open_nofollow(&canon, libc::O_PATH | libc::O_DIRECTORY)?;
+        let containment = match openat2_beneath(&fd, Path::new("."), libc::O_PATH) {
+            Ok(_) => Containment::Openat2,
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Containment::Canonicalize,
+            Err(e) => return Err(e),
+        };
+        Ok(Root {
+            dir: fd,
+            canon,
+            containment,
+        })
+    }
+
+    /// Force a containment method (tests exercise the fallback with this).
+    pub fn set_containment(&mut self, c: Containment) {
+        self.containment = c;
+    }
+
+    /// The containment method in use.
+    pub fn containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// The canonical path of the root.
+    pub fn path(&self) -> &Path {
+        &self.canon
+    }
+
+    fn lookup(&self, rel: &Path, flags: i32) -> io::Result<OwnedFd> {
+        match self.containment {
+            Containment::Openat2 => openat2_beneath(&self.dir, rel, flags),
+            Containment::Canonicalize => {
+                let real = std::fs::canonicalize(self.canon.join(rel))?;
+                if !real.starts_with(&self.canon) {
+                    return Err(io::Error::from_raw_os_error(libc::EXDEV));
+                }
+                open_nofollow(&real, flags)
+            }
+        }
+    }
+
+    /// Find what `p` names: a regular file, or a directory's `index` file.
+    pub fn find(&self, p: &SafePath, index: &str) -> Result<Found, Refusal> {
+        let rel = p.as_path().to_path_buf();
+        let fd = self.lookup(&rel, libc::O_PATH).map_err(refusal)?;
+        let stat = Stat::of(&fd).map_err(Refusal::Io)?;
+        match stat.kind {
+            libc::S_IFREG if !p.trailing_slash() => Ok(Found { fd, stat, rel }),
+            libc::S_IFDIR if !p.trailing_slash() => Err(Refusal::AddSlash),
+            libc::S_IFDIR => {
+                let rel = if p.as_bytes().is_empty() {
+                    PathBuf::from(index)
+                } else {
+                    rel.join(index)
+                };
+                let fd = self.lookup(&rel, libc::O_PATH).map_err(refusal)?;
+                let stat = Stat::of(&fd).map_err(Refusal::Io)?;
+                if stat.kind != libc::S_IFREG {
+                    return Err(Refusal::NotFound);
+                }
+                Ok(Found { fd, stat, rel })
+            }
+            _ => Err(Refusal::NotFound),
+        }
+    }
+
+    /// Open a found file for reading (see the module docs).
+    pub async fn open_source(&self, f: Found) -> io::Result<Source> {
+        let proc_path = format!("/proc/self/fd/{}", f.fd.as_raw_fd());
+        match ringkit::fs::File::open(&proc_path).await {
+            Ok(file) => return Ok(Source::Ring(file)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            Err(_) => {}
+        }
+        let fd = self.lookup(&f.rel, libc::O_RDONLY | libc::O_NONBLOCK)?;
+        let now = Stat::of(&fd)?;
+        if now.kind != libc::S_IFREG || !now.same_file(&f.stat) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} changed while being opened", f.rel.display()),
+            ));
+        }
+        Ok(Source::Fd(fd))
+    }
+}
+
+/// The content-type key of a found file: its last path component.
+pub fn file_name(rel: &Path) -> &[u8] {
+    rel.file_name().map_or(b"", |n: &OsStr| n.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::sanitize;
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// root/{a.txt, sub/index.html, sub/b.css, empty/, in -> a.txt,
+    /// out -> ../secret, outdir -> .., abs -> /etc/passwd}, and ../secret.
+    fn tree() -> (tempfile::TempDir, PathBuf) {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir_all(root.join("sub")).unwrap();
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::fs::write(root.join("a.txt"), b"hello").unwrap();
+        std::fs::write(root.join("sub/index.html"), b"<p>sub</p>").unwrap();
+        std::fs::write(root.join("sub/b.css"), b"b{}").unwrap();
+        std::fs::write(t.path().join("secret"), b"TOP SECRET").unwrap();
+        symlink("a.txt", root.join("in")).unwrap();
+        symlink("../secret", root.join("out")).unwrap();
+        symlink("..", root.join("outdir")).unwrap();
+        symlink("/etc/passwd", root.join("abs")).unwrap();
+        symlink("/proc/self/root/etc/passwd", root.join("magic")).unwrap();
+        (t, root)
+    }
+
+    fn find(root: &Root, target: &str) -> Result<Found, Refusal> {
+        root.find(&sanitize(target.as_bytes(), false).unwrap(), "index.html")
+    }
+
+    fn roots(dir: &Path) -> Vec<Root> {
+        let a = Root::open(dir).unwrap();
+        let mut b = Root::open(dir).unwrap();
+        b.set_containment(Containment::Canonicalize);
+        vec![a, b]
+    }
+
+    #[test]
+    fn finds_files_and_index() {
+        let (_t, dir) = tree();
+        for root in roots(&dir) {
+            let c = root.containment();
+            let f = find(&root, "/a.txt").unwrap();
+            assert_eq!(
+                (f.stat.size, f.rel.as_path()),
+                (5, Path::new("a.txt")),
+                "{c:?}"
+            );
+            let f = find(&root, "/sub/").unwrap();
+            assert_eq!(f.rel, Path::new("sub/index.html"), "{c:?}");
+            let f = find(&root, "/in").unwrap();
+            assert_eq!(f.stat.size, 5, "{c:?}: inside symlink followed");
+            assert!(
+                matches!(find(&root, "/sub"), Err(Refusal::AddSlash)),
+                "{c:?}"
+            );
+            assert!(
+                matches!(find(&root, "/empty/"), Err(Refusal::NotFound)),
+                "{c:?}"
+            );
+            assert!(matches!(find(&root, "/"), Err(Refusal::NotFound)), "{c:?}");
+            assert!(
+                matches!(find(&root, "/nope"), Err(Refusal::NotFound)),
+                "{c:?}"
+            );
+            assert!(
+                matches!(find(&root, "/a.txt/"), Err(Refusal::NotFound)),
+                "{c:?}"
+            );
+            assert!(
+                matches!(find(&root, "/a.txt/x"), Err(Refusal::NotFound)),
+                "{c:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn symlinks_out_are_refused() {
+        let (_t, dir) = tree();
+        for root in roots(&dir) {
+            let c = root.containment();
+            for t in ["/out", "/outdir/secret", "/abs", "/magic"] {
+                assert!(
+                    matches!(find(&root, t), Err(Refusal::Forbidden)),
+                    "{c:?} {t}"
+                );
+            }
+            // Out and back in: the kernel refuses the excursion; realpath
+            // sees only where it ends, inside the root. Both are safe.
+            let back_in = find(&root, "/outdir/root/a.txt");
+            match c {
+                Containment::Openat2 => assert!(matches!(back_in, Err(Refusal::Forbidden))),
+                Containment::Canonicalize => assert_eq!(back_in.unwrap().stat.size, 5),
+            }
+        }
+    }
+
+    #[test]
+    fn fifo_is_not_served() {
+        let (_t, dir) = tree();
+        let p = cstr(&dir.join("fifo")).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(p.as_ptr(), 0o644) }, 0);
+        for root in roots(&dir) {
+            assert!(matches!(find(&root, "/fifo"), Err(Refusal::NotFound)));
+        }
+    }
+
+    #[test]
+    fn sources_read_the_file() {
+        let (_t, dir) = tree();
+        let root = Root::open(&dir).unwrap();
+        let f = find(&root, "/sub/b.css").unwrap();
+        let rel = f.rel.clone();
+        let stat = f.stat;
+        let src = ringkit::run(async { root.open_source(f).await })
+            .unwrap()
+            .unwrap();
+        assert!(matches!(src, Source::Ring(_)));
+        let (n, buf) =
+            ringkit::run(async { src.read_at(Vec::with_capacity(64), 1).await }).unwrap();
+        assert_eq!((n.unwrap(), &buf[..]), (2, &b"{}"[..]));
+        // The inline source, as used without /proc.
+        let fd = root
+            .lookup(&rel, libc::O_RDONLY | libc::O_NONBLOCK)
+            .unwrap();
+        assert!(Stat::of(&fd).unwrap().same_file(&stat));
+        let src = Source::Fd(fd);
+        let (n, buf) = ringkit::run(async { src.read_at(vec![9; 3], 0).await }).unwrap();
+        assert_eq!((n.unwrap(), &buf[..]), (3, &b"b{}"[..]));
+    }
+}
