@@ -189,6 +189,40 @@ fn submit_and_wait_timeout_returns_without_a_cqe() {
 }
 
 #[test]
+fn min_wait_returns_a_partial_batch() {
+    let mut ring = ring(8);
+    if ring.features() & sys::IORING_FEAT_MIN_TIMEOUT == 0 {
+        return skip("kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
+    }
+    // Two NOPs, but we ask for 8: after the 2 ms minimum wait the kernel
+    // returns with what it has instead of waiting for all 8 (or the 20 s
+    // overall bound).
+    for ud in 0..2 {
+        // SAFETY: NOP references no memory.
+        unsafe { push(&mut ring, nop(ud)) };
+    }
+    let start = Instant::now();
+    ring.submit_and_wait_min(8, Duration::from_millis(2), Some(Duration::from_secs(20)))
+        .unwrap();
+    assert!(
+        start.elapsed() < DEADLINE,
+        "min_wait did not cut the wait short"
+    );
+    let got: BTreeSet<u64> = ring.completions().map(|c| c.user_data).collect();
+    assert_eq!(got, BTreeSet::from([0, 1]));
+
+    // Nothing pending at all: the overall timeout still bounds the wait.
+    let start = Instant::now();
+    assert_eq!(
+        ring.submit_and_wait_min(1, Duration::from_millis(1), Some(Duration::from_millis(30)))
+            .unwrap(),
+        0
+    );
+    assert!(start.elapsed() < DEADLINE);
+    assert_no_cqe(&mut ring);
+}
+
+#[test]
 fn registered_ring_fd_runs_nops() {
     let mut ring = IoUring::builder(8).register_ring_fd(true).build().unwrap();
     if !ring.ring_fd_registered() {

@@ -145,6 +145,9 @@ pub(crate) struct DriverConfig {
     pub(crate) flags: Option<u32>,
     pub(crate) buf_count: u16,
     pub(crate) buf_size: u32,
+    /// io_uring only: wait for this many CQEs with a minimum wait window
+    /// (`IORING_FEAT_MIN_TIMEOUT`); `None` = wait for one.
+    pub(crate) batch_wait: Option<(u32, std::time::Duration)>,
 }
 
 impl Default for DriverConfig {
@@ -154,6 +157,7 @@ impl Default for DriverConfig {
             flags: None,
             buf_count: 1024,
             buf_size: 4096,
+            batch_wait: None,
         }
     }
 }

@@ -111,6 +111,8 @@ pub(crate) struct UringDriver {
     buf_count: u16,
     buf_size: u32,
     skip_success: bool,
+    /// (want, min_wait) for blocking waits, when the kernel supports it.
+    batch_wait: Option<(u32, Duration)>,
 }
 
 impl UringDriver {
@@ -185,7 +187,15 @@ impl UringDriver {
             buf_count: cfg.buf_count,
             buf_size: cfg.buf_size,
             skip_success,
+            batch_wait: None,
         };
+        if let Some(bw) = cfg.batch_wait {
+            if d.ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
+                d.batch_wait = Some(bw);
+            } else {
+                tracing::warn!("ringkit: batch_wait ignored: kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
+            }
+        }
         if let Err(e) = d.arm_wake(&Metrics::default()) {
             return Err((format!("could not arm the wake-up poll: {e}"), attempts));
         }
@@ -460,8 +470,14 @@ impl UringDriver {
                         Ok(0)
                     }
                 }
-                Some(d) => self.ring.submit_and_wait_timeout(1, d),
-                None => self.ring.submit_and_wait(1),
+                Some(d) => match self.batch_wait {
+                    Some((want, min)) => self.ring.submit_and_wait_min(want, min, Some(d)),
+                    None => self.ring.submit_and_wait_timeout(1, d),
+                },
+                None => match self.batch_wait {
+                    Some((want, min)) => self.ring.submit_and_wait_min(want, min, None),
+                    None => self.ring.submit_and_wait(1),
+                },
             };
             match res {
                 Ok(_) => break,
