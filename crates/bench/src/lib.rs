@@ -3,10 +3,12 @@
 
 #![warn(missing_docs)]
 
+pub mod bars;
 pub mod compare;
 pub mod echo;
 pub mod file;
 pub mod http;
+pub mod latency;
 pub mod nop;
 pub mod report;
 pub mod study;
