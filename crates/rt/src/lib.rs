@@ -39,6 +39,7 @@ mod launcher;
 mod metrics;
 pub mod net;
 mod runtime;
+pub mod signal;
 mod task;
 pub mod time;
 

@@ -1,0 +1,514 @@
+//! One connection: read, decode, call the handler, write; until it closes.
+//!
+//! # The loop
+//! 1. Wait for bytes with [`TcpStream::read_pooled`] (io_uring: a multishot
+//!    receive into the runtime's provided-buffer ring), bounded by a deadline
+//!    (idle keep-alive timeout between requests, header timeout inside one)
+//!    and, between requests, by shutdown.
+//! 2. Decode every complete request in those bytes straight out of the
+//!    pooled buffer (a request's head is copied once, into recycled
+//!    storage). Only bytes of an incomplete request are copied into the
+//!    connection's own `pending` buffer, to be completed by later reads. The
+//!    pooled buffer goes back to the kernel before any handler runs.
+//! 3. Call the handler for each request in order; append each response to
+//!    one output buffer (reused for the connection's lifetime).
+//! 4. One `write_all` for the whole batch of pipelined responses (large
+//!    bodies and files are written after the heads that precede them).
+//!
+//! # Closing
+//! After a response with `Connection: close` (client asked, HTTP/1.0
+//! without keep-alive, handler asked, handler panicked, or shutdown), the
+//! rest of the batch is dropped and the connection closes. After a request
+//! error or a 408 the server half-closes, then reads and discards what the
+//! client still sends for a short while before closing (a "lingering close",
+//! as nginx does): closing with unread bytes would make the kernel send a
+//! reset, which can destroy the error response before the client reads it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ringkit::net::{RecvBuf, TcpStream};
+use ringkit::time::Sleep;
+
+use crate::decode::RequestDecoder;
+use crate::encode::{self, write_head};
+use crate::response::FileBody;
+use crate::{
+    Body, Error, Handler, Method, Parsed, Request, Response, ServerConfig, StatusCode, Version,
+};
+
+/// Most requests decoded from the input before their responses are written.
+const MAX_BATCH: usize = 64;
+/// Bodies up to this size are copied into the output buffer (one write
+/// with the head); larger ones are written on their own.
+const INLINE_BODY: usize = 16 * 1024;
+/// File bodies are read in pieces of this size.
+const FILE_CHUNK: usize = 64 * 1024;
+/// Lingering close: at most this long, and this many bytes discarded.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// State shared by the accept loop and the connections of one server on one
+/// thread.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: ServerConfig,
+    active: Cell<usize>,
+    shutting_down: Cell<bool>,
+    next_id: Cell<u64>,
+    /// Wakers of connection tasks, to wake idle ones on shutdown.
+    conns: RefCell<HashMap<u64, Waker>>,
+    /// The accept loop, waiting for the last connection on shutdown.
+    drained: RefCell<Option<Waker>>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: ServerConfig) -> Shared {
+        Shared {
+            config,
+            active: Cell::new(0),
+            shutting_down: Cell::new(false),
+            next_id: Cell::new(0),
+            conns: RefCell::new(HashMap::new()),
+            drained: RefCell::new(None),
+        }
+    }
+
+    /// Connections being served.
+    pub(crate) fn active(&self) -> usize {
+        self.active.get()
+    }
+
+    /// Start shutdown: idle connections close now, busy ones after their
+    /// current response.
+    pub(crate) fn begin_shutdown(&self) {
+        self.shutting_down.set(true);
+        let wakers: Vec<Waker> = self.conns.borrow().values().cloned().collect();
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Resolves when no connection is left.
+    pub(crate) async fn drained(&self) {
+        poll_fn(|cx| {
+            if self.active.get() == 0 {
+                Poll::Ready(())
+            } else {
+                *self.drained.borrow_mut() = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await
+    }
+
+    /// Count a new connection; the guard uncounts it when dropped.
+    pub(crate) fn enter(self: &Rc<Self>) -> ConnGuard {
+        self.active.set(self.active.get() + 1);
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        ConnGuard {
+            shared: self.clone(),
+            id,
+        }
+    }
+}
+
+/// One counted connection.
+#[derive(Debug)]
+pub(crate) struct ConnGuard {
+    shared: Rc<Shared>,
+    id: u64,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        let s = &self.shared;
+        s.conns.borrow_mut().remove(&self.id);
+        s.active.set(s.active.get() - 1);
+        if s.active.get() == 0 {
+            if let Some(w) = s.drained.borrow_mut().take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// What waiting for input gave.
+enum Input {
+    Data(RecvBuf),
+    Eof,
+    Failed,
+    TimedOut,
+    Shutdown,
+}
+
+/// One item of a decoded batch.
+enum Item {
+    Request(Request),
+    Refused(Error),
+}
+
+/// Per-connection state.
+struct Conn<H> {
+    stream: TcpStream,
+    handler: Rc<H>,
+    shared: Rc<Shared>,
+    decoder: RequestDecoder,
+    /// Bytes of a request that spans reads (not yet consumed by the decoder).
+    pending: Vec<u8>,
+    out: Vec<u8>,
+    batch: Vec<Item>,
+    /// Scratch buffer for file bodies, kept once allocated.
+    file_buf: Option<Vec<u8>>,
+    /// The one timer of this connection; re-armed lazily (see `wait_input`).
+    timer: Sleep,
+    last_active: Instant,
+    request_since: Option<Instant>,
+}
+
+/// Serve one connection until it closes.
+pub(crate) async fn serve<H: Handler>(
+    stream: TcpStream,
+    handler: Rc<H>,
+    shared: Rc<Shared>,
+    guard: ConnGuard,
+) {
+    // Register this task's waker once, so shutdown can wake it when idle.
+    let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
+    shared.conns.borrow_mut().insert(guard.id, waker);
+    let now = Instant::now();
+    let mut c = Conn {
+        stream,
+        handler,
+        decoder: RequestDecoder::new(shared.config.limits.clone()),
+        timer: ringkit::time::sleep_until(now + shared.config.idle_timeout),
+        shared,
+        pending: Vec::new(),
+        out: Vec::new(),
+        batch: Vec::new(),
+        file_buf: None,
+        last_active: now,
+        request_since: None,
+    };
+    if let Err(e) = c.run().await {
+        tracing::debug!("ringkit-http: connection ended: {e}");
+    }
+    drop(guard);
+}
+
+impl<H: Handler> Conn<H> {
+    fn mid_request(&self) -> bool {
+        !self.pending.is_empty() || self.decoder.in_body()
+    }
+
+    async fn run(&mut self) -> io::Result<()> {
+        let mut more = false;
+        loop {
+            let chunk = if more {
+                None
+            } else {
+                match self.wait_input().await {
+                    Input::Data(rb) => Some(rb),
+                    Input::Eof | Input::Failed | Input::Shutdown => return Ok(()),
+                    Input::TimedOut => {
+                        if self.mid_request() {
+                            self.refuse(StatusCode::REQUEST_TIMEOUT).await?;
+                        }
+                        return Ok(());
+                    }
+                }
+            };
+            more = self.decode_batch(chunk);
+            let mut completed = false;
+            let mut close = false;
+            let mut linger = false;
+            let mut batch = std::mem::take(&mut self.batch);
+            for item in batch.drain(..) {
+                match item {
+                    Item::Request(req) => {
+                        completed = true;
+                        if self.respond(req).await? {
+                            close = true;
+                            break;
+                        }
+                    }
+                    Item::Refused(e) => {
+                        tracing::debug!("ringkit-http: refused request: {e}");
+                        self.error_response(e.status());
+                        close = true;
+                        linger = true;
+                        break;
+                    }
+                }
+            }
+            batch.clear();
+            self.batch = batch;
+            if !close && self.decoder.take_continue() {
+                self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+            }
+            self.flush().await?;
+            if close {
+                if linger {
+                    self.linger().await;
+                }
+                return Ok(());
+            }
+            let now = Instant::now();
+            self.last_active = now;
+            if completed {
+                self.request_since = None;
+            }
+            if self.mid_request() {
+                self.request_since.get_or_insert(now);
+            } else if self.shared.shutting_down.get() && !more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Decode complete requests into `self.batch`. Returns whether the
+    /// input may hold more complete requests (the batch was full).
+    fn decode_batch(&mut self, chunk: Option<RecvBuf>) -> bool {
+        match chunk {
+            Some(rb) if self.pending.is_empty() => {
+                // The fast path: decode straight out of the pooled buffer.
+                let (used, more) = decode_into(&mut self.decoder, &rb, &mut self.batch);
+                if used < rb.len() {
+                    self.pending.extend_from_slice(&rb[used..]);
+                }
+                more
+            }
+            chunk => {
+                if let Some(rb) = chunk {
+                    self.pending.extend_from_slice(&rb);
+                }
+                let (used, more) = decode_into(&mut self.decoder, &self.pending, &mut self.batch);
+                self.pending.drain(..used);
+                more
+            }
+        }
+    }
+
+    /// Call the handler and append the response. Returns whether the
+    /// connection closes after it.
+    async fn respond(&mut self, req: Request) -> io::Result<bool> {
+        let head_only = req.method() == Method::Head;
+        let keep_alive = req.keep_alive();
+        let http10 = req.version() == Version::Http10;
+        let (resp, panicked) = match call(&*self.handler, req).await {
+            Some(r) => (r, false),
+            None => (
+                Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal server error\n"),
+                true,
+            ),
+        };
+        let close =
+            !keep_alive || resp.wants_close() || panicked || self.shared.shutting_down.get();
+        let framing = encode::Framing {
+            content_length: resp.body_ref().len(),
+            close,
+            keep_alive_10: http10 && !close,
+        };
+        write_head(&mut self.out, &resp, framing);
+        if head_only || resp.status().is_bodiless() {
+            return Ok(close);
+        }
+        match resp.into_body() {
+            Body::Empty => {}
+            Body::Static(b) if b.len() <= INLINE_BODY => self.out.extend_from_slice(b),
+            Body::Static(b) => {
+                self.flush().await?;
+                self.stream.write_all(b).await.0?;
+            }
+            Body::Bytes(b) if b.len() <= INLINE_BODY => self.out.extend_from_slice(&b),
+            Body::Bytes(b) => {
+                self.flush().await?;
+                self.stream.write_all(b).await.0?;
+            }
+            Body::File(f) => self.send_file(f).await?,
+        }
+        Ok(close)
+    }
+
+    /// Append a file body (small: into the output buffer; large: in pieces
+    /// after flushing what precedes it).
+    async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
+        let mut buf = self
+            .file_buf
+            .take()
+            .unwrap_or_else(|| Vec::with_capacity(FILE_CHUNK));
+        let inline = f.len <= INLINE_BODY as u64;
+        if !inline {
+            self.flush().await?;
+        }
+        let (mut off, end) = (f.offset, f.offset.saturating_add(f.len));
+        let res = async {
+            while off < end {
+                buf.clear();
+                let want = (end - off).min(FILE_CHUNK as u64) as usize;
+                let (r, b) = f.file.read_at(std::mem::take(&mut buf), off).await;
+                buf = b;
+                let n = r?.min(want);
+                if n == 0 {
+                    // Truncated under us: the Content-Length cannot be kept.
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "file shorter than its Content-Length",
+                    ));
+                }
+                buf.truncate(n);
+                if inline {
+                    self.out.extend_from_slice(&buf);
+                } else {
+                    let (r, b) = self.stream.write_all(std::mem::take(&mut buf)).await;
+                    buf = b;
+                    r?;
+                }
+                off += n as u64;
+            }
+            Ok(())
+        }
+        .await;
+        buf.clear();
+        self.file_buf = Some(buf);
+        res
+    }
+
+    /// Append an error response (with `Connection: close`).
+    fn error_response(&mut self, status: StatusCode) {
+        let resp = Response::text(status, status.reason());
+        let framing = encode::Framing {
+            content_length: resp.body_ref().len(),
+            close: true,
+            keep_alive_10: false,
+        };
+        write_head(&mut self.out, &resp, framing);
+        self.out.extend_from_slice(status.reason().as_bytes());
+    }
+
+    /// Answer `status`, then close lingering.
+    async fn refuse(&mut self, status: StatusCode) -> io::Result<()> {
+        self.error_response(status);
+        self.flush().await?;
+        self.linger().await;
+        Ok(())
+    }
+
+    /// Write the output buffer, if it holds anything.
+    async fn flush(&mut self) -> io::Result<()> {
+        if self.out.is_empty() {
+            return Ok(());
+        }
+        let (r, mut v) = self.stream.write_all(std::mem::take(&mut self.out)).await;
+        v.clear();
+        self.out = v;
+        r
+    }
+
+    /// Half-close, then discard input for a while (see the module docs).
+    async fn linger(&mut self) {
+        let _ = self.stream.shutdown(std::net::Shutdown::Write).await;
+        let until = Instant::now() + LINGER_TIME;
+        let mut discarded = 0;
+        while discarded < LINGER_BYTES {
+            let left = until.saturating_duration_since(Instant::now());
+            match ringkit::time::timeout(left, self.stream.read_pooled()).await {
+                Ok(Ok(rb)) if !rb.is_empty() => discarded += rb.len(),
+                _ => return,
+            }
+        }
+    }
+
+    /// Wait for input, a deadline or (between requests) shutdown.
+    ///
+    /// The deadline moves with every request, but the timer is only re-armed
+    /// when it fires early (then to the current deadline) or when the
+    /// deadline moved earlier: in steady keep-alive traffic that is once per
+    /// timeout period, not once per request.
+    async fn wait_input(&mut self) -> Input {
+        let mid = self.mid_request();
+        let deadline = match (mid, self.request_since) {
+            (true, Some(t)) => t + self.shared.config.header_timeout,
+            (true, None) => Instant::now() + self.shared.config.header_timeout,
+            (false, _) => self.last_active + self.shared.config.idle_timeout,
+        };
+        if self.timer.deadline() > deadline {
+            self.timer.reset(deadline);
+        }
+        let shared = &self.shared;
+        let timer = &mut self.timer;
+        let mut read = pin!(self.stream.read_pooled());
+        poll_fn(|cx| {
+            if !mid && shared.shutting_down.get() {
+                return Poll::Ready(Input::Shutdown);
+            }
+            if let Poll::Ready(r) = read.as_mut().poll(cx) {
+                return Poll::Ready(match r {
+                    Ok(rb) if rb.is_empty() => Input::Eof,
+                    Ok(rb) => Input::Data(rb),
+                    Err(_) => Input::Failed,
+                });
+            }
+            loop {
+                if std::pin::Pin::new(&mut *timer).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Input::TimedOut);
+                }
+                timer.reset(deadline);
+            }
+        })
+        .await
+    }
+}
+
+/// Decode complete requests from `input` into `batch` (stopping after an
+/// error, a request that closes the connection, or a full batch). Returns
+/// the bytes consumed and whether the batch was full.
+fn decode_into(decoder: &mut RequestDecoder, input: &[u8], batch: &mut Vec<Item>) -> (usize, bool) {
+    let mut used = 0;
+    loop {
+        match decoder.decode(&input[used..]) {
+            Ok((n, Parsed::Complete(req))) => {
+                used += n;
+                let last = !req.keep_alive();
+                batch.push(Item::Request(req));
+                if last {
+                    return (used, false);
+                }
+                if batch.len() >= MAX_BATCH {
+                    return (used, true);
+                }
+            }
+            Ok((n, Parsed::Partial)) => return (used + n, false),
+            Err(e) => {
+                batch.push(Item::Refused(e));
+                return (input.len(), false);
+            }
+        }
+    }
+}
+
+/// Run the handler, turning a panic (while building or polling its future)
+/// into `None`.
+async fn call<H: Handler>(handler: &H, req: Request) -> Option<Response> {
+    let fut = catch_unwind(AssertUnwindSafe(|| handler.call(req))).ok()?;
+    let mut fut = pin!(fut);
+    poll_fn(
+        |cx| match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(r)) => Poll::Ready(Some(r)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        },
+    )
+    .await
+}

@@ -1,0 +1,170 @@
+//! Routing by path and method.
+//!
+//! Paths match exactly (`/users`), or by prefix when the pattern ends in
+//! `/*` (`/static/*` matches `/static/a/b` and `/static/`; the longest
+//! prefix wins). A known path with a method it does not serve gets 405 with
+//! `Allow` listing the methods it does; an unknown path gets 404, or goes to
+//! the [`Router::fallback`] handler if one is set. A `GET` route also serves
+//! `HEAD` (the server sends the head without the body), unless a `HEAD`
+//! route is set.
+//!
+//! ```
+//! use ringkit_http::{Method, Request, Response, Router};
+//! let app = Router::new()
+//!     .get("/", |_req: Request| async { Response::ok().body("home") })
+//!     .route(Method::Post, "/echo", |req: Request| async move {
+//!         Response::ok().body(req.into_body())
+//!     });
+//! # let _ = app;
+//! ```
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::rc::Rc;
+
+use crate::handler::DynHandler;
+use crate::{Handler, Method, Request, Response, StatusCode};
+
+#[derive(Default)]
+struct Methods {
+    handlers: Vec<(Method, Rc<dyn DynHandler>)>,
+}
+
+impl Methods {
+    fn find(&self, m: Method) -> Option<Rc<dyn DynHandler>> {
+        let find = |m| {
+            self.handlers
+                .iter()
+                .find(|(hm, _)| *hm == m)
+                .map(|(_, h)| h.clone())
+        };
+        find(m).or_else(|| {
+            if m == Method::Head {
+                find(Method::Get)
+            } else {
+                None
+            }
+        })
+    }
+
+    fn allow(&self) -> String {
+        let mut names: Vec<&str> = self.handlers.iter().map(|(m, _)| m.as_str()).collect();
+        if names.contains(&"GET") && !names.contains(&"HEAD") {
+            names.push("HEAD");
+        }
+        names.join(", ")
+    }
+}
+
+/// A table of handlers by path and method; itself a [`Handler`].
+#[derive(Default)]
+pub struct Router {
+    exact: HashMap<String, Methods>,
+    /// (prefix without the `*`, methods), longest first.
+    prefixes: Vec<(String, Methods)>,
+    fallback: Option<Rc<dyn DynHandler>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("exact", &self.exact.keys().collect::<Vec<_>>())
+            .field(
+                "prefixes",
+                &self.prefixes.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
+            .field("fallback", &self.fallback.is_some())
+            .finish()
+    }
+}
+
+impl Router {
+    /// An empty router (everything is 404).
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Serve `method` on `path` (exact, or a prefix when it ends in `/*`)
+    /// with `handler`. A later route for the same method and path replaces
+    /// an earlier one.
+    pub fn route(mut self, method: Method, path: &str, handler: impl Handler) -> Router {
+        let h: Rc<dyn DynHandler> = Rc::new(handler);
+        let methods = match path.strip_suffix('*') {
+            Some(prefix) if prefix.ends_with('/') => {
+                match self.prefixes.iter().position(|(p, _)| p == prefix) {
+                    Some(i) => &mut self.prefixes[i].1,
+                    None => {
+                        self.prefixes.push((prefix.to_string(), Methods::default()));
+                        self.prefixes
+                            .sort_by_key(|(p, _)| std::cmp::Reverse(p.len()));
+                        let i = self
+                            .prefixes
+                            .iter()
+                            .position(|(p, _)| p == prefix)
+                            .expect("just inserted");
+                        &mut self.prefixes[i].1
+                    }
+                }
+            }
+            _ => self.exact.entry(path.to_string()).or_default(),
+        };
+        methods.handlers.retain(|(m, _)| *m != method);
+        methods.handlers.push((method, h));
+        self
+    }
+
+    /// Serve `GET` (and `HEAD`) on `path`.
+    pub fn get(self, path: &str, handler: impl Handler) -> Router {
+        self.route(Method::Get, path, handler)
+    }
+
+    /// Serve `POST` on `path`.
+    pub fn post(self, path: &str, handler: impl Handler) -> Router {
+        self.route(Method::Post, path, handler)
+    }
+
+    /// Send requests for unknown paths here instead of answering 404.
+    pub fn fallback(mut self, handler: impl Handler) -> Router {
+        self.fallback = Some(Rc::new(handler));
+        self
+    }
+
+    fn lookup(&self, path: &str) -> Option<&Methods> {
+        self.exact.get(path).or_else(|| {
+            self.prefixes
+                .iter()
+                .find(|(p, _)| path.starts_with(p.as_str()))
+                .map(|(_, m)| m)
+        })
+    }
+}
+
+/// Decides before awaiting, so the future does not borrow the router.
+enum Route {
+    Call(Rc<dyn DynHandler>, Request),
+    Answer(Response),
+}
+
+impl Handler for Router {
+    fn call(&self, req: Request) -> impl Future<Output = Response> {
+        let route = match self.lookup(req.path()) {
+            Some(methods) => match methods.find(req.method()) {
+                Some(h) => Route::Call(h, req),
+                None => Route::Answer(
+                    Response::text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+                        .header("allow", methods.allow()),
+                ),
+            },
+            None => match &self.fallback {
+                Some(h) => Route::Call(h.clone(), req),
+                None => Route::Answer(Response::text(StatusCode::NOT_FOUND, "not found\n")),
+            },
+        };
+        async move {
+            match route {
+                Route::Call(h, req) => h.call_boxed(req).await,
+                Route::Answer(r) => r,
+            }
+        }
+    }
+}
