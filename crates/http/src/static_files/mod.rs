@@ -1,16 +1,271 @@
-//! Static files for `ringkit serve DIR`.
+//! Static files for `ringkit serve DIR`: [`StaticFiles`], a [`Handler`].
+//!
+//! ```no_run
+//! use ringkit_http::static_files::StaticFiles;
+//! use ringkit_http::Router;
+//! # fn main() -> std::io::Result<()> {
+//! // Everything under ./public, at the root of the site:
+//! let site = StaticFiles::new("public")?;
+//! // Or mounted under /assets/ next to other routes:
+//! let assets = StaticFiles::new("public")?.strip_prefix("/assets");
+//! let app = Router::new().get("/assets/*", assets);
+//! # let _ = (site, app);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What a request goes through
+//! 1. Method: GET and HEAD only; anything else is 405 with `Allow: GET, HEAD`.
+//! 2. [`path::sanitize`]: the raw path is percent-decoded and refused if it
+//!    is malformed (400), tries to climb (`..` in any spelling, encoded
+//!    slashes, `//`, NUL, backslashes: 403), or names a dot-file (404).
+//! 3. [`resolve::Root::find`]: the path is looked up beneath the root with
+//!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so no symlink can
+//!    lead outside (403). A directory serves its `index.html` (else 404);
+//!    asked for without a trailing slash it answers 301 to the slash form.
+//!    Only regular files are served.
+//! 4. [`reply::for_file`]: validators (`ETag`, `Last-Modified`), the
+//!    preconditions (304/412), `Range` (206/416), `Content-Type` by
+//!    extension ([`mime`]).
+//! 5. The body is a [`FileBody`]: the server reads and writes it piece by
+//!    piece, so a file of any size costs one buffer.
 //!
 //! The pieces, each pure unless it says otherwise:
-//! - [`path`]: request target → [`path::SafePath`] (percent-decoding,
-//!   traversal refusal).
-//! - [`resolve`]: opening a safe path beneath the root with
-//!   `openat2(RESOLVE_BENEATH)` (file system).
+//! - [`path`]: request target → [`path::SafePath`].
+//! - [`resolve`]: opening a safe path beneath the root (file system).
 //! - [`mime`]: content type by extension.
 //! - [`conditional`]: `ETag`/`Last-Modified` and the `If-*` preconditions.
 //! - [`range`]: `Range: bytes=…`.
+//! - [`reply`]: status, header fields and body choice for a file.
 
 pub mod conditional;
 pub mod mime;
 pub mod path;
 pub mod range;
+pub mod reply;
 pub mod resolve;
+
+use std::borrow::Cow;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::{FileBody, Handler, Head, Method, Request, Response, StatusCode};
+use conditional::Conditions;
+use path::PathError;
+use reply::{FileMeta, FileRequest, Reply, ReplyBody, Verb};
+use resolve::{Containment, Refusal, Root};
+
+/// Serves the files under one directory. Cheap to clone (the settings and
+/// the directory fd are shared), so one value can be cloned into each
+/// thread of a thread-per-core server.
+#[derive(Debug, Clone)]
+pub struct StaticFiles {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    root: Root,
+    index: String,
+    allow_hidden: bool,
+    prefix: Option<String>,
+    cache_control: Option<String>,
+}
+
+impl StaticFiles {
+    /// Serve `dir`. Fails if it cannot be opened as a directory.
+    pub fn new(dir: impl AsRef<Path>) -> io::Result<StaticFiles> {
+        Ok(StaticFiles {
+            inner: Arc::new(Inner {
+                root: Root::open(dir.as_ref())?,
+                index: "index.html".to_string(),
+                allow_hidden: false,
+                prefix: None,
+                cache_control: None,
+            }),
+        })
+    }
+
+    fn inner_mut(&mut self) -> &mut Inner {
+        Arc::get_mut(&mut self.inner).expect("configure StaticFiles before cloning it")
+    }
+
+    /// The file a directory serves (default `index.html`). Configure
+    /// before cloning (panics otherwise).
+    pub fn index_file(mut self, name: impl Into<String>) -> StaticFiles {
+        self.inner_mut().index = name.into();
+        self
+    }
+
+    /// Serve names starting with `.` (default: no, they answer 404, so
+    /// `.git/` or `.env` left in the directory do not leak). `.` and `..`
+    /// are never served. Configure before cloning (panics otherwise).
+    pub fn allow_hidden(mut self, allow: bool) -> StaticFiles {
+        self.inner_mut().allow_hidden = allow;
+        self
+    }
+
+    /// Strip this path prefix (e.g. `/assets`) before looking files up, for
+    /// mounting under a [`crate::Router`] prefix route. Requests outside it
+    /// answer 404. Configure before cloning (panics otherwise).
+    pub fn strip_prefix(mut self, prefix: impl Into<String>) -> StaticFiles {
+        let p: String = prefix.into();
+        self.inner_mut().prefix = Some(p.trim_end_matches('/').to_string());
+        self
+    }
+
+    /// Send this `Cache-Control` with files and 304s (default: none).
+    /// Configure before cloning (panics otherwise).
+    pub fn cache_control(mut self, value: impl Into<String>) -> StaticFiles {
+        self.inner_mut().cache_control = Some(value.into());
+        self
+    }
+
+    /// Use user-space containment (`realpath` and a prefix check) instead
+    /// of `openat2`: what kernels before 5.6 get. For tests of that path.
+    /// Configure before cloning (panics otherwise).
+    pub fn force_canonicalize(mut self) -> StaticFiles {
+        self.inner_mut()
+            .root
+            .set_containment(Containment::Canonicalize);
+        self
+    }
+
+    /// How lookups are kept inside the directory (found at start).
+    pub fn containment(&self) -> Containment {
+        self.inner.root.containment()
+    }
+
+    /// The canonical path of the served directory.
+    pub fn root(&self) -> &Path {
+        self.inner.root.path()
+    }
+
+    /// Answer one request.
+    pub async fn serve(&self, req: &Head) -> Response {
+        let verb = match req.method() {
+            Method::Get => Verb::Get,
+            Method::Head => Verb::Head,
+            _ => Verb::Other,
+        };
+        if verb == Verb::Other {
+            return respond(reply::refusal(405), None);
+        }
+        let inner = &*self.inner;
+        let raw = req.path();
+        let rest = match &inner.prefix {
+            None => Some(raw),
+            Some(p) => raw.strip_prefix(p.as_str()).filter(|r| r.starts_with('/')),
+        };
+        let Some(rest) = rest else {
+            return respond(reply::refusal(404), None);
+        };
+        let safe = match path::sanitize(rest.as_bytes(), inner.allow_hidden) {
+            Ok(p) => p,
+            Err(PathError::BadRequest) => return respond(reply::refusal(400), None),
+            Err(PathError::Forbidden) => return respond(reply::refusal(403), None),
+            Err(PathError::Hidden) => return respond(reply::refusal(404), None),
+        };
+        let found = match inner.root.find(&safe, &inner.index) {
+            Ok(f) => f,
+            Err(Refusal::NotFound) => return respond(reply::refusal(404), None),
+            Err(Refusal::Forbidden) => return respond(reply::refusal(403), None),
+            Err(Refusal::AddSlash) => return respond(reply::add_slash(raw, req.query()), None),
+            Err(Refusal::Io(e)) => {
+                tracing::warn!("static files: {raw}: {e}");
+                return respond(reply::refusal(500), None);
+            }
+        };
+        let meta = FileMeta {
+            ino: found.stat.ino,
+            size: found.stat.size,
+            mtime: found.stat.mtime,
+            content_type: mime::content_type(resolve::file_name(&found.rel)),
+        };
+        let if_match = field(req, "if-match");
+        let if_none_match = field(req, "if-none-match");
+        let freq = FileRequest {
+            conditions: Conditions {
+                if_match: if_match.as_deref(),
+                if_none_match: if_none_match.as_deref(),
+                if_modified_since: single(req, "if-modified-since"),
+                if_unmodified_since: single(req, "if-unmodified-since"),
+            },
+            range: single(req, "range"),
+            if_range: single(req, "if-range"),
+        };
+        let reply = reply::for_file(verb, &freq, &meta);
+        let cc = inner.cache_control.as_deref();
+        let ReplyBody::File { offset, len } = reply.body else {
+            return respond(reply, cc);
+        };
+        if len == 0 {
+            return respond(reply, cc);
+        }
+        let rel = found.rel.clone();
+        match inner.root.open_file(found).await {
+            Ok(f) => respond(reply, cc).body(FileBody::new(f, offset, len)),
+            Err(e) => {
+                tracing::warn!("static files: open {}: {e}", rel.display());
+                let code = if e.kind() == io::ErrorKind::NotFound {
+                    404
+                } else {
+                    500
+                };
+                respond(reply::refusal(code), None)
+            }
+        }
+    }
+}
+
+impl Handler for StaticFiles {
+    async fn call(&self, req: Request) -> Response {
+        self.serve(req.head()).await
+    }
+}
+
+/// A header that may come on several lines (a list): joined with `, `.
+/// `None` if absent or not UTF-8.
+fn field<'a>(req: &'a Head, name: &str) -> Option<Cow<'a, str>> {
+    let mut values = req
+        .headers()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| std::str::from_utf8(v).ok());
+    let first = values.next()??;
+    let mut joined = Cow::Borrowed(first);
+    for v in values {
+        let s = joined.to_mut();
+        s.push_str(", ");
+        s.push_str(v?);
+    }
+    Some(joined)
+}
+
+/// A header that must come once: `None` if absent, repeated (ambiguous, so
+/// ignored) or not UTF-8.
+fn single<'a>(req: &'a Head, name: &str) -> Option<&'a str> {
+    let mut values = req.headers().filter(|(n, _)| n.eq_ignore_ascii_case(name));
+    let (_, v) = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    std::str::from_utf8(v).ok()
+}
+
+/// Turn a [`Reply`] into a [`Response`]. A file body is left empty: the
+/// caller opens the file and sets it.
+fn respond(r: Reply, cache_control: Option<&str>) -> Response {
+    let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = Response::new(status);
+    for (n, v) in r.headers {
+        resp = resp.header(n, v);
+    }
+    if let (Some(cc), 200 | 206 | 304) = (cache_control, r.status) {
+        resp = resp.header("Cache-Control", cc.to_string());
+    }
+    match r.body {
+        ReplyBody::Text(t) => resp.body(t),
+        ReplyBody::Empty | ReplyBody::File { .. } => resp,
+    }
+}

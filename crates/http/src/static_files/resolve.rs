@@ -21,15 +21,15 @@
 //! (a FIFO or a device is not really opened), then `fstat`s it. Only a
 //! regular file is reopened for reading, through `/proc/self/fd/N` with the
 //! runtime's [`ringkit::fs::File::open`] (so reads go through the ring).
-//! Without `/proc`, it is reopened with `O_RDONLY | O_NONBLOCK` by the same
-//! contained lookup and read inline ([`Source::Fd`]).
+//! Without `/proc`, it is opened by path and kept only if it is the same
+//! device and inode the contained lookup found.
 //!
 //! The lookup itself is a synchronous syscall on the runtime thread: path
 //! walks are served from the dentry cache in the common case.
 
 use std::ffi::{CString, OsStr};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,10 +75,15 @@ pub struct Stat {
 
 impl Stat {
     fn of(fd: &OwnedFd) -> io::Result<Stat> {
+        Stat::of_raw(fd.as_raw_fd())
+    }
+
+    fn of_raw(fd: RawFd) -> io::Result<Stat> {
         // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: `fd` is open and `st` is a valid out-pointer for the call.
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        // SAFETY: `fstat` on any fd number is memory-safe (a closed one gives
+        // EBADF); `st` is a valid out-pointer for the call.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
             return Err(io::Error::last_os_error());
         }
         let nanos = Duration::from_nanos(st.st_mtime_nsec as u64);
@@ -109,44 +114,6 @@ pub struct Found {
     pub stat: Stat,
     /// Path relative to the root (the index file's, for a directory).
     pub rel: PathBuf,
-}
-
-/// An open file to read the body from.
-#[derive(Debug)]
-pub enum Source {
-    /// Reopened through the runtime: reads go through the ring (or inline on epoll).
-    Ring(ringkit::fs::File),
-    /// Read inline with `pread` (no `/proc` to reopen through).
-    Fd(OwnedFd),
-}
-
-impl Source {
-    /// Read up to `buf`'s capacity at `offset` into `buf`, replacing its
-    /// contents; `Ok(0)` is end of file.
-    pub async fn read_at(&self, mut buf: Vec<u8>, offset: u64) -> (io::Result<usize>, Vec<u8>) {
-        buf.clear();
-        match self {
-            Source::Ring(f) => f.read_at(buf, offset).await,
-            Source::Fd(fd) => {
-                // SAFETY: `fd` is open; the destination is the Vec's
-                // allocation, `capacity` writable bytes.
-                let n = unsafe {
-                    libc::pread(
-                        fd.as_raw_fd(),
-                        buf.as_mut_ptr().cast(),
-                        buf.capacity(),
-                        offset as libc::off_t,
-                    )
-                };
-                if n < 0 {
-                    return (Err(io::Error::last_os_error()), buf);
-                }
-                // SAFETY: pread initialised the first `n <= capacity` bytes.
-                unsafe { buf.set_len(n as usize) };
-                (Ok(n as usize), buf)
-            }
-        }
-    }
 }
 
 /// The served directory, held open.
@@ -311,22 +278,23 @@ impl Root {
     }
 
     /// Open a found file for reading (see the module docs).
-    pub async fn open_source(&self, f: Found) -> io::Result<Source> {
+    pub async fn open_file(&self, f: Found) -> io::Result<ringkit::fs::File> {
         let proc_path = format!("/proc/self/fd/{}", f.fd.as_raw_fd());
         match ringkit::fs::File::open(&proc_path).await {
-            Ok(file) => return Ok(Source::Ring(file)),
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            Err(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            other => return other,
         }
-        let fd = self.lookup(&f.rel, libc::O_RDONLY | libc::O_NONBLOCK)?;
-        let now = Stat::of(&fd)?;
+        // No /proc: open by path, then make sure it is the file the
+        // contained lookup found (same device and inode).
+        let file = ringkit::fs::File::open(self.canon.join(&f.rel)).await?;
+        let now = Stat::of_raw(file.as_raw_fd())?;
         if now.kind != libc::S_IFREG || !now.same_file(&f.stat) {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!("{} changed while being opened", f.rel.display()),
             ));
         }
-        Ok(Source::Fd(fd))
+        Ok(file)
     }
 }
 
@@ -443,26 +411,15 @@ mod tests {
     }
 
     #[test]
-    fn sources_read_the_file() {
+    fn opened_file_reads() {
         let (_t, dir) = tree();
         let root = Root::open(&dir).unwrap();
         let f = find(&root, "/sub/b.css").unwrap();
-        let rel = f.rel.clone();
-        let stat = f.stat;
-        let src = ringkit::run(async { root.open_source(f).await })
-            .unwrap()
-            .unwrap();
-        assert!(matches!(src, Source::Ring(_)));
-        let (n, buf) =
-            ringkit::run(async { src.read_at(Vec::with_capacity(64), 1).await }).unwrap();
-        assert_eq!((n.unwrap(), &buf[..]), (2, &b"{}"[..]));
-        // The inline source, as used without /proc.
-        let fd = root
-            .lookup(&rel, libc::O_RDONLY | libc::O_NONBLOCK)
-            .unwrap();
-        assert!(Stat::of(&fd).unwrap().same_file(&stat));
-        let src = Source::Fd(fd);
-        let (n, buf) = ringkit::run(async { src.read_at(vec![9; 3], 0).await }).unwrap();
-        assert_eq!((n.unwrap(), &buf[..]), (3, &b"b{}"[..]));
+        let data = ringkit::run(async {
+            let file = root.open_file(f).await.unwrap();
+            file.read_to_end().await.unwrap()
+        })
+        .unwrap();
+        assert_eq!(data, b"b{}");
     }
 }
