@@ -208,10 +208,10 @@ impl StaticFiles {
             Ok(f) => respond(reply, cc).body(FileBody::new(f, offset, len)),
             Err(e) => {
                 tracing::warn!("static files: open {}: {e}", rel.display());
-                let code = if e.kind() == io::ErrorKind::NotFound {
-                    404
-                } else {
-                    500
+                let code = match e.kind() {
+                    io::ErrorKind::NotFound => 404,
+                    io::ErrorKind::PermissionDenied => 403,
+                    _ => 500,
                 };
                 respond(reply::refusal(code), None)
             }
@@ -267,5 +267,77 @@ fn respond(r: Reply, cache_control: Option<&str>) -> Response {
     match r.body {
         ReplyBody::Text(t) => resp.body(t),
         ReplyBody::Empty | ReplyBody::File { .. } => resp,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Limits, Parsed};
+
+    fn head(raw: &str) -> Request {
+        match Request::parse(raw.as_bytes(), &Limits::default()) {
+            Ok(Parsed::Complete((req, _))) => req,
+            other => panic!("{raw:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn list_fields_join_lines_and_single_fields_refuse_repeats() {
+        let req = head(
+            "GET / HTTP/1.1\r\nHost: t\r\nIf-None-Match: \"a\"\r\nRange: bytes=0-1\r\n\
+             if-none-match: \"b\", \"c\"\r\nIf-Range: \"a\"\r\nrange: bytes=2-3\r\n\r\n",
+        );
+        assert_eq!(
+            field(&req, "If-None-Match").as_deref(),
+            Some("\"a\", \"b\", \"c\"")
+        );
+        assert_eq!(field(&req, "if-match"), None);
+        assert_eq!(single(&req, "if-range"), Some("\"a\""));
+        assert_eq!(single(&req, "range"), None, "two Range fields: ignored");
+        assert_eq!(single(&req, "if-match"), None);
+    }
+
+    #[test]
+    fn refusals_without_a_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), b"hi").unwrap();
+        std::fs::create_dir(dir.path().join("d")).unwrap();
+        let files = StaticFiles::new(dir.path()).unwrap();
+        assert_eq!(files.containment(), Containment::Openat2);
+        let status = |raw: &str| {
+            let req = head(raw);
+            ringkit::run(files.serve(req.head()))
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        assert_eq!(status("DELETE /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 405);
+        assert_eq!(status("GET /a%zz HTTP/1.1\r\nHost: t\r\n\r\n"), 400);
+        assert_eq!(status("GET /../a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 403);
+        assert_eq!(status("GET /.hidden HTTP/1.1\r\nHost: t\r\n\r\n"), 404);
+        assert_eq!(status("GET /d HTTP/1.1\r\nHost: t\r\n\r\n"), 301);
+        assert_eq!(status("GET /d/ HTTP/1.1\r\nHost: t\r\n\r\n"), 404);
+        assert_eq!(status("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 200);
+        assert_eq!(status("HEAD /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 200);
+        let prefixed = StaticFiles::new(dir.path())
+            .unwrap()
+            .strip_prefix("/files/");
+        let status = |raw: &str| {
+            let req = head(raw);
+            ringkit::run(prefixed.serve(req.head()))
+                .unwrap()
+                .status()
+                .as_u16()
+        };
+        assert_eq!(status("GET /files/a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 200);
+        assert_eq!(status("GET /filesa.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 404);
+        assert_eq!(status("GET /a.txt HTTP/1.1\r\nHost: t\r\n\r\n"), 404);
+    }
+
+    #[test]
+    fn is_send_sync_and_clone() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<StaticFiles>();
     }
 }
