@@ -6,6 +6,7 @@
 use std::io;
 
 use ringkit_bench::nop::{self, NopConfig, NopVariant};
+use ringkit_bench::wakeup::{self, Channel, Reader, WakeConfig};
 
 /// True (after printing why) when `e` means "this machine cannot do it".
 fn unavailable(what: &str, e: &io::Error) -> bool {
@@ -73,4 +74,54 @@ fn nop_refuses_sqpoll_on_the_submitters_cpu() {
     assert!(res.rows.is_empty());
     assert_eq!(res.skipped.len(), 1);
     assert!(res.skipped[0].1.contains("share CPU"));
+}
+
+#[test]
+fn wakeup_every_reader_on_both_backends() {
+    let cfg = WakeConfig {
+        contenders: wakeup::contenders(&[Channel::Pipe, Channel::Eventfd], true),
+        count: 50,
+        warmup: 5,
+        pause_us: (1, 5),
+        rounds: 1,
+        reader_cpu: 0,
+        writer_cpu: 1,
+    };
+    let res = match wakeup::run(&cfg, &mut |_| {}) {
+        Ok(r) => r,
+        Err(e) if unavailable("wakeup", &e) => return,
+        Err(e) => panic!("wakeup: {e}"),
+    };
+    assert_eq!(res.rows.len() + res.skipped.len(), cfg.contenders.len());
+    for (n, why) in &res.skipped {
+        eprintln!("skipped {n}: {why}");
+    }
+    for r in &res.rows {
+        let s = res.samples.iter().find(|s| s.contender == r.name).unwrap();
+        if let Some(e) = &s.error {
+            // A flag set this kernel refuses is a skip, anything else a bug.
+            assert!(e.contains("refused"), "{}: {e}", r.name);
+            eprintln!("skipped {}: {e}", r.name);
+            continue;
+        }
+        assert_eq!(s.latency.count, 50, "{}", r.name);
+        let l = &s.latency;
+        assert!(l.min <= l.p50 && l.p50 <= l.p90 && l.p90 <= l.p99);
+        assert!(l.p99 <= l.p999 && l.p999 <= l.max && l.p50 > 0);
+        if matches!(
+            r.contender.reader,
+            Reader::UringPoll { .. } | Reader::UringRead { .. }
+        ) {
+            assert!(r.enters_per_wake.is_some());
+        }
+    }
+    // Both runtime backends ran (rt-uring unless io_uring is missing).
+    assert!(res
+        .rows
+        .iter()
+        .any(|r| r.name == "rt-epoll (socket)" && r.ok_samples == 1));
+    let sec = wakeup::section(&res);
+    assert!(sec.markdown.contains("| reader |"));
+    assert_eq!(sec.svgs.len(), 2);
+    assert!(sec.table.contains("target busy poll"));
 }

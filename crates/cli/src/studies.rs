@@ -8,10 +8,64 @@ use clap::Args;
 use ringkit_bench::nop::{self, NopConfig, NopVariant};
 use ringkit_bench::study::Section;
 use ringkit_bench::sysinfo::SystemInfo;
+use ringkit_bench::wakeup::{self, Channel, WakeConfig};
 
-/// `ringkit bench wakeup`.
+/// `ringkit bench wakeup`: wake-up latency through a pipe or an eventfd.
+///
+/// A writer pinned to --writer-cpu stamps t0 and writes 8 bytes; a reader
+/// pinned to --reader-cpu wakes (epoll or io_uring, blocking or busy, each
+/// io_uring reader with the default, coop and defer flag sets, and a
+/// ringkit task on each backend) and stamps t1. Readers run interleaved,
+/// rotated each round. Prints avg, p50, p90, p99, p99.9 of t1-t0 in ns and
+/// whether the io_uring-vs-epoll targets are met in this run.
 #[derive(Args, Debug)]
-pub struct BenchWakeupArgs {}
+pub struct BenchWakeupArgs {
+    /// Channels: pipe, eventfd (socket: only the socketpair rows).
+    #[arg(long, value_delimiter = ',', default_value = "pipe,eventfd")]
+    channels: Vec<Channel>,
+    /// Leave out the runtime rows (rt-uring, rt-epoll and their raw
+    /// baselines on a socketpair).
+    #[arg(long)]
+    no_runtime: bool,
+    /// Only readers whose name contains one of these (e.g. busy,epoll).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Measured wake-ups per sample.
+    #[arg(long, default_value_t = 8_000)]
+    count: u64,
+    /// Unmeasured wake-ups before them.
+    #[arg(long, default_value_t = 200)]
+    warmup: u64,
+    /// Writer's random pause before each write, µs: MIN-MAX.
+    #[arg(long, default_value = "10-50", value_parser = parse_range)]
+    pause_us: (u64, u64),
+    /// Rounds: every reader once per round (at least 1; 3+ to compare).
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// CPU of the reader.
+    #[arg(long, default_value_t = 0)]
+    reader_cpu: usize,
+    /// CPU of the writer.
+    #[arg(long, default_value_t = 1)]
+    writer_cpu: usize,
+    /// Also write results.json, report.md and the charts into DIR.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the results as JSON too.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `MIN-MAX` (or a single value) as a pair.
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once('-').unwrap_or((s, s));
+    let p = |v: &str| v.trim().parse::<u64>().map_err(|e| format!("{v:?}: {e}"));
+    let (a, b) = (p(a)?, p(b)?);
+    if a > b {
+        return Err(format!("{a} > {b}"));
+    }
+    Ok((a, b))
+}
 
 /// `ringkit bench nop`: NOP submit+reap on the bare ring.
 ///
@@ -52,8 +106,32 @@ pub struct BenchNopArgs {
 #[derive(Args, Debug)]
 pub struct BenchFileArgs {}
 
-pub fn bench_wakeup(_a: BenchWakeupArgs) -> std::io::Result<()> {
-    Err(std::io::Error::other("ringkit bench wakeup: not built yet"))
+pub fn bench_wakeup(a: BenchWakeupArgs) -> std::io::Result<()> {
+    let mut list = wakeup::contenders(&a.channels, !a.no_runtime);
+    if !a.only.is_empty() {
+        list.retain(|c| a.only.iter().any(|o| c.name().contains(o.as_str())));
+    }
+    let cfg = WakeConfig {
+        contenders: list,
+        count: a.count.max(1),
+        warmup: a.warmup,
+        pause_us: a.pause_us,
+        rounds: a.rounds.max(1),
+        reader_cpu: a.reader_cpu,
+        writer_cpu: a.writer_cpu,
+    };
+    println!(
+        "wake-up latency: {} readers, {} rounds of {} wake-ups, pause {}-{} us, reader on CPU {}, writer on CPU {}",
+        cfg.contenders.len(),
+        cfg.rounds,
+        cfg.count,
+        cfg.pause_us.0,
+        cfg.pause_us.1,
+        cfg.reader_cpu,
+        cfg.writer_cpu
+    );
+    let res = wakeup::run(&cfg, &mut |m| eprintln!("{m}"))?;
+    finish(&wakeup::section(&res), a.json, a.out.as_ref())
 }
 
 /// Print a study's table, its JSON on request, and write it to `out`.
