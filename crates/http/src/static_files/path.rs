@@ -283,4 +283,30 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn random_targets_keep_the_invariants() {
+        // Deterministic xorshift over an alphabet rich in the dangerous bytes.
+        const ALPHABET: &[u8] = b"./%25eE2fFcC0\\\0a?#";
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            let mut t = vec![b'/'];
+            for _ in 0..(x % 16) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                t.push(ALPHABET[(x % ALPHABET.len() as u64) as usize]);
+            }
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let Ok(p) = sanitize(&t, true) else { continue };
+            let rel = p.as_bytes();
+            assert!(!rel.starts_with(b"/") && !rel.contains(&0), "{t:?}");
+            for seg in rel.split(|&c| c == b'/').filter(|_| !rel.is_empty()) {
+                assert!(seg != b"." && seg != b".." && !seg.is_empty(), "{t:?}");
+                assert!(!seg.contains(&b'\\'), "{t:?}");
+            }
+        }
+    }
 }

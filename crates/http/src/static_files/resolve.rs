@@ -321,6 +321,7 @@ mod tests {
         std::fs::write(root.join("sub/b.css"), b"b{}").unwrap();
         std::fs::write(t.path().join("secret"), b"TOP SECRET").unwrap();
         symlink("a.txt", root.join("in")).unwrap();
+        symlink("sub", root.join("subdir-link")).unwrap();
         symlink("../secret", root.join("out")).unwrap();
         symlink("..", root.join("outdir")).unwrap();
         symlink("/etc/passwd", root.join("abs")).unwrap();
