@@ -1,19 +1,174 @@
-//! `ringkit http` and `ringkit serve` (owned by the HTTP server work).
+//! `ringkit http` (the benchmark server) and `ringkit serve DIR` (static files).
+//!
+//! Both start one runtime per thread ([`ringkit::launch`]), each with its own
+//! `SO_REUSEPORT` listener on the same address, and stop gracefully on
+//! `SIGINT`/`SIGTERM`: no new connections, in-flight responses finish, exit 0.
+
+use std::cell::Cell;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::Duration;
 
 use clap::Args;
+use ringkit::{Backend, LaunchConfig};
+use ringkit_http::static_files::StaticFiles;
+use ringkit_http::{Handler, Limits, Method, Request, Response, Server, ServerConfig, StatusCode};
+
+/// Settings shared by both servers.
+#[derive(Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Address to listen on (every thread binds it with SO_REUSEPORT).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// I/O backend: auto (io_uring if usable here, else epoll, saying why),
+    /// uring or epoll.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// Runtime threads, one listener and one event loop each.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// CPUs to pin the threads to, e.g. 0,1 (thread i runs on cpus[i % len]).
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
+    /// Close keep-alive connections idle for this many seconds.
+    #[arg(long, default_value_t = 60)]
+    idle_timeout: u64,
+    /// Answer 408 and close when a request head (or body) takes longer
+    /// than this many seconds to arrive (slowloris defence).
+    #[arg(long, default_value_t = 10)]
+    header_timeout: u64,
+    /// Connections served at once per thread; beyond it new connections
+    /// are accepted and closed at once.
+    #[arg(long, default_value_t = 10_000)]
+    max_connections: usize,
+    /// Largest request body accepted, in bytes (larger: 413).
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_body: u64,
+}
+
+impl ServerArgs {
+    fn config(&self) -> ServerConfig {
+        ServerConfig {
+            limits: Limits {
+                max_body_bytes: self.max_body,
+                ..Limits::default()
+            },
+            idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
+            header_timeout: Duration::from_secs(self.header_timeout.max(1)),
+            max_connections: self.max_connections.max(1),
+            ..ServerConfig::default()
+        }
+    }
+}
 
 /// `ringkit http`: the benchmark server (`GET /` answers 200, empty body).
 #[derive(Args, Debug)]
-pub struct HttpArgs {}
+pub struct HttpArgs {
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Write this thread's runtime counters (io_uring enters, SQEs, CQEs,
+    /// syscalls, accepted connections) as JSON to PATH.<thread> every 50 ms;
+    /// `ringkit compare` reads them.
+    #[arg(long)]
+    stats: Option<PathBuf>,
+}
 
 /// `ringkit serve DIR`: a static file server.
 #[derive(Args, Debug)]
-pub struct ServeArgs {}
-
-pub fn http(_a: HttpArgs) -> std::io::Result<()> {
-    Err(std::io::Error::other("ringkit http: not built yet"))
+pub struct ServeArgs {
+    /// Directory to serve; a request for a directory serves its index.html.
+    dir: PathBuf,
+    #[command(flatten)]
+    server: ServerArgs,
+    /// Serve dot-files (`.env`, `.git/…`) too; by default they are 404.
+    #[arg(long)]
+    allow_hidden: bool,
+    /// Add `Cache-Control: VALUE` to every file response.
+    #[arg(long)]
+    cache_control: Option<String>,
 }
 
-pub fn serve(_a: ServeArgs) -> std::io::Result<()> {
-    Err(std::io::Error::other("ringkit serve: not built yet"))
+/// The benchmark handler, as cheap as it can be: no router, no allocation.
+/// `GET`/`HEAD /` → 200 with an empty body (like nginx `return 200;`),
+/// another method on `/` → 405, any other path → 404.
+async fn bench(req: Request) -> Response {
+    if req.path() != "/" {
+        return Response::new(StatusCode::NOT_FOUND);
+    }
+    match req.method() {
+        Method::Get | Method::Head => Response::ok(),
+        _ => Response::new(StatusCode::METHOD_NOT_ALLOWED).header("allow", "GET, HEAD"),
+    }
+}
+
+pub fn http(a: HttpArgs) -> io::Result<()> {
+    let stats = a.stats.clone();
+    run("ringkit http", &a.server, move |server, i| {
+        let accepted = Rc::new(Cell::new(0u64));
+        if let Some(path) = stats.clone() {
+            ringkit_bench::echo::spawn_stats_writer(path, i, accepted.clone());
+        }
+        (server.count_accepted(accepted), bench)
+    })
+}
+
+pub fn serve(a: ServeArgs) -> io::Result<()> {
+    let mut files = StaticFiles::new(&a.dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", a.dir.display())))?
+        .allow_hidden(a.allow_hidden);
+    if let Some(cc) = &a.cache_control {
+        files = files.cache_control(cc.clone());
+    }
+    eprintln!("ringkit serve: serving {}", a.dir.display());
+    run("ringkit serve", &a.server, move |server, _| {
+        (server, files.clone())
+    })
+}
+
+/// Start the threads, each binding its listener and serving what `make`
+/// returns, and wait for them (they return after a graceful shutdown).
+fn run<H, F>(name: &'static str, args: &ServerArgs, make: F) -> io::Result<()>
+where
+    H: Handler,
+    F: Fn(Server, usize) -> (Server, H) + Send + Sync + Clone + 'static,
+{
+    ringkit::raise_nofile_limit();
+    // Before any thread runs: a signal from now on starts a graceful stop.
+    ringkit::signal::install()?;
+    let launch = LaunchConfig::new(args.threads)
+        .cpus(args.cpus.clone())
+        .backend(args.backend);
+    let (addr, config) = (args.addr, args.config());
+    let handles = ringkit::launch(launch, move |i| {
+        let (make, config) = (make.clone(), config.clone());
+        async move {
+            let server = match Server::bind_reuseport(addr) {
+                Ok(s) => s.config(config),
+                Err(e) => {
+                    eprintln!("{name}: thread {i}: cannot listen on {addr}: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let local = server.local_addr().unwrap_or(addr);
+            eprintln!(
+                "{name}: thread {i} listening on {local} with {}",
+                ringkit::backend_report()
+            );
+            let (server, handler) = make(server, i);
+            if let Err(e) = server.serve(handler).await {
+                eprintln!("{name}: thread {i}: {e}");
+                std::process::exit(1);
+            }
+        }
+    })?;
+    for h in handles {
+        h.join()
+            .map_err(|_| io::Error::other("server thread panicked"))??;
+    }
+    if let Some(sig) = ringkit::signal::requested_by() {
+        eprintln!("{name}: stopped (signal {sig})");
+    }
+    Ok(())
 }
