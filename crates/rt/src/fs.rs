@@ -330,6 +330,25 @@ impl AsRawFd for File {
     }
 }
 
+impl From<std::os::fd::OwnedFd> for File {
+    /// Adopt an open file descriptor (e.g. from `openat2`). It must be
+    /// usable for the operations called on it (not `O_PATH` for reads).
+    fn from(fd: std::os::fd::OwnedFd) -> File {
+        File {
+            fd: fd.into_raw_fd(),
+        }
+    }
+}
+
+impl From<File> for std::os::fd::OwnedFd {
+    fn from(f: File) -> std::os::fd::OwnedFd {
+        let fd = f.fd;
+        std::mem::forget(f);
+        // SAFETY: `f` owned `fd` and was forgotten, so ownership moves here.
+        unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }
+    }
+}
+
 impl Drop for File {
     fn drop(&mut self) {
         let fd = self.fd;

@@ -124,6 +124,24 @@ async fn direct_roundtrip_in(dir: &Path) -> io::Result<Option<()>> {
 }
 
 ringkit::test_all! {
+    /// A std-opened fd adopted as a File reads through the runtime, and goes
+    /// back to an OwnedFd without being closed.
+    async fn file_from_owned_fd() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("adopt.txt");
+        std::fs::write(&path, b"adopted bytes").unwrap();
+        let owned: std::os::fd::OwnedFd = std::fs::File::open(&path).unwrap().into();
+        let f = ringkit::fs::File::from(owned);
+        let (n, buf) = f.read_at(Vec::with_capacity(64), 0).await;
+        assert_eq!(n.unwrap(), 13);
+        assert_eq!(&buf[..], b"adopted bytes");
+        let back: std::os::fd::OwnedFd = f.into();
+        let mut std_file = std::fs::File::from(back);
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std_file, &mut s).unwrap();
+        assert_eq!(s, "adopted bytes");
+    }
+
     /// write_at/read_at at several offsets (with a hole), write_all_at,
     /// read past EOF, close.
     async fn file_write_read_at() {
