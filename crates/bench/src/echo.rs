@@ -1,5 +1,11 @@
 //! The echo workload: a server on the runtime, and a verifying load generator.
 //!
+//! # Server
+//! Thread-per-core, one `SO_REUSEPORT` listener per thread; each connection
+//! echoes what it reads until end of stream. Accept errors (`EMFILE`, ...)
+//! back off and retry; `SIGTERM`/`SIGINT` drain and exit (see [`run_server`]).
+//! [`EchoLimits`] shrinks resources on purpose for fault injection.
+//!
 //! # Load generator
 //! Like rust_echo_bench (same flags, same "Speed:" line), but on ringkit's
 //! io_uring runtime on one thread: every connection is a task that keeps
@@ -9,10 +15,13 @@
 //! the window actually measured (not the nominal duration).
 
 use std::cell::{Cell, RefCell};
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -58,6 +67,43 @@ pub struct EchoServerConfig {
     pub recv: RecvMode,
     /// Write runtime counters to `PATH.<thread>` every 50 ms.
     pub stats: Option<PathBuf>,
+    /// Resource limits (for fault injection) and shutdown timing.
+    pub limits: EchoLimits,
+}
+
+/// Resource limits and graceful-shutdown timing of the echo server. The
+/// defaults are what a production server wants; the knobs exist so that
+/// `ringkit torture` and the fault tests can shrink a resource on purpose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoLimits {
+    /// io_uring SQ entries (the CQ gets 4x): a tiny ring makes the SQ fill
+    /// and the CQ overflow. `None`: the runtime default (256).
+    pub entries: Option<u32>,
+    /// Provided-buffer ring of the multishot receive: count (a power of two)
+    /// and bytes per buffer. A tiny ring runs dry (`ENOBUFS`). `None`: the
+    /// runtime default.
+    pub recv_buffers: Option<(u16, u32)>,
+    /// Set the soft `RLIMIT_NOFILE` to this (accept then fails with `EMFILE`
+    /// once it is reached). `None`: raise it to the hard limit.
+    pub nofile: Option<u64>,
+    /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
+    /// closed (its in-flight data has been echoed by then).
+    pub drain_idle: Duration,
+    /// After `SIGTERM`/`SIGINT`, connections still open after this long are
+    /// closed and the server exits anyway.
+    pub drain_timeout: Duration,
+}
+
+impl Default for EchoLimits {
+    fn default() -> Self {
+        EchoLimits {
+            entries: None,
+            recv_buffers: None,
+            nofile: None,
+            drain_idle: Duration::from_millis(1000),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// Counters a server thread publishes (see `EchoServerConfig::stats`).
@@ -127,13 +173,39 @@ impl ServerStats {
     }
 }
 
-/// Run the echo server until the process is killed. Prints the backend of
-/// each thread once it is listening.
+/// Run the echo server until `SIGTERM` or `SIGINT`, then shut down
+/// gracefully and return `Ok`. Prints the backend of each thread once it is
+/// listening, and a summary per thread at the end.
+///
+/// # Shutdown
+/// On the first `SIGTERM`/`SIGINT` every thread: closes its listener (new
+/// connections are refused from then on); wakes its connections, which keep
+/// echoing whatever arrives and close once idle for
+/// [`EchoLimits::drain_idle`] (or at end of stream), so a message in flight
+/// is echoed whole; waits until all are closed or
+/// [`EchoLimits::drain_timeout`] has passed; and returns.
+///
+/// `SIGPIPE` is ignored (sends use `MSG_NOSIGNAL` anyway; this covers any
+/// other write to a closed socket).
 pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
-    ringkit::raise_nofile_limit();
+    ignore_sigpipe();
+    match cfg.limits.nofile {
+        Some(n) => set_nofile_limit(n)?,
+        None => {
+            ringkit::raise_nofile_limit();
+        }
+    }
+    ringkit::signal::install()?;
+    let mut builder = ringkit::Builder::new().backend(cfg.backend);
+    if let Some(n) = cfg.limits.entries {
+        builder = builder.entries(n);
+    }
+    if let Some((count, size)) = cfg.limits.recv_buffers {
+        builder = builder.recv_buffers(count, size);
+    }
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
-        .backend(cfg.backend);
+        .builder(builder);
     let cfg2 = cfg.clone();
     let handles = ringkit::launch(launch, move |i| {
         let cfg = cfg2.clone();
@@ -147,6 +219,34 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     for h in handles {
         h.join()
             .map_err(|_| io::Error::other("server thread panicked"))??;
+    }
+    eprintln!(
+        "ringkit echo: shut down cleanly (signal {})",
+        ringkit::signal::requested_by().unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// Ignore `SIGPIPE` for the whole process.
+fn ignore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// Set the soft `RLIMIT_NOFILE` to `n` (at most the hard limit).
+fn set_nofile_limit(n: u64) -> io::Result<()> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    r.rlim_cur = n.min(r.rlim_max);
+    // SAFETY: setrlimit reads a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }
@@ -179,46 +279,246 @@ pub fn spawn_stats_writer(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>)
     });
 }
 
-async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
-    let listener = TcpListener::bind_reuseport(cfg.addr)?;
-    eprintln!(
-        "ringkit echo: thread {i} listening on {} with {} (recv {:?})",
-        listener.local_addr()?,
-        ringkit::backend_report(),
-        cfg.recv
-    );
-    let accepted = Rc::new(Cell::new(0u64));
-    if let Some(path) = cfg.stats.clone() {
-        spawn_stats_writer(path, i, accepted.clone());
-    }
-    let mut backoff = Duration::from_millis(1);
-    loop {
-        match listener.accept_stream().await {
-            Ok(s) => {
-                backoff = Duration::from_millis(1);
-                accepted.set(accepted.get() + 1);
-                let _ = s.set_nodelay(true);
-                let mode = cfg.recv;
-                ringkit::spawn(async move {
-                    let _ = match mode {
-                        RecvMode::Multishot => echo_pooled(s).await,
-                        RecvMode::Single => echo_single(s).await,
-                    };
-                });
-            }
-            Err(e) => {
-                // EMFILE/ENFILE and friends: back off and keep serving.
-                eprintln!("ringkit echo: accept: {e}; retrying in {backoff:?}");
-                ringkit::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(100));
-            }
+/// One server thread's shared state: counters and the drain switch its
+/// connections watch.
+struct ThreadState {
+    accepted: Rc<Cell<u64>>,
+    /// Connections open now.
+    active: Cell<usize>,
+    /// Connection errors caused by the peer (reset, broken pipe): expected
+    /// when clients vanish, counted but not printed.
+    peer_errors: Cell<u64>,
+    /// Other connection errors (printed, the first few).
+    other_errors: Cell<u64>,
+    drain: Drain,
+}
+
+impl ThreadState {
+    fn note_error(&self, e: &io::Error) {
+        use io::ErrorKind::*;
+        if matches!(
+            e.kind(),
+            ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof
+        ) {
+            self.peer_errors.set(self.peer_errors.get() + 1);
+            return;
+        }
+        let n = self.other_errors.get() + 1;
+        self.other_errors.set(n);
+        if n <= 10 {
+            eprintln!("ringkit echo: error: connection: {e}");
         }
     }
 }
 
-async fn echo_pooled(s: TcpStream) -> io::Result<()> {
+/// The drain switch of one thread. Until it is turned on, each connection's
+/// pending read also waits on it (through a slot holding its task's waker,
+/// refreshed only when the waker changes, so the hot path stays a
+/// `Vec` index and a `will_wake`); turning it on wakes them all.
+struct Drain {
+    on: Cell<bool>,
+    idle: Duration,
+    wakers: RefCell<Vec<Option<std::task::Waker>>>,
+    free: RefCell<Vec<usize>>,
+}
+
+impl Drain {
+    fn new(idle: Duration) -> Drain {
+        Drain {
+            on: Cell::new(false),
+            idle,
+            wakers: RefCell::new(Vec::new()),
+            free: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn register(&self) -> usize {
+        if let Some(slot) = self.free.borrow_mut().pop() {
+            return slot;
+        }
+        let mut w = self.wakers.borrow_mut();
+        w.push(None);
+        w.len() - 1
+    }
+
+    fn unregister(&self, slot: usize) {
+        if let Some(w) = self.wakers.borrow_mut().get_mut(slot) {
+            *w = None;
+        }
+        self.free.borrow_mut().push(slot);
+    }
+
+    /// Resolves when draining starts.
+    fn wait(&self, slot: usize) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |cx| {
+            if self.on.get() {
+                return Poll::Ready(());
+            }
+            let mut wakers = self.wakers.borrow_mut();
+            let w = &mut wakers[slot];
+            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *w = Some(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+    }
+
+    fn start(&self) {
+        self.on.set(true);
+        let wakers: Vec<_> = self
+            .wakers
+            .borrow_mut()
+            .iter_mut()
+            .map(Option::take)
+            .collect();
+        for w in wakers.into_iter().flatten() {
+            w.wake();
+        }
+    }
+}
+
+/// One of two futures, whichever finishes first (the other is left as is).
+enum Either<A, B> {
+    Left(A),
+    Right(B),
+}
+
+/// Poll `a` then `b` until one is ready. Neither is dropped: the caller
+/// still owns both, so a read raced against a signal loses nothing.
+async fn select<A: Future, B: Future>(
+    mut a: std::pin::Pin<&mut A>,
+    mut b: std::pin::Pin<&mut B>,
+) -> Either<A::Output, B::Output> {
+    poll_fn(|cx| {
+        if let Poll::Ready(v) = a.as_mut().poll(cx) {
+            return Poll::Ready(Either::Left(v));
+        }
+        if let Poll::Ready(v) = b.as_mut().poll(cx) {
+            return Poll::Ready(Either::Right(v));
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
+    let listener = TcpListener::bind_reuseport(cfg.addr)?;
+    let report = ringkit::backend_report();
+    eprintln!(
+        "ringkit echo: thread {i} listening on {} with {report} (recv {:?})",
+        listener.local_addr()?,
+        cfg.recv,
+    );
+    let st = Rc::new(ThreadState {
+        accepted: Rc::new(Cell::new(0)),
+        active: Cell::new(0),
+        peer_errors: Cell::new(0),
+        other_errors: Cell::new(0),
+        drain: Drain::new(cfg.limits.drain_idle),
+    });
+    if let Some(path) = cfg.stats.clone() {
+        spawn_stats_writer(path, i, st.accepted.clone());
+    }
+    let mut shutdown = pin!(ringkit::signal::shutdown_requested());
+    let mut backoff = Duration::from_millis(1);
+    let mut accept_errors = 0u64;
     loop {
-        let buf = s.read_pooled().await?;
+        let accept = pin!(listener.accept_stream());
+        match select(accept, shutdown.as_mut()).await {
+            Either::Left(Ok(s)) => {
+                backoff = Duration::from_millis(1);
+                st.accepted.set(st.accepted.get() + 1);
+                let _ = s.set_nodelay(true);
+                ringkit::spawn(serve_conn(st.clone(), s, cfg.recv));
+            }
+            // The peer gave up before we accepted: nothing to serve.
+            Either::Left(Err(e)) if e.kind() == io::ErrorKind::ConnectionAborted => {}
+            Either::Left(Err(e)) => {
+                // EMFILE/ENFILE and friends: back off and keep serving.
+                accept_errors += 1;
+                eprintln!("ringkit echo: accept error: {e}; retrying in {backoff:?}");
+                let sleep = pin!(ringkit::time::sleep(backoff));
+                if let Either::Right(()) = select(sleep, shutdown.as_mut()).await {
+                    break;
+                }
+                backoff = (backoff * 2).min(Duration::from_millis(100));
+            }
+            Either::Right(()) => break,
+        }
+    }
+    // New connections are refused from here on.
+    drop(listener);
+    eprintln!(
+        "ringkit echo: thread {i}: shutdown requested; listener closed; draining {} connections",
+        st.active.get()
+    );
+    st.drain.start();
+    let deadline = Instant::now() + cfg.limits.drain_timeout;
+    while st.active.get() > 0 && Instant::now() < deadline {
+        ringkit::time::sleep(Duration::from_millis(5)).await;
+    }
+    eprintln!(
+        "ringkit echo: thread {i}: stopped: {} connections accepted, {} still open at the drain deadline, {} peer resets, {} other connection errors, {} accept errors",
+        st.accepted.get(),
+        st.active.get(),
+        st.peer_errors.get(),
+        st.other_errors.get(),
+        accept_errors,
+    );
+    Ok(())
+}
+
+/// Keeps a thread's count of open connections and a drain slot.
+struct ConnGuard {
+    st: Rc<ThreadState>,
+    slot: usize,
+}
+
+impl Drop for ConnGuard {
+    fn drop(&mut self) {
+        self.st.active.set(self.st.active.get() - 1);
+        self.st.drain.unregister(self.slot);
+    }
+}
+
+async fn serve_conn(st: Rc<ThreadState>, s: TcpStream, mode: RecvMode) {
+    st.active.set(st.active.get() + 1);
+    let guard = ConnGuard {
+        slot: st.drain.register(),
+        st,
+    };
+    let res = match mode {
+        RecvMode::Multishot => echo_pooled(&s, &guard.st.drain, guard.slot).await,
+        RecvMode::Single => echo_single(&s, &guard.st.drain, guard.slot).await,
+    };
+    if let Err(e) = res {
+        guard.st.note_error(&e);
+    }
+    // Close before the guard says this connection is gone.
+    drop(s);
+    drop(guard);
+}
+
+/// Await `read`. Before draining it races the drain switch (without
+/// dropping the read); once draining, it gives up (`None`) when nothing
+/// arrives for the idle time.
+async fn next_read<F: Future>(drain: &Drain, slot: usize, read: F) -> Option<F::Output> {
+    let mut read = pin!(read);
+    if !drain.on.get() {
+        let wait = pin!(drain.wait(slot));
+        if let Either::Left(v) = select(read.as_mut(), wait).await {
+            return Some(v);
+        }
+    }
+    ringkit::time::timeout(drain.idle, read).await.ok()
+}
+
+async fn echo_pooled(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()> {
+    loop {
+        let Some(buf) = next_read(drain, slot, s.read_pooled()).await else {
+            return Ok(());
+        };
+        let buf = buf?;
         if buf.is_empty() {
             return Ok(());
         }
@@ -226,11 +526,13 @@ async fn echo_pooled(s: TcpStream) -> io::Result<()> {
     }
 }
 
-async fn echo_single(s: TcpStream) -> io::Result<()> {
+async fn echo_single(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()> {
     let mut buf = Vec::with_capacity(4096);
     loop {
         buf.clear();
-        let (res, b) = s.read(buf).await;
+        let Some((res, b)) = next_read(drain, slot, s.read(buf)).await else {
+            return Ok(());
+        };
         buf = b;
         if res? == 0 {
             return Ok(());

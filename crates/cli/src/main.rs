@@ -71,6 +71,26 @@ struct EchoArgs {
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
+    /// Fault injection: io_uring SQ entries (the CQ gets 4x); e.g. 4 fills
+    /// the SQ and overflows the CQ.
+    #[arg(long)]
+    entries: Option<u32>,
+    /// Fault injection: buffers in the provided-buffer ring (a power of two;
+    /// e.g. 2 runs dry: ENOBUFS).
+    #[arg(long)]
+    recv_buffers: Option<u16>,
+    /// Bytes per provided buffer (with --recv-buffers).
+    #[arg(long, default_value_t = 4096)]
+    recv_buffer_size: u32,
+    /// Fault injection: set the soft RLIMIT_NOFILE to N (accept hits EMFILE).
+    #[arg(long)]
+    nofile: Option<u64>,
+    /// Graceful shutdown: after SIGTERM/SIGINT close a connection idle this long (ms).
+    #[arg(long, default_value_t = 1000)]
+    drain_idle_ms: u64,
+    /// Graceful shutdown: give up on open connections after this long (s).
+    #[arg(long, default_value_t = 10.0)]
+    drain_secs: f64,
 }
 
 #[derive(Subcommand, Debug)]
@@ -167,6 +187,13 @@ fn main() -> ExitCode {
             cpus: a.cpus,
             recv: a.recv,
             stats: a.stats,
+            limits: echo::EchoLimits {
+                entries: a.entries,
+                recv_buffers: a.recv_buffers.map(|n| (n, a.recv_buffer_size)),
+                nofile: a.nofile,
+                drain_idle: Duration::from_millis(a.drain_idle_ms),
+                drain_timeout: Duration::from_secs_f64(a.drain_secs.max(0.0)),
+            },
         }),
         Cmd::Http(a) => http::http(a),
         Cmd::Serve(a) => http::serve(a),
