@@ -46,6 +46,8 @@ pub struct RequestDecoder {
     /// Bytes at the start of the pending input already known not to hold
     /// the end of a head.
     scanned: usize,
+    /// Whether those bytes hold the end of the request line.
+    line_seen: bool,
 }
 
 impl RequestDecoder {
@@ -55,6 +57,7 @@ impl RequestDecoder {
             limits,
             state: State::Head,
             scanned: 0,
+            line_seen: false,
         }
     }
 
@@ -151,15 +154,26 @@ impl RequestDecoder {
     fn decode_head(&mut self, input: &[u8]) -> Result<Option<Head>, Error> {
         if input.is_empty() {
             self.scanned = 0;
+            self.line_seen = false;
             return Ok(None);
         }
         // Parse when the input is new (a garbage first line is refused at
-        // once), when the end of a head may have arrived, or when the input
-        // is over a limit; otherwise wait without parsing again.
+        // once), when the request line or the whole head may have just
+        // ended, or when the input is over a limit; otherwise wait without
+        // parsing again, so a head trickling in costs linear time.
         let from = self.scanned.saturating_sub(3).min(input.len());
-        let over = input.len() >= self.limits.max_head_bytes
-            || input.len() > self.limits.max_uri_len.saturating_add(64);
-        if self.scanned != 0 && !over && !has_head_end(&input[from..]) {
+        let new = &input[from..];
+        let mut parse =
+            self.scanned == 0 || input.len() >= self.limits.max_head_bytes || has_head_end(new);
+        if !self.line_seen {
+            if new.contains(&b'\n') {
+                self.line_seen = true;
+                parse = true;
+            } else if input.len() > self.limits.max_uri_len {
+                parse = true;
+            }
+        }
+        if !parse {
             self.scanned = input.len();
             return Ok(None);
         }
@@ -170,6 +184,7 @@ impl RequestDecoder {
             }
             Parsed::Complete(head) => {
                 self.scanned = 0;
+                self.line_seen = false;
                 Ok(Some(head))
             }
         }

@@ -18,8 +18,13 @@ pub(crate) struct Span {
 }
 
 impl Span {
+    /// The position of `part`, which must be a slice of `base`.
     pub(crate) fn of(base: &[u8], part: &[u8]) -> Span {
-        let start = part.as_ptr() as usize - base.as_ptr() as usize;
+        let start = (part.as_ptr() as usize).wrapping_sub(base.as_ptr() as usize);
+        assert!(
+            start <= base.len() && part.len() <= base.len() - start,
+            "span outside its buffer"
+        );
         Span {
             start: start as u32,
             end: (start + part.len()) as u32,
@@ -93,7 +98,8 @@ pub struct Head {
     pub(crate) method: Method,
     pub(crate) method_span: Span,
     pub(crate) target: Span,
-    pub(crate) path: Span,
+    /// `None`: `/` (an absolute-form target without a path).
+    pub(crate) path: Option<Span>,
     pub(crate) query: Option<Span>,
     pub(crate) version: Version,
     pub(crate) framing: Framing,
@@ -126,7 +132,7 @@ impl Head {
     /// The path, not percent-decoded, without the query (for an absolute-form
     /// target, the path part of it; `*` for `OPTIONS *`).
     pub fn path(&self) -> &str {
-        self.path.str(&self.storage.bytes)
+        self.path.map_or("/", |p| p.str(&self.storage.bytes))
     }
 
     /// The query, without the `?`.

@@ -20,7 +20,8 @@
 //! - obsolete line folding (a field line starting with a space or tab),
 //!   NUL, CR or LF inside a value, whitespace before a field's colon
 //!   (httparse refuses these; the tables in the tests pin it);
-//! - an HTTP/1.1 request without exactly one `Host`.
+//! - an HTTP/1.1 request without exactly one `Host`;
+//! - a method longer than [`MAX_METHOD_LEN`].
 //!
 //! Limits ([`Limits`]) give 414 (target), 431 (head bytes or field count),
 //! 413 (declared body length), 505 (version other than 1.0/1.1).
@@ -40,9 +41,8 @@ pub enum Parsed<T> {
     Complete(T),
 }
 
-/// Longest method we wait for before deciding a request line is a too-long
-/// target (the target is the only unbounded part of the request line).
-const REQUEST_LINE_SLACK: usize = 64;
+/// Longest method accepted (400 beyond; real ones are under 20 bytes).
+pub const MAX_METHOD_LEN: usize = 64;
 
 /// Parse a request head from the start of `buf`. See the module docs.
 pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
@@ -58,9 +58,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
         Err(httparse::Error::TooManyHeaders) => return Err(Error::HeadersTooLarge),
         Err(httparse::Error::Version) => return Err(version_error(window)),
         Err(httparse::Error::Token) => {
-            // The target is checked before the version: a target too long
-            // for the limit is 414 even if something after it is also bad.
-            return Err(Error::BadRequest("invalid token in the request line"));
+            return Err(Error::BadRequest("invalid token in the request line"))
         }
         Err(httparse::Error::HeaderName) => {
             return Err(Error::BadRequest("invalid header field name (or obs-fold)"))
@@ -76,6 +74,9 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
     };
     if target.len() > limits.max_uri_len {
         return Err(Error::UriTooLong);
+    }
+    if method.len() > MAX_METHOD_LEN {
+        return Err(Error::BadRequest("method too long"));
     }
     let version = match version {
         0 => Version::Http10,
@@ -170,7 +171,7 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
         method: method_kind,
         method_span: Span::of(buf, method.as_bytes()),
         target: Span::of(buf, target.as_bytes()),
-        path: Span::of(buf, path.as_bytes()),
+        path: path.map(|p| Span::of(buf, p.as_bytes())),
         query: query.map(|q| Span::of(buf, q.as_bytes())),
         version,
         framing,
@@ -182,12 +183,26 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
 
 /// The input ended inside the head: wait, or refuse if it is already too big.
 fn partial(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
-    let line_done = buf.contains(&b'\n');
-    if !line_done && buf.len() > limits.max_uri_len.saturating_add(REQUEST_LINE_SLACK) {
-        return Err(Error::UriTooLong);
+    let window = &buf[..buf.len().min(limits.max_head_bytes)];
+    let line_end = window.iter().position(|&b| b == b'\n');
+    let line = &window[..line_end.unwrap_or(window.len())];
+    // The target is what follows the first space, up to the next: refuse it
+    // as soon as what has arrived of it is over the limit.
+    if let Some(sp) = line.iter().position(|&b| b == b' ') {
+        if sp > MAX_METHOD_LEN {
+            return Err(Error::BadRequest("method too long"));
+        }
+        let rest = &line[sp + 1..];
+        let target = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+        if target > limits.max_uri_len {
+            return Err(Error::UriTooLong);
+        }
+    } else if line.len() > MAX_METHOD_LEN && line_end.is_none() {
+        // No space yet after a method longer than any real one.
+        return Err(Error::BadRequest("method too long"));
     }
     if buf.len() >= limits.max_head_bytes {
-        return Err(if line_done {
+        return Err(if line_end.is_some() {
             Error::HeadersTooLarge
         } else {
             Error::UriTooLong
@@ -215,31 +230,34 @@ fn version_error(buf: &[u8]) -> Error {
     }
 }
 
-/// Split a request target into path and query. Accepts origin form
-/// (`/p?q`), absolute form (`http://host/p?q`, which RFC 9112 §3.2.2 says a
-/// server must accept) and `*` for OPTIONS.
-fn split_target(target: &str, method: Method) -> Result<(&str, Option<&str>), Error> {
+/// Split a request target into path and query, both slices of `target`
+/// (a path of `None` means `/`: an absolute-form target without a path).
+/// Accepts origin form (`/p?q`), absolute form (`http://host/p?q`, which
+/// RFC 9112 §3.2.2 says a server must accept) and `*` for OPTIONS.
+fn split_target(target: &str, method: Method) -> Result<(Option<&str>, Option<&str>), Error> {
+    if target.contains('#') {
+        return Err(Error::BadRequest("fragment in the request target"));
+    }
     let rest = if target.starts_with('/') {
         target
     } else if target == "*" && method == Method::Options {
-        return Ok((target, None));
+        return Ok((Some(target), None));
     } else if let Some(after) = strip_scheme(target) {
         match after.find(['/', '?']) {
             Some(i) if after.as_bytes()[i] == b'/' => &after[i..],
-            // `http://host` or `http://host?q`: the path is `/`.
-            _ => "/",
+            // `http://host?q`: the path is `/`.
+            Some(i) => return Ok((None, Some(&after[i + 1..]))),
+            // `http://host`: the path is `/`.
+            None => return Ok((None, None)),
         }
     } else {
         return Err(Error::BadRequest(
             "request target is not origin or absolute form",
         ));
     };
-    if rest.contains('#') {
-        return Err(Error::BadRequest("fragment in the request target"));
-    }
     Ok(match rest.split_once('?') {
-        Some((p, q)) => (p, Some(q)),
-        None => (rest, None),
+        Some((p, q)) => (Some(p), Some(q)),
+        None => (Some(rest), None),
     })
 }
 
@@ -364,15 +382,15 @@ mod tests {
 
     #[test]
     fn targets() {
-        assert_eq!(split_target("/a?b=1", Method::Get), Ok(("/a", Some("b=1"))));
-        assert_eq!(
-            split_target("http://h/x?y", Method::Get),
-            Ok(("/x", Some("y")))
-        );
-        assert_eq!(split_target("http://h", Method::Get), Ok(("/", None)));
-        assert_eq!(split_target("*", Method::Options), Ok(("*", None)));
+        let ok = |t| split_target(t, Method::Get).unwrap();
+        assert_eq!(ok("/a?b=1"), (Some("/a"), Some("b=1")));
+        assert_eq!(ok("http://h/x?y"), (Some("/x"), Some("y")));
+        assert_eq!(ok("http://h"), (None, None));
+        assert_eq!(ok("http://h?q"), (None, Some("q")));
+        assert_eq!(split_target("*", Method::Options), Ok((Some("*"), None)));
         assert!(split_target("*", Method::Get).is_err());
         assert!(split_target("a/b", Method::Get).is_err());
         assert!(split_target("/a#f", Method::Get).is_err());
+        assert!(split_target("http://h?a#f", Method::Get).is_err());
     }
 }

@@ -311,3 +311,27 @@ fn chunked_decoder_at_every_split() {
         assert_eq!(&body[a + b..], b"NEXT");
     }
 }
+
+/// Inputs the fuzzer found (see fuzz/README.md).
+#[test]
+fn fuzz_regressions() {
+    // An absolute-form target without a path: its path is "/", which is not
+    // a slice of the request bytes (this once panicked).
+    for (input, path, query) in [
+        (&b"GET http://h HTTP/1.0\r\n\r\n"[..], "/", None),
+        (b"GET http://h?x=1 HTTP/1.0\r\n\r\n", "/", Some("x=1")),
+        (b"GET HTTP://h/p HTTP/1.0\r\n\r\n", "/p", None),
+    ] {
+        let r = parse(input).unwrap().unwrap();
+        assert_eq!((r.path(), r.query()), (path, query));
+    }
+    // A method longer than MAX_METHOD_LEN is refused whether or not the rest
+    // of the request line has arrived.
+    let method = "M".repeat(ringkit_http::parse::MAX_METHOD_LEN + 1);
+    assert_eq!(
+        status_of(format!("{method} / HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes()),
+        400
+    );
+    assert_eq!(status_of(format!("{method} /").as_bytes()), 400);
+    assert_eq!(status_of(method.as_bytes()), 400);
+}
