@@ -1,15 +1,18 @@
 //! One connection: read, decode, call the handler, write; until it closes.
 //!
 //! # The loop
-//! 1. Wait for bytes with [`TcpStream::read_pooled`] (io_uring: a multishot
-//!    receive into the runtime's provided-buffer ring), bounded by a deadline
-//!    (idle keep-alive timeout between requests, header timeout inside one)
-//!    and, between requests, by shutdown.
+//! 1. Wait for bytes, bounded by a deadline (idle keep-alive timeout
+//!    between requests, header timeout inside one) and, between requests,
+//!    by shutdown. On io_uring with [`TcpStream::read_pooled`]: a multishot
+//!    receive into the runtime's provided-buffer ring, so an idle connection
+//!    holds no buffer. On epoll with a plain read into a buffer the
+//!    connection keeps (epoll has no buffer ring: a pooled read there would
+//!    allocate a buffer per read).
 //! 2. Decode every complete request in those bytes straight out of the
-//!    pooled buffer (a request's head is copied once, into recycled
+//!    receive buffer (a request's head is copied once, into recycled
 //!    storage). Only bytes of an incomplete request are copied into the
-//!    connection's own `pending` buffer, to be completed by later reads. The
-//!    pooled buffer goes back to the kernel before any handler runs.
+//!    connection's own `pending` buffer, to be completed by later reads. A
+//!    ring buffer goes back to the kernel before any handler runs.
 //! 3. Call the handler for each request in order; append each response to
 //!    one output buffer (reused for the connection's lifetime).
 //! 4. One `write_all` for the whole batch of pipelined responses (large
@@ -60,6 +63,9 @@ const LINGER_BYTES: usize = 1 << 20;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
+    /// Read with `read_pooled` (io_uring) rather than into a buffer of the
+    /// connection's own (epoll).
+    pooled_reads: bool,
     active: Cell<usize>,
     shutting_down: Cell<bool>,
     next_id: Cell<u64>,
@@ -73,6 +79,7 @@ impl Shared {
     pub(crate) fn new(config: ServerConfig) -> Shared {
         Shared {
             config,
+            pooled_reads: ringkit::backend_report().chosen == ringkit::Backend::Uring,
             active: Cell::new(0),
             shutting_down: Cell::new(false),
             next_id: Cell::new(0),
@@ -141,9 +148,31 @@ impl Drop for ConnGuard {
     }
 }
 
+/// Received bytes: a pooled buffer (io_uring: a provided-buffer ring slot,
+/// recycled on drop), or, on epoll, the connection's own read buffer (which
+/// goes back to the connection after decoding: epoll has no buffer ring,
+/// and a pooled read there would allocate a buffer per read).
+enum Chunk {
+    Pooled(RecvBuf),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Chunk {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Chunk::Pooled(b) => b,
+            Chunk::Owned(v) => v,
+        }
+    }
+}
+
+/// Capacity of a connection's own read buffer (epoll).
+const READ_BUF: usize = 4096;
+
 /// What waiting for input gave.
 enum Input {
-    Data(RecvBuf),
+    Data(Chunk),
     Eof,
     Failed,
     TimedOut,
@@ -168,6 +197,10 @@ struct Conn<H> {
     batch: Vec<Item>,
     /// Scratch buffer for file bodies, kept once allocated.
     file_buf: Option<Vec<u8>>,
+    /// The read buffer of the epoll path, between reads.
+    read_buf: Option<Vec<u8>>,
+    /// io_uring: read with `read_pooled` (multishot into the buffer ring).
+    pooled: bool,
     /// The one timer of this connection; re-armed lazily (see `wait_input`).
     timer: Sleep,
     last_active: Instant,
@@ -186,6 +219,7 @@ pub(crate) async fn serve<H: Handler>(
     shared.conns.borrow_mut().insert(guard.id, waker);
     let now = Instant::now();
     let mut c = Conn {
+        pooled: shared.pooled_reads,
         stream,
         handler,
         decoder: RequestDecoder::new(shared.config.limits.clone()),
@@ -195,6 +229,7 @@ pub(crate) async fn serve<H: Handler>(
         out: Vec::new(),
         batch: Vec::new(),
         file_buf: None,
+        read_buf: None,
         last_active: now,
         request_since: None,
     };
@@ -276,11 +311,11 @@ impl<H: Handler> Conn<H> {
 
     /// Decode complete requests into `self.batch`. Returns whether the
     /// input may hold more complete requests (the batch was full).
-    fn decode_batch(&mut self, chunk: Option<RecvBuf>) -> bool {
-        match chunk {
+    fn decode_batch(&mut self, chunk: Option<Chunk>) -> bool {
+        let more = match &chunk {
             Some(rb) if self.pending.is_empty() => {
-                // The fast path: decode straight out of the pooled buffer.
-                let (used, more) = decode_into(&mut self.decoder, &rb, &mut self.batch);
+                // The fast path: decode straight out of the received buffer.
+                let (used, more) = decode_into(&mut self.decoder, rb, &mut self.batch);
                 if used < rb.len() {
                     self.pending.extend_from_slice(&rb[used..]);
                 }
@@ -288,13 +323,19 @@ impl<H: Handler> Conn<H> {
             }
             chunk => {
                 if let Some(rb) = chunk {
-                    self.pending.extend_from_slice(&rb);
+                    self.pending.extend_from_slice(rb);
                 }
                 let (used, more) = decode_into(&mut self.decoder, &self.pending, &mut self.batch);
                 self.pending.drain(..used);
                 more
             }
+        };
+        // A ring slot goes back to the kernel here; an own buffer is kept.
+        if let Some(Chunk::Owned(mut v)) = chunk {
+            v.clear();
+            self.read_buf = Some(v);
         }
+        more
     }
 
     /// Call the handler and append the response. Returns whether the
@@ -445,7 +486,25 @@ impl<H: Handler> Conn<H> {
         }
         let shared = &self.shared;
         let timer = &mut self.timer;
-        let mut read = pin!(self.stream.read_pooled());
+        let stream = &self.stream;
+        let own_buf = if self.pooled {
+            None
+        } else {
+            Some(
+                self.read_buf
+                    .take()
+                    .unwrap_or_else(|| Vec::with_capacity(READ_BUF)),
+            )
+        };
+        let mut read = pin!(async move {
+            match own_buf {
+                None => stream.read_pooled().await.map(Chunk::Pooled),
+                Some(buf) => {
+                    let (r, buf) = stream.read(buf).await;
+                    r.map(|_| Chunk::Owned(buf))
+                }
+            }
+        });
         poll_fn(|cx| {
             if !mid && shared.shutting_down.get() {
                 return Poll::Ready(Input::Shutdown);
