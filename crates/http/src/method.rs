@@ -1,7 +1,7 @@
 //! Request methods.
 
 /// A request method. Methods outside the common set are [`Method::Other`];
-/// [`crate::Request::method_str`] gives their name.
+/// [`crate::Head::method_str`] gives their name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Method {
     /// GET.

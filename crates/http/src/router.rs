@@ -168,3 +168,58 @@ impl Handler for Router {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Limits, Parsed};
+
+    fn req(raw: &str) -> Request {
+        match Request::parse(raw.as_bytes(), &Limits::default()) {
+            Ok(Parsed::Complete((r, _))) => r,
+            other => panic!("bad test request {raw:?}: {other:?}"),
+        }
+    }
+
+    fn answer(router: &Router, method: &str, path: &str) -> (u16, String, Option<String>) {
+        let r = req(&format!("{method} {path} HTTP/1.1\r\nHost: t\r\n\r\n"));
+        let resp = ringkit::run(router.call(r)).unwrap();
+        let body = match resp.body_ref() {
+            crate::Body::Static(b) => String::from_utf8_lossy(b).into_owned(),
+            crate::Body::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+            _ => String::new(),
+        };
+        (
+            resp.status().as_u16(),
+            body,
+            resp.header_value("allow").map(str::to_string),
+        )
+    }
+
+    #[test]
+    fn exact_prefix_methods_fallback() {
+        let named =
+            |name: &'static str| move |_req: Request| async move { Response::ok().body(name) };
+        let r = Router::new()
+            .get("/", named("root"))
+            .get("/a/*", named("a-prefix"))
+            .get("/a/b/*", named("ab-prefix"))
+            .get("/a/exact", named("exact"))
+            .route(Method::Delete, "/a/exact", named("delete"));
+        assert_eq!(answer(&r, "GET", "/").1, "root");
+        assert_eq!(answer(&r, "GET", "/a/x").1, "a-prefix");
+        assert_eq!(answer(&r, "GET", "/a/b/c").1, "ab-prefix");
+        assert_eq!(answer(&r, "GET", "/a/exact").1, "exact");
+        assert_eq!(answer(&r, "DELETE", "/a/exact").1, "delete");
+        assert_eq!(answer(&r, "HEAD", "/a/exact").0, 200);
+        let (status, _, allow) = answer(&r, "POST", "/a/exact");
+        assert_eq!((status, allow.as_deref()), (405, Some("GET, DELETE, HEAD")));
+        assert_eq!(answer(&r, "GET", "/nope").0, 404);
+        assert_eq!(answer(&r, "GET", "/a").0, 404);
+        let r = r.fallback(named("fallback"));
+        assert_eq!(answer(&r, "GET", "/nope").1, "fallback");
+        // A later route replaces an earlier one for the same method and path.
+        let r = r.get("/", named("root2"));
+        assert_eq!(answer(&r, "GET", "/").1, "root2");
+    }
+}
