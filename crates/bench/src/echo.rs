@@ -422,6 +422,10 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
     let mut shutdown = pin!(ringkit::signal::shutdown_requested());
     let mut backoff = Duration::from_millis(1);
     let mut accept_errors = 0u64;
+    // Accept errors are printed at most once a second (and whenever the
+    // error changes), with the count of those not printed.
+    let mut last_print: Option<(Instant, String)> = None;
+    let mut unprinted = 0u64;
     loop {
         let accept = pin!(listener.accept_stream());
         match select(accept, shutdown.as_mut()).await {
@@ -436,7 +440,19 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
             Either::Left(Err(e)) => {
                 // EMFILE/ENFILE and friends: back off and keep serving.
                 accept_errors += 1;
-                eprintln!("ringkit echo: accept error: {e}; retrying in {backoff:?}");
+                let msg = e.to_string();
+                let due = last_print
+                    .as_ref()
+                    .is_none_or(|(t, m)| t.elapsed() >= Duration::from_secs(1) || *m != msg);
+                if due {
+                    eprintln!(
+                        "ringkit echo: accept error: {msg}; retrying in {backoff:?} ({unprinted} more since the last report)"
+                    );
+                    last_print = Some((Instant::now(), msg));
+                    unprinted = 0;
+                } else {
+                    unprinted += 1;
+                }
                 let sleep = pin!(ringkit::time::sleep(backoff));
                 if let Either::Right(()) = select(sleep, shutdown.as_mut()).await {
                     break;

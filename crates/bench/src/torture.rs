@@ -1,1 +1,578 @@
-//! `ringkit torture`: chaos load with every byte verified (not built yet).
+//! `ringkit torture`: a chaos load against a server it starts, with every
+//! byte verified.
+//!
+//! # What a run does (echo)
+//! 1. Starts `ringkit echo` as a child process (pinned to the server CPU,
+//!    with the fault knobs asked for) on a free loopback port, and waits
+//!    until every server thread says it is listening.
+//! 2. Samples the child's RSS and open fds (`/proc/PID/status`, `/proc/PID/fd`):
+//!    the start figures; a background thread keeps the peaks.
+//! 3. Runs the chaos clients ([`echo`]) on a ringkit runtime on this thread
+//!    (pinned to the client CPU) for the given time. In graceful mode
+//!    (`sigterm_at`) it sends `SIGTERM` at that moment instead, checks that
+//!    a new connection is refused once the server says its listener is
+//!    closed, lets every client finish the message it had started, and
+//!    requires exit code 0.
+//! 4. Otherwise, once every client connection is closed: checks the server
+//!    is alive, waits for its fd count to settle, echoes a few fresh
+//!    messages of every size on new connections, samples the end figures,
+//!    then stops it with `SIGTERM` and requires exit code 0.
+//!
+//! A run fails — [`TortureReport::failures`] is not empty — on any wrong
+//! or missing byte, stalled or refused connection, server death, error line
+//! from the server other than those a fault knob provokes on purpose, fd
+//! leak, or non-zero exit.
+//!
+//! Every random decision derives from the seed; with the same seed a run
+//! makes the same choices (the network's timing still varies).
+
+pub mod echo;
+pub mod rng;
+pub mod server;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringkit::Backend;
+use serde::Serialize;
+
+use crate::echo::EchoLimits;
+use server::{ProcSample, ServerProc, ServerSpec};
+
+/// Settings of a torture run.
+#[derive(Debug, Clone)]
+pub struct TortureConfig {
+    /// The `ringkit` binary that serves (`<exe> echo ...`).
+    pub exe: PathBuf,
+    /// Server backend.
+    pub backend: Backend,
+    /// Backend of the chaos clients' own runtime.
+    pub client_backend: Backend,
+    /// Seconds of chaos.
+    pub secs: f64,
+    /// Seed of every random decision.
+    pub seed: u64,
+    /// Concurrent client connections (session slots).
+    pub conns: usize,
+    /// Server threads.
+    pub server_threads: usize,
+    /// Pin the server to this CPU.
+    pub server_cpu: Option<usize>,
+    /// Pin the clients to this CPU.
+    pub client_cpu: Option<usize>,
+    /// Graceful-shutdown mode: send `SIGTERM` after this many seconds.
+    pub sigterm_at: Option<f64>,
+    /// Server fault knobs (entries, provided buffers, nofile) and drain timing.
+    pub limits: EchoLimits,
+    /// A connection owed bytes with none arriving for this long has stalled.
+    pub stall: Duration,
+}
+
+impl TortureConfig {
+    /// Defaults for `exe`: auto backend, 30 s, seed 1, 64 connections, one
+    /// server thread on CPU 0, clients on CPU 1 (when there are two CPUs).
+    pub fn new(exe: PathBuf) -> TortureConfig {
+        let two = crate::sysinfo::SystemInfo::gather().cores >= 2;
+        TortureConfig {
+            exe,
+            backend: Backend::Auto,
+            client_backend: Backend::Auto,
+            secs: 30.0,
+            seed: 1,
+            conns: 64,
+            server_threads: 1,
+            server_cpu: two.then_some(0),
+            client_cpu: two.then_some(1),
+            sigterm_at: None,
+            limits: EchoLimits::default(),
+            stall: Duration::from_secs(60),
+        }
+    }
+
+    fn server_cmd(&self, addr: SocketAddr) -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            self.exe.display().to_string(),
+            "echo".into(),
+            "--addr".into(),
+            addr.to_string(),
+            "--backend".into(),
+            self.backend.to_string(),
+            "--threads".into(),
+            self.server_threads.to_string(),
+            "--drain-idle-ms".into(),
+            self.limits.drain_idle.as_millis().to_string(),
+            "--drain-secs".into(),
+            self.limits.drain_timeout.as_secs_f64().to_string(),
+        ];
+        if let Some(n) = self.limits.entries {
+            v.extend(["--entries".into(), n.to_string()]);
+        }
+        if let Some((n, size)) = self.limits.recv_buffers {
+            v.extend([
+                "--recv-buffers".into(),
+                n.to_string(),
+                "--recv-buffer-size".into(),
+                size.to_string(),
+            ]);
+        }
+        if let Some(n) = self.limits.nofile {
+            v.extend(["--nofile".into(), n.to_string()]);
+        }
+        v
+    }
+}
+
+/// Server figures at one moment.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ServerFigures {
+    /// RSS, KiB.
+    pub rss_kib: u64,
+    /// Open fds.
+    pub fds: u64,
+}
+
+impl From<ProcSample> for ServerFigures {
+    fn from(s: ProcSample) -> Self {
+        ServerFigures {
+            rss_kib: s.rss_kib,
+            fds: s.fds,
+        }
+    }
+}
+
+/// What a torture run saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TortureReport {
+    /// `echo` or `http`.
+    pub mode: String,
+    /// The server's command line.
+    pub server_cmd: String,
+    /// The server's own description of its backend (first thread).
+    pub server_backend: String,
+    /// Seed.
+    pub seed: u64,
+    /// Chaos seconds actually run.
+    pub secs: f64,
+    /// Concurrent connections.
+    pub conns: usize,
+    /// CPUs: server, clients.
+    pub cpus: (Option<usize>, Option<usize>),
+    /// What the echo clients did and saw.
+    pub echo: Option<echo::EchoCounts>,
+    /// Server at start (before any load).
+    pub start: ServerFigures,
+    /// Highest RSS and fd count seen while running.
+    pub peak: ServerFigures,
+    /// Server at the end (all client connections closed, settled); `None`
+    /// in graceful mode, where the server has exited by then.
+    pub end: Option<ServerFigures>,
+    /// `accept` errors the server reported (expected only with a low nofile).
+    pub accept_errors: u64,
+    /// Other error lines from the server.
+    pub server_errors: Vec<String>,
+    /// Graceful shutdown: what a new connection got after the listener closed.
+    pub refused_after_sigterm: Option<String>,
+    /// Seconds from `SIGTERM` to exit.
+    pub shutdown_secs: Option<f64>,
+    /// The server's exit code (`None`: killed by a signal or did not exit).
+    pub exit_code: Option<i32>,
+    /// Everything that makes this run a failure.
+    pub failures: Vec<String>,
+}
+
+impl TortureReport {
+    /// Whether the run passed.
+    pub fn ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+impl std::fmt::Display for TortureReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(
+            f,
+            "ringkit torture {}: {}",
+            self.mode,
+            if self.ok() { "PASSED" } else { "FAILED" }
+        )?;
+        writeln!(f, "  server:           {}", self.server_cmd)?;
+        writeln!(f, "  backend:          {}", self.server_backend)?;
+        let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
+        writeln!(
+            f,
+            "  run:              {:.1} s, {} connections, seed {}, server {}, clients {}",
+            self.secs,
+            self.conns,
+            self.seed,
+            cpu(self.cpus.0),
+            cpu(self.cpus.1)
+        )?;
+        if let Some(c) = &self.echo {
+            writeln!(
+                f,
+                "  connections:      {} opened in {} sessions ({} idle, {} connect-and-close, {} half-closed, {} vanished mid-message, {} reset during send)",
+                c.connects, c.sessions, c.idle_sessions, c.flash_sessions, c.half_closes, c.vanished_mid_message, c.reset_during_send
+            )?;
+            writeln!(
+                f,
+                "  messages:         {} sent, {} verified ({} pipelined bursts, {} split writes)",
+                c.messages_sent, c.messages_verified, c.bursts, c.split_writes
+            )?;
+            writeln!(
+                f,
+                "  bytes verified:   {} ({})",
+                c.bytes_verified,
+                mib(c.bytes_verified / 1024)
+            )?;
+            writeln!(
+                f,
+                "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
+                c.mismatches, c.losses, c.stalls, c.connect_errors
+            )?;
+            if c.unserved_at_shutdown > 0 {
+                writeln!(
+                    f,
+                    "  unserved:         {} connections never answered after SIGTERM (listen backlog at close; not a loss)",
+                    c.unserved_at_shutdown
+                )?;
+            }
+            for e in &c.errors {
+                writeln!(f, "    client error: {e}")?;
+            }
+        }
+        writeln!(
+            f,
+            "  server errors:    {} ({} accept errors{})",
+            self.server_errors.len(),
+            self.accept_errors,
+            if self.accept_errors > 0 {
+                ", expected only with a low --nofile"
+            } else {
+                ""
+            }
+        )?;
+        for e in self.server_errors.iter().take(10) {
+            writeln!(f, "    server: {e}")?;
+        }
+        let end = self.end.map(|e| (mib(e.rss_kib), e.fds.to_string()));
+        writeln!(
+            f,
+            "  server RSS:       start {}, peak {}, end {}",
+            mib(self.start.rss_kib),
+            mib(self.peak.rss_kib),
+            end.as_ref().map_or("(exited)", |e| e.0.as_str())
+        )?;
+        writeln!(
+            f,
+            "  server open fds:  start {}, peak {}, end {}",
+            self.start.fds,
+            self.peak.fds,
+            end.as_ref().map_or("(exited)", |e| e.1.as_str())
+        )?;
+        if let Some(r) = &self.refused_after_sigterm {
+            writeln!(f, "  after SIGTERM:    new connection: {r}")?;
+        }
+        if let Some(s) = self.shutdown_secs {
+            writeln!(f, "  shutdown:         {s:.2} s from SIGTERM to exit")?;
+        }
+        writeln!(
+            f,
+            "  exit code:        {}",
+            self.exit_code
+                .map_or("none (killed or hung)".into(), |c| c.to_string())
+        )?;
+        for x in &self.failures {
+            writeln!(f, "  FAILURE: {x}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Run the echo torture. `log` gets progress lines.
+pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<TortureReport> {
+    ringkit::raise_nofile_limit();
+    let addr: SocketAddr = ([127, 0, 0, 1], server::free_port()?).into();
+    let cmd = cfg.server_cmd(addr);
+    let spec = ServerSpec {
+        cmd: cmd.clone(),
+        cpu: cfg.server_cpu,
+        raise_nofile: false,
+    };
+    let mut srv = ServerProc::start(&spec, "listening on", cfg.server_threads, addr)?;
+    let mut rep = TortureReport {
+        mode: "echo".into(),
+        server_cmd: cmd.join(" "),
+        seed: cfg.seed,
+        conns: cfg.conns,
+        cpus: (cfg.server_cpu, cfg.client_cpu),
+        ..Default::default()
+    };
+    rep.server_backend = srv
+        .lines()
+        .iter()
+        .find_map(|l| l.split_once(" with ").map(|(_, b)| b.to_string()))
+        .unwrap_or_default();
+    std::thread::sleep(Duration::from_millis(200));
+    let start = srv
+        .sample()
+        .ok_or_else(|| io::Error::other("server vanished at start"))?;
+    rep.start = start.into();
+    log(&format!(
+        "server pid {} on {addr}: {}; RSS {}, {} fds",
+        srv.pid(),
+        rep.server_backend,
+        mib(start.rss_kib),
+        start.fds
+    ));
+    if let Some(cpu) = cfg.client_cpu {
+        ringkit::pin_to_cpu(cpu)?;
+    }
+
+    let graceful = cfg.sigterm_at.is_some();
+    let chaos_secs = cfg.sigterm_at.unwrap_or(cfg.secs).max(0.0);
+    let t0 = Instant::now();
+    let chaos = echo::EchoChaos {
+        addr,
+        conns: cfg.conns,
+        seed: cfg.seed,
+        stop_at: t0 + Duration::from_secs_f64(chaos_secs),
+        stall: cfg.stall,
+        graceful_stop: graceful,
+    };
+    let pid = srv.pid();
+    let threads = cfg.server_threads;
+    let lines = srv.lines_handle();
+    let probe: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let mut sigterm_at: Option<Instant> = None;
+    let mut probe_thread = None;
+    let mut last_log = Instant::now();
+    let counts = echo::run(
+        chaos,
+        cfg.client_backend,
+        &mut || {
+            if !graceful {
+                return;
+            }
+            sigterm_at = Some(Instant::now());
+            // SAFETY: kill(2) on our own child, which we have not reaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            let (lines, probe) = (lines.clone(), probe.clone());
+            probe_thread = Some(std::thread::spawn(move || {
+                let r = probe_refused(addr, &lines, threads);
+                if let Ok(mut p) = probe.lock() {
+                    *p = Some(r);
+                }
+            }));
+        },
+        &mut |c| {
+            if last_log.elapsed() >= Duration::from_secs(5) {
+                last_log = Instant::now();
+                let s = ProcSample::of(pid).unwrap_or_default();
+                log(&format!(
+                    "t={:>4.0}s sessions {} messages {} verified {} mismatches {} losses {} | server RSS {} fds {}",
+                    t0.elapsed().as_secs_f64(),
+                    c.sessions,
+                    c.messages_verified,
+                    mib(c.bytes_verified / 1024),
+                    c.mismatches,
+                    c.losses,
+                    mib(s.rss_kib),
+                    s.fds
+                ));
+            }
+        },
+    )?;
+    rep.secs = t0.elapsed().as_secs_f64();
+    if counts.failed() {
+        rep.failures.push(format!(
+            "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
+            counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
+        ));
+    }
+    // Every message written whole comes back whole, except those whose
+    // client reset while the echo was on its way.
+    if counts.unserved_at_shutdown == 0
+        && counts.messages_verified + counts.reset_during_send < counts.messages_sent
+    {
+        rep.failures.push(format!(
+            "{} messages sent, {} verified, only {} explained by clients that reset",
+            counts.messages_sent, counts.messages_verified, counts.reset_during_send
+        ));
+    }
+    if counts.messages_verified == 0 {
+        rep.failures.push("no message was echoed at all".into());
+    }
+    rep.echo = Some(counts);
+
+    if graceful {
+        if let Some(t) = probe_thread.take() {
+            let _ = t.join();
+        }
+        rep.refused_after_sigterm = probe.lock().ok().and_then(|p| p.clone());
+        match &rep.refused_after_sigterm {
+            Some(r) if r.starts_with("refused") => {}
+            Some(r) => rep
+                .failures
+                .push(format!("after SIGTERM a new connection got: {r}")),
+            None => rep.failures.push("the refusal probe did not run".into()),
+        }
+        let limit = cfg.limits.drain_timeout + Duration::from_secs(30);
+        let st = srv.wait_exit(limit)?;
+        if let Some(t) = sigterm_at {
+            rep.shutdown_secs = st.map(|_| t.elapsed().as_secs_f64());
+        }
+        finish_exit(&mut rep, st, limit);
+    } else {
+        if let Some(st) = srv.try_exit()? {
+            rep.failures.push(format!(
+                "server died during the run ({st}): {}",
+                srv.stderr_tail(5)
+            ));
+            rep.exit_code = st.code();
+        } else {
+            let settled = srv.settle_fds(start.fds, Duration::from_secs(10));
+            if let Err(e) = final_check(addr, cfg.stall) {
+                rep.failures
+                    .push(format!("after the chaos, fresh connections: {e}"));
+            }
+            let end = srv
+                .settle_fds(start.fds, Duration::from_secs(10))
+                .or(settled);
+            match end {
+                Some(e) => {
+                    rep.end = Some(e.into());
+                    if e.fds > start.fds {
+                        rep.failures.push(format!(
+                            "fd leak: {} open fds at the end, {} at the start",
+                            e.fds, start.fds
+                        ));
+                    }
+                }
+                None => rep.failures.push("server vanished at the end".into()),
+            }
+            let t = Instant::now();
+            srv.signal(libc::SIGTERM)?;
+            let limit = cfg.limits.drain_timeout + Duration::from_secs(30);
+            let st = srv.wait_exit(limit)?;
+            rep.shutdown_secs = st.map(|_| t.elapsed().as_secs_f64());
+            finish_exit(&mut rep, st, limit);
+        }
+    }
+    let peak = srv.peak();
+    rep.peak = ServerFigures {
+        rss_kib: peak.rss_kib.max(rep.start.rss_kib),
+        fds: peak.fds.max(rep.start.fds),
+    };
+    srv.kill();
+    server_lines(&mut rep, &srv.lines(), cfg.limits.nofile.is_some());
+    Ok(rep)
+}
+
+/// Record the exit status: it must be a clean 0.
+fn finish_exit(rep: &mut TortureReport, st: Option<std::process::ExitStatus>, limit: Duration) {
+    match st {
+        Some(st) => {
+            rep.exit_code = st.code();
+            if st.code() != Some(0) {
+                rep.failures.push(format!(
+                    "server exit after SIGTERM: {st} (want exit code 0)"
+                ));
+            }
+        }
+        None => rep
+            .failures
+            .push(format!("server still running {limit:?} after SIGTERM")),
+    }
+}
+
+/// Sort the server's stderr into accept errors, other errors, and failures.
+fn server_lines(rep: &mut TortureReport, lines: &[String], low_nofile: bool) {
+    for l in lines {
+        // "thread N: stopped: ..., K accept errors"
+        if let Some(k) = l
+            .strip_suffix(" accept errors")
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|k| k.parse::<u64>().ok())
+        {
+            rep.accept_errors += k;
+        }
+        if l.contains("accept error:") {
+            let expected = low_nofile && l.contains("Too many open files");
+            if !expected {
+                rep.server_errors.push(l.clone());
+            }
+        } else if l.contains("error:") || l.contains("panicked") {
+            rep.server_errors.push(l.clone());
+        }
+    }
+    if !rep.server_errors.is_empty() {
+        rep.failures.push(format!(
+            "{} error lines from the server (first: {})",
+            rep.server_errors.len(),
+            rep.server_errors[0]
+        ));
+    }
+}
+
+/// After `SIGTERM`: once every server thread says its listener is closed, a
+/// new connection must be refused.
+fn probe_refused(addr: SocketAddr, lines: &Arc<Mutex<Vec<String>>>, threads: usize) -> String {
+    let t0 = Instant::now();
+    loop {
+        let closed = lines
+            .lock()
+            .map(|v| v.iter().filter(|l| l.contains("listener closed")).count())
+            .unwrap_or(0);
+        if closed >= threads {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            return "no 'listener closed' line from the server within 30 s".into();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => "refused (as it should)".into(),
+        Err(e) => format!("error {e} (want connection refused)"),
+        Ok(_) => "ACCEPTED (want connection refused)".into(),
+    }
+}
+
+/// Fresh connections after the chaos: one message of each size must come
+/// back intact.
+pub fn final_check(addr: SocketAddr, limit: Duration) -> io::Result<()> {
+    use std::io::{Read, Write};
+    for (i, len) in [1usize, 100, 4096, 65_536, echo::MAX_MSG]
+        .into_iter()
+        .enumerate()
+    {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
+        s.set_read_timeout(Some(limit))?;
+        s.set_write_timeout(Some(limit))?;
+        let msg = rng::ByteGen::message(u64::MAX - i as u64, 1, len);
+        let writer = {
+            let mut w = s.try_clone()?;
+            let msg = msg.clone();
+            std::thread::spawn(move || w.write_all(&msg))
+        };
+        let mut back = vec![0u8; len];
+        s.read_exact(&mut back)?;
+        writer
+            .join()
+            .map_err(|_| io::Error::other("writer thread panicked"))??;
+        if back != msg {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a {len}-byte echo came back different"),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,11 +1,119 @@
-//! `ringkit torture echo|http` (owned by the reliability work).
+//! `ringkit torture echo|http|idle`: chaos against a server this command
+//! starts, every byte verified; and idle-connection memory per server.
 
-use clap::Args;
+use std::io;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use ringkit::Backend;
+use ringkit_bench::echo::EchoLimits;
+use ringkit_bench::torture::{self, TortureConfig};
+
+/// What to torture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TortureMode {
+    /// The echo server (`ringkit echo`).
+    Echo,
+    /// The HTTP server.
+    Http,
+    /// Memory per idle connection: ringkit (uring, epoll), tokio, monoio.
+    Idle,
+}
 
 /// `ringkit torture`.
 #[derive(Args, Debug)]
-pub struct TortureArgs {}
+pub struct TortureArgs {
+    /// echo | http | idle.
+    mode: TortureMode,
+    /// Seconds of chaos (about 30 for CI, 600 for the long mode).
+    #[arg(long, default_value_t = 30.0)]
+    secs: f64,
+    /// Server backend: auto | uring | epoll.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// Backend of the chaos clients' own runtime.
+    #[arg(long, default_value = "auto")]
+    client_backend: Backend,
+    /// Seed of every random decision (same seed, same choices).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Concurrent client connections (idle: idle connections per server;
+    /// default 64, idle 10000).
+    #[arg(long)]
+    conns: Option<usize>,
+    /// Server threads.
+    #[arg(long, default_value_t = 1)]
+    server_threads: usize,
+    /// CPU for the server (default 0 on a machine with two or more CPUs).
+    #[arg(long)]
+    server_cpu: Option<usize>,
+    /// CPU for the clients (default 1 on a machine with two or more CPUs).
+    #[arg(long)]
+    client_cpu: Option<usize>,
+    /// Graceful-shutdown mode: send SIGTERM to the server after SECS (in-flight
+    /// messages must complete, new connections be refused, exit code 0).
+    #[arg(long, value_name = "SECS")]
+    sigterm_at: Option<f64>,
+    /// Server fault: io_uring SQ entries (CQ 4x); e.g. 4.
+    #[arg(long)]
+    server_entries: Option<u32>,
+    /// Server fault: provided-buffer ring size (power of two); e.g. 2 (ENOBUFS).
+    #[arg(long)]
+    server_recv_buffers: Option<u16>,
+    /// Server fault: soft RLIMIT_NOFILE of the server (EMFILE on accept).
+    #[arg(long)]
+    server_nofile: Option<u64>,
+    /// Seconds without progress after which a connection counts as stalled.
+    #[arg(long, default_value_t = 60.0)]
+    stall_secs: f64,
+    /// Print the report as JSON too.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn torture(_a: TortureArgs) -> std::io::Result<()> {
-    Err(std::io::Error::other("ringkit torture: not built yet"))
+pub fn torture(a: TortureArgs) -> io::Result<()> {
+    let exe = std::env::current_exe()?;
+    let mut cfg = TortureConfig::new(exe);
+    cfg.backend = a.backend;
+    cfg.client_backend = a.client_backend;
+    cfg.secs = a.secs;
+    cfg.seed = a.seed;
+    cfg.conns = a.conns.unwrap_or(64).max(1);
+    cfg.server_threads = a.server_threads.max(1);
+    if a.server_cpu.is_some() {
+        cfg.server_cpu = a.server_cpu;
+    }
+    if a.client_cpu.is_some() {
+        cfg.client_cpu = a.client_cpu;
+    }
+    cfg.sigterm_at = a.sigterm_at;
+    cfg.limits = EchoLimits {
+        entries: a.server_entries,
+        recv_buffers: a.server_recv_buffers.map(|n| (n, 4096)),
+        nofile: a.server_nofile,
+        ..EchoLimits::default()
+    };
+    cfg.stall = Duration::from_secs_f64(a.stall_secs.max(1.0));
+    let mut log = |m: &str| eprintln!("ringkit torture: {m}");
+    let rep = match a.mode {
+        TortureMode::Echo => torture::run_echo(&cfg, &mut log)?,
+        TortureMode::Http | TortureMode::Idle => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("ringkit torture {:?}: not built yet", a.mode),
+            ))
+        }
+    };
+    println!("{rep}");
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    }
+    if rep.ok() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "torture FAILED: {}",
+            rep.failures.join("; ")
+        )))
+    }
 }

@@ -1,0 +1,615 @@
+//! Echo chaos clients: `conns` slots on one ringkit runtime, each running
+//! random sessions back to back until told to stop.
+//!
+//! # A session
+//! One connection, one of:
+//! - **normal**: 1–30 steps, each one message (1 B – 256 KiB, written in up
+//!   to 6 pieces split at random points with short pauses) or a pipelined
+//!   burst of 2–12 messages written back to back (at most 1 MiB); after each
+//!   step the writer waits until every byte has come back verified. It ends
+//!   with a plain close, or a half-close (`shutdown(SHUT_WR)`) after which
+//!   the server must echo what is left and then close (EOF).
+//! - **vanish**: a few messages, then the client disappears with a RST
+//!   (`SO_LINGER` 0): either in the middle of writing a message, or right
+//!   after writing a large one whose echo the server is still sending.
+//! - **idle**: one small message, then silence for 0.5–5 s, one more
+//!   message, close.
+//! - **flash**: connect and close at once (half of them with a RST).
+//!
+//! # Verification
+//! A reader task per connection compares every byte that comes back with
+//! the regenerated message stream ([`ByteGen`]); bytes the client never
+//! asked for are a mismatch too. Anything the server owed and did not
+//! deliver — an early EOF, a reset, a stall longer than the stall limit —
+//! is a loss, except on a connection the server never answered at all once
+//! a graceful shutdown started (it may still have been in the listen
+//! backlog when the listener closed): those are counted apart as unserved.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use ringkit::net::TcpStream;
+use serde::Serialize;
+
+use super::rng::{ByteGen, Rng};
+
+/// Largest message.
+pub const MAX_MSG: usize = 256 * 1024;
+/// Largest pipelined burst, bytes.
+const MAX_BURST: usize = 1024 * 1024;
+/// Errors kept verbatim in the report.
+const KEEP_ERRORS: usize = 20;
+
+/// What the echo clients did and saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct EchoCounts {
+    /// Sessions started.
+    pub sessions: u64,
+    /// Connections established.
+    pub connects: u64,
+    /// Connections that could not be established (not counting unserved).
+    pub connect_errors: u64,
+    /// Messages written whole.
+    pub messages_sent: u64,
+    /// Messages that came back whole and verified.
+    pub messages_verified: u64,
+    /// Bytes that came back and matched.
+    pub bytes_verified: u64,
+    /// Bytes that came back wrong, or that nobody sent (connections).
+    pub mismatches: u64,
+    /// Connections on which the server closed, reset or failed before
+    /// echoing everything it had been sent.
+    pub losses: u64,
+    /// Connections where nothing came back within the stall limit.
+    pub stalls: u64,
+    /// Pipelined bursts.
+    pub bursts: u64,
+    /// Messages written in more than one piece.
+    pub split_writes: u64,
+    /// Clients that vanished (RST) in the middle of writing a message.
+    pub vanished_mid_message: u64,
+    /// Clients that reset while the server was sending them a large echo.
+    pub reset_during_send: u64,
+    /// Sessions ended by a half-close (the server's EOF verified).
+    pub half_closes: u64,
+    /// Idle sessions.
+    pub idle_sessions: u64,
+    /// Connect-and-close sessions.
+    pub flash_sessions: u64,
+    /// After a graceful shutdown began: connections the server never
+    /// answered (refused, or reset from the listen backlog).
+    pub unserved_at_shutdown: u64,
+    /// The first errors, verbatim.
+    pub errors: Vec<String>,
+}
+
+impl EchoCounts {
+    /// Whether anything was lost or wrong.
+    pub fn failed(&self) -> bool {
+        self.mismatches + self.losses + self.stalls + self.connect_errors > 0
+    }
+
+    fn error(&mut self, e: String) {
+        if self.errors.len() < KEEP_ERRORS {
+            self.errors.push(e);
+        }
+    }
+}
+
+/// Settings of one chaos run.
+#[derive(Debug, Clone)]
+pub struct EchoChaos {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Concurrent session slots.
+    pub conns: usize,
+    /// Seed of every random decision.
+    pub seed: u64,
+    /// Stop starting new work at this moment.
+    pub stop_at: Instant,
+    /// A connection with bytes owed and nothing arriving for this long has stalled.
+    pub stall: Duration,
+    /// Whether stopping means the server is being shut down gracefully.
+    pub graceful_stop: bool,
+}
+
+/// Shared state of the slots (one thread, so cells).
+struct Ctx {
+    cfg: EchoChaos,
+    counts: RefCell<EchoCounts>,
+    stopping: Cell<bool>,
+    next_conn: Cell<u64>,
+}
+
+impl Ctx {
+    fn count(&self, f: impl FnOnce(&mut EchoCounts)) {
+        f(&mut self.counts.borrow_mut());
+    }
+    /// Sleep unless stopping (then return at once).
+    async fn pause(&self, d: Duration) {
+        let end = Instant::now() + d;
+        while !self.stopping.get() {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            ringkit::time::sleep(left.min(Duration::from_millis(100))).await;
+        }
+    }
+}
+
+/// How a connection's reader ended.
+#[derive(Debug, Clone)]
+enum End {
+    Eof,
+    Error(String),
+    Mismatch,
+    Stall,
+}
+
+/// One connection: the stream and what the reader still expects.
+struct Conn {
+    s: TcpStream,
+    id: u64,
+    /// Messages (seq, len) whose echo is still (partly) expected, in order.
+    expect: RefCell<VecDeque<(u64, usize)>>,
+    /// Bytes written so far (all messages).
+    written: Cell<u64>,
+    /// Bytes of messages pushed to `expect` (what a full echo returns).
+    promised: Cell<u64>,
+    /// Bytes verified so far.
+    verified: Cell<u64>,
+    /// Set when the reader stops.
+    end: RefCell<Option<End>>,
+    writer: Cell<Option<Waker>>,
+    last_progress: Cell<Instant>,
+}
+
+impl Conn {
+    fn wake_writer(&self) {
+        if let Some(w) = self.writer.take() {
+            w.wake();
+        }
+    }
+
+    /// Wait until `target` bytes are verified, or the reader ended.
+    async fn verified_up_to(&self, target: u64) -> Result<(), End> {
+        poll_fn(|cx| {
+            if self.verified.get() >= target {
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(e) = self.end.borrow().clone() {
+                return Poll::Ready(Err(e));
+            }
+            self.writer.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Wait until the reader ended (after a half-close: EOF expected).
+    async fn reader_end(&self) -> End {
+        poll_fn(|cx| {
+            if let Some(e) = self.end.borrow().clone() {
+                return Poll::Ready(e);
+            }
+            self.writer.set(Some(cx.waker().clone()));
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// Run the chaos until `cfg.stop_at`, then let every session finish what
+/// it started. `on_stop` runs once, when stopping begins (the caller sends
+/// `SIGTERM` there in graceful mode); `tick` runs about once a second.
+pub fn run(
+    cfg: EchoChaos,
+    backend: ringkit::Backend,
+    on_stop: &mut dyn FnMut(),
+    tick: &mut dyn FnMut(&EchoCounts),
+) -> io::Result<EchoCounts> {
+    let rt = ringkit::Builder::new().backend(backend).build()?;
+    let ctx = Rc::new(Ctx {
+        cfg,
+        counts: RefCell::new(EchoCounts::default()),
+        stopping: Cell::new(false),
+        next_conn: Cell::new(1),
+    });
+    rt.block_on(async {
+        let mut slots = Vec::new();
+        for slot in 0..ctx.cfg.conns {
+            let ctx = ctx.clone();
+            slots.push(ringkit::spawn(async move {
+                let mut n = 0u64;
+                while !ctx.stopping.get() {
+                    let rng = Rng::new(ctx.cfg.seed, slot as u64, n);
+                    session(&ctx, rng).await;
+                    n += 1;
+                }
+            }));
+        }
+        while Instant::now() < ctx.cfg.stop_at {
+            let left = ctx.cfg.stop_at.saturating_duration_since(Instant::now());
+            ringkit::time::sleep(left.min(Duration::from_secs(1))).await;
+            tick(&ctx.counts.borrow());
+        }
+        ctx.stopping.set(true);
+        on_stop();
+        for h in slots {
+            let _ = h.await;
+        }
+    });
+    let counts = ctx.counts.borrow().clone();
+    Ok(counts)
+}
+
+enum Kind {
+    Normal,
+    Vanish,
+    Idle,
+    Flash,
+}
+
+async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
+    let kind = match rng.range(0, 99) {
+        0..=64 => Kind::Normal,
+        65..=79 => Kind::Vanish,
+        80..=91 => Kind::Idle,
+        _ => Kind::Flash,
+    };
+    ctx.count(|c| c.sessions += 1);
+    let s = match ringkit::time::timeout(ctx.cfg.stall, TcpStream::connect(ctx.cfg.addr)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            if ctx.stopping.get() && ctx.cfg.graceful_stop {
+                ctx.count(|c| c.unserved_at_shutdown += 1);
+            } else {
+                ctx.count(|c| {
+                    c.connect_errors += 1;
+                    c.error(format!("connect: {e}"));
+                });
+            }
+            return;
+        }
+        Err(_) => {
+            ctx.count(|c| {
+                c.connect_errors += 1;
+                c.error(format!("connect: no answer in {:?}", ctx.cfg.stall));
+            });
+            return;
+        }
+    };
+    let _ = s.set_nodelay(rng.chance(0.8));
+    ctx.count(|c| c.connects += 1);
+    let id = ctx.next_conn.get();
+    ctx.next_conn.set(id + 1);
+    let conn = Rc::new(Conn {
+        s,
+        id,
+        expect: RefCell::new(VecDeque::new()),
+        written: Cell::new(0),
+        promised: Cell::new(0),
+        verified: Cell::new(0),
+        end: RefCell::new(None),
+        writer: Cell::new(None),
+        last_progress: Cell::new(Instant::now()),
+    });
+    let reader = ringkit::spawn(reader(conn.clone(), ctx.clone()));
+    let mut seq = 0u64;
+    let outcome = match kind {
+        Kind::Normal => normal(ctx, &conn, &mut rng, &mut seq).await,
+        Kind::Vanish => vanish(ctx, &conn, &mut rng, &mut seq).await,
+        Kind::Idle => idle(ctx, &conn, &mut rng, &mut seq).await,
+        Kind::Flash => {
+            ctx.count(|c| c.flash_sessions += 1);
+            if rng.chance(0.5) {
+                let _ = conn.s.set_linger(Some(Duration::ZERO));
+            }
+            Ok(())
+        }
+    };
+    if let Err(e) = outcome {
+        judge(ctx, &conn, e);
+    }
+    reader.abort();
+    let _ = reader.await;
+    // Last reference: the socket closes (with a RST if lingering was set to 0).
+    drop(conn);
+}
+
+/// Count a failed connection (or excuse it if a graceful shutdown explains it).
+fn judge(ctx: &Ctx, conn: &Conn, e: End) {
+    match e {
+        // The reader counted it already.
+        End::Mismatch => {}
+        End::Stall => ctx.count(|c| {
+            c.stalls += 1;
+            c.error(format!(
+                "conn {}: stalled: {} of {} bytes back, none for {:?}",
+                conn.id,
+                conn.verified.get(),
+                conn.promised.get(),
+                ctx.cfg.stall
+            ));
+        }),
+        End::Eof | End::Error(..) => {
+            if ctx.stopping.get() && ctx.cfg.graceful_stop && conn.verified.get() == 0 {
+                ctx.count(|c| c.unserved_at_shutdown += 1);
+                return;
+            }
+            let what = match e {
+                End::Error(m) => m,
+                _ => "EOF".into(),
+            };
+            ctx.count(|c| {
+                c.losses += 1;
+                c.error(format!(
+                    "conn {}: {what} with {} of {} bytes back{}",
+                    conn.id,
+                    conn.verified.get(),
+                    conn.promised.get(),
+                    if ctx.stopping.get() {
+                        " (during shutdown)"
+                    } else {
+                        ""
+                    }
+                ));
+            });
+        }
+    }
+}
+
+/// Write message `seq` (`len` bytes), in random pieces with random pauses,
+/// or only its first `cut` bytes.
+async fn write_message(
+    ctx: &Ctx,
+    conn: &Conn,
+    rng: &mut Rng,
+    seq: u64,
+    len: usize,
+    cut: Option<usize>,
+) -> Result<(), End> {
+    conn.expect.borrow_mut().push_back((seq, len));
+    conn.promised.set(conn.promised.get() + len as u64);
+    let data = ByteGen::message(conn.id, seq, len);
+    let upto = cut.unwrap_or(len);
+    let pieces = if len > 1 && rng.chance(0.3) {
+        rng.range(2, 6.min(len as u64)) as usize
+    } else {
+        1
+    };
+    let mut points: Vec<usize> = (1..pieces)
+        .map(|_| rng.range(1, len as u64 - 1) as usize)
+        .collect();
+    points.push(len);
+    points.sort_unstable();
+    points.dedup();
+    if points.len() > 1 {
+        ctx.count(|c| c.split_writes += 1);
+    }
+    let mut at = 0;
+    for p in points {
+        let end = p.min(upto);
+        if end > at {
+            let (res, _) = conn.s.write_all(data[at..end].to_vec()).await;
+            if let Err(e) = res {
+                return Err(End::Error(format!("write: {e}")));
+            }
+            conn.written.set(conn.written.get() + (end - at) as u64);
+            at = end;
+        }
+        if at >= upto {
+            break;
+        }
+        match rng.range(0, 3) {
+            0 => ringkit::yield_now().await,
+            1 => ctx.pause(Duration::from_micros(rng.range(50, 3000))).await,
+            _ => {}
+        }
+    }
+    if cut.is_none() {
+        ctx.count(|c| c.messages_sent += 1);
+    }
+    Ok(())
+}
+
+/// Wait (with the stall limit) until everything promised is verified.
+async fn settle(ctx: &Ctx, conn: &Conn) -> Result<(), End> {
+    let target = conn.promised.get();
+    match ringkit::time::timeout(ctx.cfg.stall, conn.verified_up_to(target)).await {
+        Ok(r) => r,
+        Err(_) => Err(End::Stall),
+    }
+}
+
+/// One step: a single message or a pipelined burst, then wait for the echo.
+async fn step(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
+    if rng.chance(0.2) {
+        ctx.count(|c| c.bursts += 1);
+        let n = rng.range(2, 12);
+        let mut total = 0;
+        for _ in 0..n {
+            let len = rng.size(MAX_MSG).min(MAX_BURST - total).max(1);
+            total += len;
+            *seq += 1;
+            write_message(ctx, conn, rng, *seq, len, None).await?;
+            if total >= MAX_BURST {
+                break;
+            }
+        }
+    } else {
+        *seq += 1;
+        let len = rng.size(MAX_MSG);
+        write_message(ctx, conn, rng, *seq, len, None).await?;
+    }
+    settle(ctx, conn).await
+}
+
+async fn normal(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
+    let steps = rng.range(1, 30);
+    for _ in 0..steps {
+        if ctx.stopping.get() {
+            break;
+        }
+        step(ctx, conn, rng, seq).await?;
+        if rng.chance(0.2) {
+            ctx.pause(Duration::from_millis(rng.range(1, 50))).await;
+        }
+    }
+    if rng.chance(0.4) {
+        // Half-close with one last message in flight: the server must echo
+        // it all, then close its side.
+        if !ctx.stopping.get() && rng.chance(0.5) {
+            *seq += 1;
+            let len = rng.size(MAX_MSG);
+            write_message(ctx, conn, rng, *seq, len, None).await?;
+        }
+        if let Err(e) = conn.s.shutdown(std::net::Shutdown::Write).await {
+            return Err(End::Error(format!("shutdown: {e}")));
+        }
+        let end = match ringkit::time::timeout(ctx.cfg.stall, conn.reader_end()).await {
+            Ok(e) => e,
+            Err(_) => End::Stall,
+        };
+        return match end {
+            End::Eof if conn.verified.get() == conn.promised.get() => {
+                ctx.count(|c| c.half_closes += 1);
+                Ok(())
+            }
+            other => Err(other),
+        };
+    }
+    Ok(())
+}
+
+async fn vanish(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
+    for _ in 0..rng.range(0, 3) {
+        if ctx.stopping.get() {
+            return Ok(());
+        }
+        step(ctx, conn, rng, seq).await?;
+    }
+    if ctx.stopping.get() {
+        return Ok(());
+    }
+    *seq += 1;
+    if rng.chance(0.5) {
+        // Disappear in the middle of a message.
+        let len = rng.size(MAX_MSG).max(2);
+        let cut = rng.range(1, len as u64 - 1) as usize;
+        write_message(ctx, conn, rng, *seq, len, Some(cut)).await?;
+        ctx.count(|c| c.vanished_mid_message += 1);
+    } else {
+        // Send a large message and reset while its echo is coming back.
+        let len = rng.range(64 * 1024, MAX_MSG as u64) as usize;
+        write_message(ctx, conn, rng, *seq, len, None).await?;
+        ctx.count(|c| c.reset_during_send += 1);
+    }
+    let _ = conn.s.set_linger(Some(Duration::ZERO));
+    Ok(())
+}
+
+async fn idle(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
+    ctx.count(|c| c.idle_sessions += 1);
+    *seq += 1;
+    let len = rng.range(1, 64) as usize;
+    write_message(ctx, conn, rng, *seq, len, None).await?;
+    settle(ctx, conn).await?;
+    ctx.pause(Duration::from_millis(rng.range(500, 5000))).await;
+    if !ctx.stopping.get() {
+        *seq += 1;
+        let len = rng.range(1, 4096) as usize;
+        write_message(ctx, conn, rng, *seq, len, None).await?;
+        settle(ctx, conn).await?;
+    }
+    Ok(())
+}
+
+/// Read everything that comes back and compare it with what was sent.
+async fn reader(conn: Rc<Conn>, ctx: Rc<Ctx>) {
+    let stall = ctx.cfg.stall;
+    let mut buf = Vec::with_capacity(64 * 1024);
+    let mut want = vec![0u8; 64 * 1024];
+    // The message being verified: (seq, generator, bytes left).
+    let mut cur: Option<(u64, ByteGen, usize)> = None;
+    let end = loop {
+        buf.clear();
+        let (res, b) = conn.s.read_timeout(buf, Duration::from_secs(1)).await;
+        buf = b;
+        let n = match res {
+            Ok(0) => break End::Eof,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                let owed = conn.written.get() > conn.verified.get();
+                if owed && conn.last_progress.get().elapsed() > stall {
+                    break End::Stall;
+                }
+                if !owed {
+                    conn.last_progress.set(Instant::now());
+                }
+                continue;
+            }
+            Err(e) => break End::Error(format!("read: {e}")),
+        };
+        conn.last_progress.set(Instant::now());
+        let mut got = &buf[..n];
+        let mut bad = None;
+        while !got.is_empty() {
+            if cur.is_none() {
+                match conn.expect.borrow_mut().pop_front() {
+                    Some((seq, len)) => cur = Some((seq, ByteGen::new(conn.id, seq), len)),
+                    None => {
+                        bad = Some(format!(
+                            "conn {}: {} bytes nobody sent, after byte {}",
+                            conn.id,
+                            got.len(),
+                            conn.verified.get()
+                        ));
+                        break;
+                    }
+                }
+            }
+            let Some((seq, gen, left)) = cur.as_mut() else {
+                unreachable!("set above")
+            };
+            let k = (*left).min(got.len());
+            gen.fill(&mut want[..k]);
+            if got[..k] != want[..k] {
+                let at = (0..k).find(|&i| got[i] != want[i]).unwrap_or(0);
+                bad = Some(format!(
+                    "conn {}: message {seq}: byte {} of the stream differs (got {:#04x}, want {:#04x})",
+                    conn.id,
+                    conn.verified.get() + at as u64,
+                    got[at],
+                    want[at]
+                ));
+                break;
+            }
+            conn.verified.set(conn.verified.get() + k as u64);
+            *left -= k;
+            got = &got[k..];
+            if *left == 0 {
+                cur = None;
+                ctx.count(|c| c.messages_verified += 1);
+            }
+            ctx.count(|c| c.bytes_verified += k as u64);
+        }
+        if let Some(msg) = bad {
+            ctx.count(|c| {
+                c.mismatches += 1;
+                c.error(msg);
+            });
+            break End::Mismatch;
+        }
+        conn.wake_writer();
+    };
+    *conn.end.borrow_mut() = Some(end);
+    conn.wake_writer();
+}
