@@ -78,6 +78,9 @@ fuzz_target!(|data: &[u8]| {
         }
         again.extend_from_slice(b"\r\n");
         let re = run(&again, &[again.len()]);
-        assert!(re.done && re.err.is_none() && re.body == whole.body, "{re:?}");
+        assert!(
+            re.done && re.err.is_none() && re.body == whole.body,
+            "{re:?}"
+        );
     }
 });

@@ -18,7 +18,11 @@ use ringkit_http::{parse_head, Limits, Parsed, RequestDecoder};
 
 /// What decoding a stream gave: the requests (method, target, version,
 /// keep-alive, body), the refusal status if any, and the unconsumed bytes.
-type Outcome = (Vec<(String, String, String, bool, Vec<u8>)>, Option<u16>, usize);
+type Outcome = (
+    Vec<(String, String, String, bool, Vec<u8>)>,
+    Option<u16>,
+    usize,
+);
 
 fn limits() -> Limits {
     Limits {
@@ -69,7 +73,13 @@ fuzz_target!(|data: &[u8]| {
     };
     if let Ok(Parsed::Complete(h)) = parse_head(data, &limits()) {
         assert!(h.len() <= data.len());
-        let _ = (h.method(), h.path(), h.query(), h.target(), h.headers().count());
+        let _ = (
+            h.method(),
+            h.path(),
+            h.query(),
+            h.target(),
+            h.headers().count(),
+        );
     }
     let whole = decode(data, data.len().max(1));
     let pieces = decode(data, usize::from(first) + 1);
