@@ -3,14 +3,18 @@
 //! current-thread runtime and on monoio (io_uring driver, or its legacy
 //! epoll driver). One thread each; `ringkit compare` pins the process.
 //!
-//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo ADDR
+//! `hyper-http` is the HTTP peer: hyper 1 on tokio's current-thread runtime,
+//! HTTP/1.1 keep-alive, every request answered `200` with an empty body (like
+//! nginx `return 200;`).
+//!
+//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http ADDR
 
 use std::net::SocketAddr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
-        eprintln!("usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo ADDR");
+        eprintln!("usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http ADDR");
         std::process::exit(2);
     }
     let addr: SocketAddr = match args[2].parse() {
@@ -22,6 +26,7 @@ fn main() {
     };
     let res = match args[1].as_str() {
         "tokio-echo" => tokio_echo(addr),
+        "hyper-http" => hyper_http(addr),
         "monoio-echo" => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
             .build()
             .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio io_uring"))),
@@ -67,6 +72,42 @@ fn tokio_echo(addr: SocketAddr) -> std::io::Result<()> {
                         return;
                     }
                 }
+            });
+        }
+    })
+}
+
+/// hyper 1 HTTP/1.1 server on tokio current_thread: `200`, empty body, for
+/// every request; keep-alive unless the client asks to close.
+fn hyper_http(addr: SocketAddr) -> std::io::Result<()> {
+    use http_body_util::Empty;
+    use hyper::body::{Bytes, Incoming};
+    use hyper::{Request, Response};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!("ringkit-peer: hyper 1 HTTP/1.1 on tokio current_thread on {addr}");
+        loop {
+            let (s, _) = match l.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    // EMFILE and friends: do not spin.
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+                    Ok::<_, std::convert::Infallible>(Response::new(Empty::<Bytes>::new()))
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(hyper_util::rt::TokioIo::new(s), svc)
+                    .await;
             });
         }
     })
