@@ -7,6 +7,7 @@ pub mod bars;
 pub mod compare;
 pub mod echo;
 pub mod file;
+pub mod fio;
 pub mod http;
 pub mod latency;
 pub mod nop;

@@ -5,6 +5,7 @@
 
 use std::io;
 
+use ringkit_bench::file::{self, FileConfig, Job, JobPlan};
 use ringkit_bench::nop::{self, NopConfig, NopVariant};
 use ringkit_bench::wakeup::{self, Channel, Reader, WakeConfig};
 
@@ -124,4 +125,66 @@ fn wakeup_every_reader_on_both_backends() {
     assert!(sec.markdown.contains("| reader |"));
     assert_eq!(sec.svgs.len(), 2);
     assert!(sec.table.contains("target busy poll"));
+}
+
+#[test]
+fn file_jobs_on_every_engine_kind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let engines: Vec<file::Engine> = ["uring", "uring-fixed", "rt-uring", "rt-epoll", "fio-psync"]
+        .iter()
+        .map(|e| e.parse().unwrap())
+        .collect();
+    let cfg = FileConfig {
+        dir: dir.path().to_path_buf(),
+        size: 2 << 20,
+        plans: vec![
+            JobPlan {
+                job: Job::parse("randread,bs=4k,qd=4,direct=1").unwrap(),
+                engines: engines.clone(),
+            },
+            JobPlan {
+                job: Job::parse("write,bs=8k,qd=2,direct=0").unwrap(),
+                engines: engines[..4].to_vec(),
+            },
+        ],
+        rounds: 1,
+        secs: 0.05,
+        cpu: 0,
+        sq_cpu: 1,
+        allow_shared_sqpoll: false,
+    };
+    let res = match file::run(&cfg, &mut |_| {}) {
+        Ok(r) => r,
+        Err(e) if unavailable("file", &e) => return,
+        Err(e) => panic!("file: {e}"),
+    };
+    for (n, why) in &res.skipped {
+        eprintln!("skipped {n}: {why}");
+    }
+    assert_eq!(res.rows.len() + res.skipped.len(), 9);
+    for r in &res.rows {
+        let s = res
+            .samples
+            .iter()
+            .find(|s| s.engine == r.name && s.job == r.job.label())
+            .unwrap();
+        if let Some(e) = &s.error {
+            // O_DIRECT on a filesystem without it is this machine's limit.
+            assert!(
+                e.contains("O_DIRECT") || e.contains("unavailable"),
+                "{}: {e}",
+                r.name
+            );
+            eprintln!("skipped {} / {}: {e}", s.job, r.name);
+            continue;
+        }
+        assert_eq!(r.ok_samples, 1, "{r:?}");
+        assert!(r.iops.median > 0.0 && r.lat_p50_us > 0.0 && r.lat_p50_us <= r.lat_p99_us);
+        assert!(r.cpu_us_per_io >= 0.0);
+    }
+    // The test file is gone.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    let sec = file::section(&res);
+    assert!(sec.markdown.contains("IOPOLL"));
+    assert_eq!(sec.svgs.len(), 2);
 }

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use ringkit_bench::file::{self, Engine, FileConfig, Job, JobPlan};
 use ringkit_bench::nop::{self, NopConfig, NopVariant};
 use ringkit_bench::study::Section;
 use ringkit_bench::sysinfo::SystemInfo;
@@ -102,9 +103,62 @@ pub struct BenchNopArgs {
     json: bool,
 }
 
-/// `ringkit bench file`.
+/// `ringkit bench file`: a fio-like file I/O job runner on ringkit, with
+/// fio's io_uring, libaio and psync engines side by side when fio is
+/// installed.
+///
+/// Creates and fills a test file of --size in --dir, runs every job on
+/// every engine (interleaved, rotated each round, pinned to --cpu), removes
+/// the file, and prints IOPS, MiB/s, latency avg/p50/p99 (submission to
+/// completion), CPU per I/O and the ratios to fio with the same options.
 #[derive(Args, Debug)]
-pub struct BenchFileArgs {}
+pub struct BenchFileArgs {
+    /// Directory for the test file (default: the temp dir). Put it on the
+    /// disk you want to measure: a tmpfs directory measures memory.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Test file size (4k, 256m, 1g, ...).
+    #[arg(long, default_value = "256m", value_parser = file::parse_size)]
+    size: u64,
+    /// Job: RW[,bs=SIZE][,qd=N][,direct=0|1], RW one of read, write,
+    /// randread, randwrite (defaults bs=4k, qd=32, direct=1). Repeat for
+    /// several jobs.
+    #[arg(long = "job", default_value = "randread,bs=4k,qd=32,direct=1", value_parser = Job::parse)]
+    jobs: Vec<Job>,
+    /// Engines: uring[-fixed][-sqpoll][-iopoll] (ringkit-uring directly;
+    /// fixed = registered buffer + file; sqpoll = poller on --sq-cpu;
+    /// iopoll = IORING_SETUP_IOPOLL, probed first), rt-uring, rt-epoll
+    /// (ringkit::fs::File tasks; epoll does inline pread, psync's stand-in),
+    /// fio-io_uring[-fixed][-sqpoll][-iopoll], fio-libaio, fio-psync.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "uring,uring-fixed,uring-sqpoll,rt-uring,rt-epoll,fio-io_uring,fio-io_uring-fixed,fio-libaio,fio-psync"
+    )]
+    engines: Vec<Engine>,
+    /// Measured seconds per sample.
+    #[arg(long, default_value_t = 2.0)]
+    secs: f64,
+    /// Rounds: every engine once per round.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// CPU of the submitting thread and of fio.
+    #[arg(long, default_value_t = 1)]
+    cpu: usize,
+    /// CPU of SQPOLL poller threads (must differ from --cpu).
+    #[arg(long, default_value_t = 0)]
+    sq_cpu: usize,
+    /// Run SQPOLL engines even when the poller shares --cpu (expect IOPS to
+    /// collapse); without it such engines are refused.
+    #[arg(long)]
+    allow_shared_sqpoll: bool,
+    /// Also write results.json, report.md and the charts into DIR.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the results as JSON too.
+    #[arg(long)]
+    json: bool,
+}
 
 pub fn bench_wakeup(a: BenchWakeupArgs) -> std::io::Result<()> {
     let mut list = wakeup::contenders(&a.channels, !a.no_runtime);
@@ -173,6 +227,43 @@ pub fn bench_nop(a: BenchNopArgs) -> std::io::Result<()> {
     finish(&nop::section(&res), a.json, a.out.as_ref())
 }
 
-pub fn bench_file(_a: BenchFileArgs) -> std::io::Result<()> {
-    Err(std::io::Error::other("ringkit bench file: not built yet"))
+pub fn bench_file(a: BenchFileArgs) -> std::io::Result<()> {
+    let cfg = FileConfig {
+        dir: a.dir.unwrap_or_else(std::env::temp_dir),
+        size: a.size,
+        plans: a
+            .jobs
+            .into_iter()
+            .map(|job| JobPlan {
+                job,
+                engines: a.engines.clone(),
+            })
+            .collect(),
+        rounds: a.rounds.max(1),
+        secs: a.secs,
+        cpu: a.cpu,
+        sq_cpu: a.sq_cpu,
+        allow_shared_sqpoll: a.allow_shared_sqpoll,
+    };
+    println!(
+        "file I/O: jobs {}; engines {}; {} MiB test file in {}; {} rounds of {} s; CPU {}, SQPOLL on CPU {}",
+        cfg.plans
+            .iter()
+            .map(|p| p.job.label())
+            .collect::<Vec<_>>()
+            .join(" + "),
+        a.engines
+            .iter()
+            .map(|e| e.name())
+            .collect::<Vec<_>>()
+            .join(","),
+        cfg.size >> 20,
+        cfg.dir.display(),
+        cfg.rounds,
+        cfg.secs,
+        cfg.cpu,
+        cfg.sq_cpu
+    );
+    let res = file::run(&cfg, &mut |m| eprintln!("{m}"))?;
+    finish(&file::section(&res), a.json, a.out.as_ref())
 }
