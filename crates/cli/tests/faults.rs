@@ -107,10 +107,8 @@ impl Server {
 
     fn sigterm(&self) {
         // SAFETY: kill(2) on our own, not yet reaped, child.
-        assert_eq!(
-            unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) },
-            0
-        );
+        let rc = unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        assert_eq!(rc, 0, "kill: {}", io::Error::last_os_error());
     }
 
     /// SIGTERM, then the exit code must be 0, and no unexpected error
