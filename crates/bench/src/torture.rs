@@ -27,6 +27,7 @@
 //! makes the same choices (the network's timing still varies).
 
 pub mod echo;
+pub mod idle;
 pub mod rng;
 pub mod server;
 

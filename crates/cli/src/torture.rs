@@ -95,6 +95,9 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
     };
     cfg.stall = Duration::from_secs_f64(a.stall_secs.max(1.0));
     let mut log = |m: &str| eprintln!("ringkit torture: {m}");
+    if a.mode == TortureMode::Idle {
+        return idle(&a, cfg.exe.clone(), &mut log);
+    }
     let rep = match a.mode {
         TortureMode::Echo => torture::run_echo(&cfg, &mut log)?,
         TortureMode::Http | TortureMode::Idle => {
@@ -115,5 +118,32 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
             "torture FAILED: {}",
             rep.failures.join("; ")
         )))
+    }
+}
+
+/// `ringkit torture idle`: bytes per idle connection, per server.
+fn idle(a: &TortureArgs, exe: std::path::PathBuf, log: &mut dyn FnMut(&str)) -> io::Result<()> {
+    let mut cfg = torture::idle::IdleConfig::standard(
+        exe,
+        crate::peer_binary(),
+        a.conns.unwrap_or(10_000).max(1),
+    );
+    if a.server_cpu.is_some() {
+        cfg.server_cpu = a.server_cpu;
+    }
+    if a.client_cpu.is_some() {
+        cfg.client_cpu = a.client_cpu;
+    }
+    let rep = torture::idle::run(&cfg, log)?;
+    println!("{rep}");
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    }
+    if rep.ok() {
+        Ok(())
+    } else {
+        Err(io::Error::other(
+            "idle-connection measurement failed for some servers",
+        ))
     }
 }

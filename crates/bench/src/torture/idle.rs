@@ -1,0 +1,380 @@
+//! Memory per idle connection, server by server.
+//!
+//! For each server: start it pinned to the server CPU (its soft
+//! `RLIMIT_NOFILE` raised to the hard limit before `exec`), warm it up with
+//! a few short connections (so lazily built state such as ringkit's
+//! provided-buffer ring is in the baseline), settle, sample its RSS; then
+//! open N connections that each echo one 16-byte message (so the server has
+//! set up that connection's read state) and stay open and silent; settle,
+//! sample again. Bytes per idle connection = RSS growth / N.
+//!
+//! RSS is the process's user-space memory: socket buffers live in the
+//! kernel and are not in it (they are the same for every server here).
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use ringkit::net::TcpStream;
+use serde::Serialize;
+
+use super::server::{free_port, ProcSample, ServerProc, ServerSpec};
+
+/// A server to measure.
+#[derive(Debug, Clone)]
+pub struct IdleServer {
+    /// Name in the report.
+    pub name: String,
+    /// Command; `{addr}` is replaced by the listen address.
+    pub cmd: Vec<String>,
+    /// What it holds per idle connection, in a sentence.
+    pub holds: String,
+}
+
+/// Settings of an idle-memory run.
+#[derive(Debug, Clone)]
+pub struct IdleConfig {
+    /// Servers, measured in this order.
+    pub servers: Vec<IdleServer>,
+    /// Servers that could not be run, with why.
+    pub skipped: Vec<(String, String)>,
+    /// Idle connections per server.
+    pub conns: usize,
+    /// CPU for the servers.
+    pub server_cpu: Option<usize>,
+    /// CPU for the client.
+    pub client_cpu: Option<usize>,
+}
+
+impl IdleConfig {
+    /// The four servers of the study: ringkit on io_uring (multishot recv
+    /// into the shared provided-buffer ring), ringkit on epoll, and the
+    /// tokio and monoio peers (`peer`: the `ringkit-peer` binary).
+    pub fn standard(ringkit: PathBuf, peer: Result<PathBuf, String>, conns: usize) -> IdleConfig {
+        let rk = ringkit.display().to_string();
+        let ringkit_cmd = |backend: &str| -> Vec<String> {
+            [
+                rk.as_str(),
+                "echo",
+                "--addr",
+                "{addr}",
+                "--backend",
+                backend,
+                "--recv",
+                "multishot",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+        };
+        let mut servers = vec![
+            IdleServer {
+                name: "ringkit-uring".into(),
+                cmd: ringkit_cmd("uring"),
+                holds: "a task, the stream (fd, one multishot RECV entry), no buffer: data lands in the shared provided-buffer ring only when it arrives".into(),
+            },
+            IdleServer {
+                name: "ringkit-epoll".into(),
+                cmd: ringkit_cmd("epoll"),
+                holds: "a task, the stream, and the 4 KiB buffer of its pending receive (readiness-based: the buffer waits with the read)".into(),
+            },
+        ];
+        let mut skipped = Vec::new();
+        match peer {
+            Ok(p) => {
+                let p = p.display().to_string();
+                for (name, sub) in [("tokio", "tokio-echo"), ("monoio", "monoio-echo")] {
+                    servers.push(IdleServer {
+                        name: name.into(),
+                        cmd: vec![p.clone(), sub.into(), "{addr}".into()],
+                        holds: "a task and its 4 KiB read buffer".into(),
+                    });
+                }
+            }
+            Err(e) => {
+                for n in ["tokio", "monoio"] {
+                    skipped.push((n.to_string(), e.clone()));
+                }
+            }
+        }
+        let two = crate::sysinfo::SystemInfo::gather().cores >= 2;
+        IdleConfig {
+            servers,
+            skipped,
+            conns,
+            server_cpu: two.then_some(0),
+            client_cpu: two.then_some(1),
+        }
+    }
+}
+
+/// One server's figures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IdleRow {
+    /// Server name.
+    pub name: String,
+    /// Command line.
+    pub cmd: String,
+    /// RSS after warm-up, KiB.
+    pub base_rss_kib: u64,
+    /// RSS with the idle connections open, KiB.
+    pub idle_rss_kib: u64,
+    /// Idle connections that were open and had echoed.
+    pub conns: usize,
+    /// Open fds with the idle connections open.
+    pub fds: u64,
+    /// (idle RSS − base RSS) / conns.
+    pub bytes_per_conn: f64,
+    /// What the server holds per idle connection.
+    pub holds: String,
+    /// Why this row failed, if it did.
+    pub error: Option<String>,
+}
+
+/// The result of an idle-memory run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IdleReport {
+    /// One row per server.
+    pub rows: Vec<IdleRow>,
+    /// Servers not run, with why.
+    pub skipped: Vec<(String, String)>,
+    /// Idle connections asked for.
+    pub conns: usize,
+    /// CPUs: server, client.
+    pub cpus: (Option<usize>, Option<usize>),
+}
+
+impl IdleReport {
+    fn per_conn(&self, name: &str) -> Option<f64> {
+        self.rows
+            .iter()
+            .find(|r| r.name == name && r.error.is_none())
+            .map(|r| r.bytes_per_conn)
+    }
+
+    /// ringkit-uring's bytes per idle connection over tokio's.
+    pub fn uring_vs_tokio(&self) -> Option<f64> {
+        Some(self.per_conn("ringkit-uring")? / self.per_conn("tokio")?.max(1.0))
+    }
+
+    /// Whether every server measured without error.
+    pub fn ok(&self) -> bool {
+        self.rows.iter().all(|r| r.error.is_none())
+    }
+}
+
+impl std::fmt::Display for IdleReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
+        writeln!(
+            f,
+            "Memory per idle connection: {} connections per server, each echoed 16 bytes once and then stayed silent; server {}, client {}.",
+            self.conns,
+            cpu(self.cpus.0),
+            cpu(self.cpus.1)
+        )?;
+        writeln!(
+            f,
+            "RSS is user-space memory; kernel socket buffers are not in it.\n"
+        )?;
+        let tokio = self.per_conn("tokio");
+        writeln!(
+            f,
+            "{:<15} {:>10} {:>14} {:>8} {:>15} {:>9}",
+            "server", "base RSS", "RSS with idle", "fds", "bytes per conn", "vs tokio"
+        )?;
+        for r in &self.rows {
+            if let Some(e) = &r.error {
+                writeln!(f, "{:<15} FAILED: {e}", r.name)?;
+                continue;
+            }
+            let vs = tokio.map_or("-".to_string(), |t| {
+                format!("{:.2}x", r.bytes_per_conn / t.max(1.0))
+            });
+            writeln!(
+                f,
+                "{:<15} {:>7.1} MiB {:>10.1} MiB {:>8} {:>15.0} {:>9}",
+                r.name,
+                r.base_rss_kib as f64 / 1024.0,
+                r.idle_rss_kib as f64 / 1024.0,
+                r.fds,
+                r.bytes_per_conn,
+                vs
+            )?;
+        }
+        for (n, why) in &self.skipped {
+            writeln!(f, "{n:<15} skipped: {why}")?;
+        }
+        writeln!(f, "\nWhat each holds per idle connection:")?;
+        for r in &self.rows {
+            writeln!(f, "  {:<15} {}", r.name, r.holds)?;
+        }
+        if let Some(ratio) = self.uring_vs_tokio() {
+            writeln!(
+                f,
+                "\nringkit-uring uses {:.2}x tokio's bytes per idle connection (target: at most 0.25x): {}",
+                ratio,
+                if ratio <= 0.25 { "met" } else { "NOT met" }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Measure every server in `cfg`.
+pub fn run(cfg: &IdleConfig, log: &mut dyn FnMut(&str)) -> io::Result<IdleReport> {
+    ringkit::raise_nofile_limit();
+    if let Some(cpu) = cfg.client_cpu {
+        ringkit::pin_to_cpu(cpu)?;
+    }
+    let mut rep = IdleReport {
+        skipped: cfg.skipped.clone(),
+        conns: cfg.conns,
+        cpus: (cfg.server_cpu, cfg.client_cpu),
+        ..Default::default()
+    };
+    for s in &cfg.servers {
+        log(&format!("{}: starting", s.name));
+        let row = measure(cfg, s).unwrap_or_else(|e| IdleRow {
+            name: s.name.clone(),
+            holds: s.holds.clone(),
+            error: Some(e.to_string()),
+            ..Default::default()
+        });
+        log(&format!(
+            "{}: {}",
+            s.name,
+            match &row.error {
+                Some(e) => format!("FAILED: {e}"),
+                None => format!("{:.0} bytes per idle connection", row.bytes_per_conn),
+            }
+        ));
+        rep.rows.push(row);
+    }
+    Ok(rep)
+}
+
+fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
+    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let cmd: Vec<String> = s
+        .cmd
+        .iter()
+        .map(|a| a.replace("{addr}", &addr.to_string()))
+        .collect();
+    let spec = ServerSpec {
+        cmd: cmd.clone(),
+        cpu: cfg.server_cpu,
+        raise_nofile: true,
+    };
+    let mut srv = ServerProc::start(&spec, "", 1, addr)?;
+    let rt = ringkit::Builder::new().build()?;
+    // Warm-up: a few short connections, closed again.
+    let warm = rt.block_on(open_idle(addr, 16))?;
+    drop(warm);
+    std::thread::sleep(Duration::from_millis(300));
+    let base = settle_rss(&srv)?;
+    let conns = rt.block_on(open_idle(addr, cfg.conns))?;
+    std::thread::sleep(Duration::from_millis(300));
+    let idle = settle_rss(&srv)?;
+    if srv.try_exit()?.is_some() {
+        return Err(io::Error::other(format!(
+            "server exited: {}",
+            srv.stderr_tail(3)
+        )));
+    }
+    let n = conns.len();
+    drop(conns);
+    drop(rt);
+    srv.kill();
+    Ok(IdleRow {
+        name: s.name.clone(),
+        cmd: cmd.join(" "),
+        base_rss_kib: base.rss_kib,
+        idle_rss_kib: idle.rss_kib,
+        conns: n,
+        fds: idle.fds,
+        bytes_per_conn: (idle.rss_kib as f64 - base.rss_kib as f64) * 1024.0 / n.max(1) as f64,
+        holds: s.holds.clone(),
+        error: None,
+    })
+}
+
+/// Sample until RSS stops changing (three equal samples 100 ms apart, at
+/// most 3 s).
+fn settle_rss(srv: &ServerProc) -> io::Result<ProcSample> {
+    let t0 = Instant::now();
+    let gone = || io::Error::other("server vanished");
+    let mut last = srv.sample().ok_or_else(gone)?;
+    let mut same = 0;
+    while same < 2 && t0.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(100));
+        let s = srv.sample().ok_or_else(gone)?;
+        same = if s.rss_kib == last.rss_kib {
+            same + 1
+        } else {
+            0
+        };
+        last = s;
+    }
+    Ok(last)
+}
+
+/// Open `n` connections, each echoing 16 bytes once; return them open.
+async fn open_idle(addr: SocketAddr, n: usize) -> io::Result<Vec<TcpStream>> {
+    const WAVE: usize = 128;
+    let mut out = Vec::with_capacity(n);
+    let failed = Rc::new(std::cell::RefCell::new(None::<io::Error>));
+    let mut i = 0;
+    while i < n {
+        let mut hs = Vec::new();
+        for k in i..(i + WAVE).min(n) {
+            let failed = failed.clone();
+            hs.push(ringkit::spawn(async move {
+                match one_idle(addr, k as u64).await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        failed.borrow_mut().get_or_insert(e);
+                        None
+                    }
+                }
+            }));
+        }
+        for h in hs {
+            if let Ok(Some(s)) = h.await {
+                out.push(s);
+            }
+        }
+        if let Some(e) = failed.borrow_mut().take() {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("idle connection {} of {n}: {e}", out.len() + 1),
+            ));
+        }
+        i += WAVE;
+    }
+    Ok(out)
+}
+
+async fn one_idle(addr: SocketAddr, k: u64) -> io::Result<TcpStream> {
+    let limit = Duration::from_secs(30);
+    let s = ringkit::time::timeout(limit, TcpStream::connect(addr))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
+    let msg = super::rng::ByteGen::message(k, 0, 16);
+    s.write_all(msg.clone()).await.0?;
+    let mut got = Vec::with_capacity(16);
+    while got.len() < 16 {
+        let (res, buf) = s.read_timeout(Vec::with_capacity(16), limit).await;
+        let n = res?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        got.extend_from_slice(&buf[..n]);
+    }
+    if got != msg {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "echo mismatch"));
+    }
+    Ok(s)
+}
