@@ -25,20 +25,42 @@ use crate::sys;
 /// still be open).
 #[derive(Debug)]
 pub struct BufRing {
-    // INVARIANT: `ring` is a page-aligned anonymous mapping of `entries`
-    // `IoUringBuf`s, registered with the kernel as group `bgid` of `ring_fd`.
-    ring: *mut sys::IoUringBuf,
+    // INVARIANT: `bufs.ring` is a page-aligned anonymous mapping of `ring_len`
+    // bytes, registered with the kernel as group `bgid` of `ring_fd`.
+    bufs: Bufs,
     ring_len: usize,
+    bgid: u16,
+    ring_fd: RawFd,
+}
+
+/// The bookkeeping of a buffer ring, apart from its mapping and registration:
+/// the entries we write, our tail, and the slab they point into. Pure memory
+/// work, so it is tested over plain memory (under miri too).
+struct Bufs {
+    // INVARIANT: `ring` points at `entries` `IoUringBuf`s, aligned, valid for
+    // reads and writes while this value lives; the kernel reads them and the
+    // tail at byte 14.
+    ring: *mut sys::IoUringBuf,
     entries: u16,
     mask: u16,
-    bgid: u16,
     /// Local tail: entries below it are written; published on `sync`.
     tail: u16,
     // INVARIANT: `slab` holds `entries * buf_len` bytes; buffer `bid` starts at
     // `bid * buf_len`. The Vec is never resized, so the addresses are stable.
     slab: Vec<u8>,
     buf_len: u32,
-    ring_fd: RawFd,
+}
+
+// Not derived: formatting the slab would read every buffer, including those
+// the kernel may be writing.
+impl std::fmt::Debug for Bufs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bufs")
+            .field("entries", &self.entries)
+            .field("tail", &self.tail)
+            .field("buf_len", &self.buf_len)
+            .finish_non_exhaustive()
+    }
 }
 
 impl BufRing {
@@ -87,22 +109,16 @@ impl BufRing {
             unsafe { libc::munmap(ptr, ring_len) };
             return Err(e);
         }
-        let mut br = BufRing {
-            ring: ptr.cast(),
+        // SAFETY: the mapping holds `ring_len >= entries * 16` bytes, is page
+        // aligned, and lives until `BufRing::drop` unmaps it, after `bufs` is done.
+        let mut bufs = unsafe { Bufs::new(ptr.cast(), entries, buf_len) };
+        bufs.fill();
+        Ok(BufRing {
+            bufs,
             ring_len,
-            entries,
-            mask: entries - 1,
             bgid,
-            tail: 0,
-            slab: vec![0u8; entries as usize * buf_len as usize],
-            buf_len,
             ring_fd: ring.as_raw_fd(),
-        };
-        for bid in 0..entries {
-            br.add(bid, bid);
-        }
-        br.sync(entries);
-        Ok(br)
+        })
     }
 
     /// The buffer group id to put in `buf_group`.
@@ -112,12 +128,58 @@ impl BufRing {
 
     /// Size of each buffer.
     pub fn buf_len(&self) -> u32 {
-        self.buf_len
+        self.bufs.buf_len
     }
 
     /// Number of buffers.
     pub fn entries(&self) -> u16 {
-        self.entries
+        self.bufs.entries
+    }
+
+    /// The bytes of buffer `bid`, first `len` of them (as a CQE reported).
+    ///
+    /// The kernel does not write a buffer between its CQE and its recycle, so
+    /// reading it here is race-free as long as the caller recycles only after.
+    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+        self.bufs.buffer(bid, len)
+    }
+
+    /// Give buffer `bid` back to the kernel.
+    pub fn recycle(&mut self, bid: u16) {
+        self.bufs.recycle(bid);
+    }
+
+    /// Give several buffers back with one tail update.
+    pub fn recycle_many(&mut self, bids: &[u16]) {
+        self.bufs.recycle_many(bids);
+    }
+}
+
+impl Bufs {
+    /// Bookkeeping over `entries` (a power of two) ring entries at `ring`, with
+    /// a fresh slab of `buf_len`-byte buffers. Nothing is added yet.
+    ///
+    /// # Safety
+    /// `ring` must point at `entries` `IoUringBuf`s, aligned, valid for reads
+    /// and writes for the life of the returned value.
+    unsafe fn new(ring: *mut sys::IoUringBuf, entries: u16, buf_len: u32) -> Bufs {
+        debug_assert!(entries.is_power_of_two());
+        Bufs {
+            ring,
+            entries,
+            mask: entries - 1,
+            tail: 0,
+            slab: vec![0u8; entries as usize * buf_len as usize],
+            buf_len,
+        }
+    }
+
+    /// Hand every buffer to the kernel, in bid order.
+    fn fill(&mut self) {
+        for bid in 0..self.entries {
+            self.add(bid, bid);
+        }
+        self.sync(self.entries);
     }
 
     /// Write entry `tail + offset` to describe buffer `bid` (not yet visible).
@@ -138,7 +200,7 @@ impl BufRing {
     /// Publish `count` added entries.
     fn sync(&mut self, count: u16) {
         self.tail = self.tail.wrapping_add(count);
-        // SAFETY: the tail lives at byte 14 of the mapping (INVARIANT of `ring`),
+        // SAFETY: the tail lives at byte 14 of the ring (INVARIANT of `ring`),
         // 2-byte aligned. Release: the entries written by `add` must be visible
         // before the kernel sees the tail that covers them.
         unsafe {
@@ -147,23 +209,23 @@ impl BufRing {
         }
     }
 
-    /// The bytes of buffer `bid`, first `len` of them (as a CQE reported).
-    ///
-    /// The kernel does not write a buffer between its CQE and its recycle, so
-    /// reading it here is race-free as long as the caller recycles only after.
-    pub fn buffer(&self, bid: u16, len: usize) -> &[u8] {
+    fn buffer(&self, bid: u16, len: usize) -> &[u8] {
         let start = bid as usize * self.buf_len as usize;
-        &self.slab[start..start + len.min(self.buf_len as usize)]
+        let len = len.min(self.buf_len as usize);
+        assert!(bid < self.entries, "buffer id {bid} out of range");
+        // SAFETY: `start + len <= slab.len()` (INVARIANT of `slab`, `bid`
+        // checked). Only this buffer's bytes are borrowed: `&self.slab[..]`
+        // would borrow the whole slab, and so race with the kernel writing the
+        // buffers it holds. `Vec::as_ptr` borrows nothing.
+        unsafe { std::slice::from_raw_parts(self.slab.as_ptr().add(start), len) }
     }
 
-    /// Give buffer `bid` back to the kernel.
-    pub fn recycle(&mut self, bid: u16) {
+    fn recycle(&mut self, bid: u16) {
         self.add(bid, 0);
         self.sync(1);
     }
 
-    /// Give several buffers back with one tail update.
-    pub fn recycle_many(&mut self, bids: &[u16]) {
+    fn recycle_many(&mut self, bids: &[u16]) {
         for (i, &bid) in bids.iter().enumerate() {
             self.add(bid, i as u16);
         }
@@ -186,7 +248,7 @@ impl Drop for BufRing {
                 (&reg as *const sys::IoUringBufReg).cast(),
                 1,
             );
-            libc::munmap(self.ring.cast(), self.ring_len);
+            libc::munmap(self.bufs.ring.cast(), self.ring_len);
         }
     }
 }
@@ -198,5 +260,236 @@ fn page_size() -> usize {
         p as usize
     } else {
         4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Buffer-ring bookkeeping over plain memory, with the test playing the
+    //! kernel (no mapping, no registration: these run under miri).
+
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+
+    /// A fake `io_uring_buf` ring and the kernel's private head into it.
+    struct FakeRing {
+        _mem: Vec<sys::IoUringBuf>,
+        // INVARIANT: points at `_mem`'s buffer (never reallocated) of `entries` entries.
+        ring: *mut sys::IoUringBuf,
+        entries: u16,
+        head: u16,
+    }
+
+    impl FakeRing {
+        fn new(entries: u16) -> FakeRing {
+            let mut mem = vec![sys::IoUringBuf::default(); entries as usize];
+            let ring = mem.as_mut_ptr();
+            FakeRing {
+                _mem: mem,
+                ring,
+                entries,
+                head: 0,
+            }
+        }
+
+        fn bufs(&self, buf_len: u32) -> Bufs {
+            // SAFETY: `ring` holds `entries` aligned entries and outlives the
+            // `Bufs` in every test (declared first, dropped last).
+            unsafe { Bufs::new(self.ring, self.entries, buf_len) }
+        }
+
+        /// The shared tail, as the kernel reads it.
+        fn tail(&self) -> u16 {
+            // SAFETY: byte 14 of entry 0, 2-aligned, inside the ring.
+            let t = unsafe { &*(self.ring.cast::<u8>().add(BUF_TAIL) as *const AtomicU16) };
+            t.load(Ordering::Acquire)
+        }
+
+        /// Kernel side: entry `pos & mask` as (addr, len, bid).
+        fn entry(&self, pos: u16) -> (u64, u32, u16) {
+            let slot = (pos & (self.entries - 1)) as usize;
+            // SAFETY: `slot < entries`; only the non-tail fields are read.
+            unsafe {
+                let e = self.ring.add(slot);
+                (
+                    (&raw const (*e).addr).read(),
+                    (&raw const (*e).len).read(),
+                    (&raw const (*e).bid).read(),
+                )
+            }
+        }
+
+        /// Kernel side: pick the next published buffer, if any.
+        fn pick(&mut self) -> Option<(u64, u32, u16)> {
+            if self.head == self.tail() {
+                return None;
+            }
+            let e = self.entry(self.head);
+            self.head = self.head.wrapping_add(1);
+            Some(e)
+        }
+    }
+
+    // SAFETY: only `kernel_thread_fills_buffers_we_recycle` sends one, a view
+    // without memory of its own, used by the buffer-ring protocol under test.
+    unsafe impl Send for FakeRing {}
+
+    const BUF_TAIL: usize = sys::BUF_RING_TAIL_OFFSET;
+
+    fn addr_of(b: &Bufs, bid: u16) -> u64 {
+        b.slab.as_ptr() as u64 + u64::from(bid) * u64::from(b.buf_len)
+    }
+
+    #[test]
+    fn fill_hands_every_buffer_over_in_bid_order() {
+        let mut k = FakeRing::new(8);
+        let mut b = k.bufs(64);
+        assert_eq!(k.tail(), 0);
+        b.fill();
+        assert_eq!((b.tail, k.tail()), (8, 8));
+        for bid in 0..8 {
+            assert_eq!(k.pick(), Some((addr_of(&b, bid), 64, bid)));
+        }
+        assert_eq!(k.pick(), None);
+    }
+
+    #[test]
+    fn add_never_touches_the_tail_in_entry_zero() {
+        let k = FakeRing::new(4);
+        let mut b = k.bufs(16);
+        b.tail = 0x1234;
+        b.sync(0);
+        assert_eq!(k.tail(), 0x1234);
+        // 0x1234 & 3 == 0: this writes entry 0, around the tail.
+        b.add(3, 0);
+        assert_eq!(k.tail(), 0x1234);
+        assert_eq!(k.entry(0), (addr_of(&b, 3), 16, 3));
+        b.sync(1);
+        assert_eq!(k.tail(), 0x1235);
+    }
+
+    #[test]
+    fn recycle_returns_one_buffer_at_the_tail() {
+        let mut k = FakeRing::new(4);
+        let mut b = k.bufs(32);
+        b.fill();
+        let picked: Vec<u16> = (0..4).map(|_| k.pick().unwrap().2).collect();
+        assert_eq!(picked, [0, 1, 2, 3]);
+        assert_eq!(k.pick(), None, "empty: a request would get ENOBUFS");
+        b.recycle(2);
+        assert_eq!(k.tail(), 5);
+        assert_eq!(k.pick(), Some((addr_of(&b, 2), 32, 2)));
+        b.recycle(0);
+        b.recycle(3);
+        assert_eq!(k.pick().unwrap().2, 0);
+        assert_eq!(k.pick().unwrap().2, 3);
+        assert_eq!(k.pick(), None);
+    }
+
+    #[test]
+    fn recycle_many_publishes_once() {
+        let mut k = FakeRing::new(8);
+        let mut b = k.bufs(8);
+        b.fill();
+        for _ in 0..8 {
+            k.pick().unwrap();
+        }
+        b.recycle_many(&[5, 1, 7]);
+        assert_eq!((b.tail, k.tail()), (11, 11));
+        let got: Vec<u16> = (0..3).map(|_| k.pick().unwrap().2).collect();
+        assert_eq!(got, [5, 1, 7]);
+        b.recycle_many(&[]);
+        assert_eq!(k.tail(), 11);
+    }
+
+    #[test]
+    fn tail_wraps_around_u16_max() {
+        let mut k = FakeRing::new(4);
+        let mut b = k.bufs(8);
+        let start = u16::MAX - 5;
+        b.tail = start;
+        k.head = start;
+        b.sync(0);
+        // Keep two buffers in the ring and cycle the others many times over
+        // the u16 wrap; every pick must return what was recycled, in order.
+        b.recycle_many(&[0, 1]);
+        let mut held = vec![2u16, 3];
+        for round in 0..20u16 {
+            let bid = held.remove(0);
+            b.recycle(bid);
+            let (addr, len, got) = k.pick().unwrap();
+            assert_eq!((addr, len), (addr_of(&b, got), 8));
+            assert_eq!(got, [0, 1, 2, 3][round as usize % 4]);
+            held.push(got);
+        }
+        assert_eq!(b.tail, start.wrapping_add(22));
+        assert!(b.tail < start, "the tail wrapped");
+        assert_eq!(k.tail(), b.tail);
+        assert_eq!(b.tail.wrapping_sub(k.head), 2);
+    }
+
+    #[test]
+    fn buffer_slices_the_slab_by_bid() {
+        let k = FakeRing::new(4);
+        let mut b = k.bufs(10);
+        b.slab[25] = 0xab;
+        assert_eq!(b.buffer(2, 10).len(), 10);
+        assert_eq!(b.buffer(2, 10)[5], 0xab);
+        assert_eq!(b.buffer(2, 6), &[0, 0, 0, 0, 0, 0xab][..]);
+        assert_eq!(b.buffer(3, 1000).len(), 10, "clamped to buf_len");
+        assert!(b.buffer(0, 0).is_empty());
+        assert!(!format!("{b:?}").contains("slab"), "Debug reads no buffer");
+    }
+
+    #[test]
+    #[should_panic(expected = "out of range")]
+    fn buffer_rejects_an_unknown_bid() {
+        let k = FakeRing::new(4);
+        let b = k.bufs(10);
+        let _ = b.buffer(4, 1);
+    }
+
+    /// A kernel thread picks buffers, writes into them through the address in
+    /// the entry and posts a "CQE" (channel message); we read the buffer and
+    /// recycle it. Under miri the data-race detector checks that the tail
+    /// release/acquire and the CQE hand-off keep every access apart.
+    #[test]
+    fn kernel_thread_fills_buffers_we_recycle() {
+        const N: u32 = if cfg!(miri) { 30 } else { 5_000 };
+        let k = FakeRing::new(4);
+        let mut b = k.bufs(8);
+        b.fill();
+        let (tx, rx) = std::sync::mpsc::channel::<(u16, usize)>();
+        // The kernel's view of the same ring; `k` keeps owning the memory.
+        let mut kernel = FakeRing {
+            _mem: Vec::new(),
+            ring: k.ring,
+            entries: k.entries,
+            head: 0,
+        };
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let k = &mut kernel;
+                let mut sent = 0;
+                while sent < N {
+                    let Some((addr, len, bid)) = k.pick() else {
+                        std::thread::yield_now();
+                        continue;
+                    };
+                    let n = (sent % len) as usize + 1;
+                    // SAFETY: the entry describes `len` bytes of the slab that
+                    // belong to the kernel until the CQE below.
+                    unsafe { std::ptr::write_bytes(addr as usize as *mut u8, sent as u8, n) };
+                    tx.send((bid, n)).unwrap();
+                    sent += 1;
+                }
+            });
+            for i in 0..N {
+                let (bid, n) = rx.recv().unwrap();
+                assert_eq!(b.buffer(bid, n), vec![i as u8; n]);
+                b.recycle(bid);
+            }
+        });
     }
 }
