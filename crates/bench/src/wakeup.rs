@@ -26,7 +26,9 @@
 //! - `rt-uring`, `rt-epoll`: a ringkit task awaiting `UnixStream::read` on
 //!   each backend; the runtime has no pipe type, so these use a Unix
 //!   socketpair, and raw `epoll-block`/`uring-poll-block` rows on the same
-//!   socketpair show what the runtime itself adds.
+//!   socketpair show what the runtime itself adds. `rt-uring-file` awaits
+//!   `fs::File::read_at` on the pipe itself (io_uring only: on epoll a file
+//!   read is an inline `pread`, which a pipe refuses).
 //!
 //! Contenders run interleaved and rotated each round; the report gives the
 //! median over rounds of each percentile (nearest rank, see
@@ -140,6 +142,10 @@ pub enum Reader {
     },
     /// A ringkit task awaiting a read, on this backend.
     Runtime(#[serde(serialize_with = "ser_backend")] Backend),
+    /// A ringkit task awaiting `fs::File::read_at` on the pipe itself
+    /// (io_uring backend only: on epoll `File` does an inline `pread`,
+    /// which a pipe refuses with `ESPIPE`).
+    RuntimeFile,
 }
 
 fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
@@ -160,6 +166,7 @@ impl Reader {
                 format!("uring-read-{}/{}", bb(busy), flags.name())
             }
             Reader::Runtime(b) => format!("rt-{b}"),
+            Reader::RuntimeFile => "rt-uring-file".into(),
         }
     }
 
@@ -176,7 +183,10 @@ impl Reader {
     pub fn is_uring(self) -> bool {
         matches!(
             self,
-            Reader::UringPoll { .. } | Reader::UringRead { .. } | Reader::Runtime(Backend::Uring)
+            Reader::UringPoll { .. }
+                | Reader::UringRead { .. }
+                | Reader::Runtime(Backend::Uring)
+                | Reader::RuntimeFile
         )
     }
 }
@@ -231,6 +241,12 @@ pub fn contenders(channels: &[Channel], runtime: bool) -> Vec<WakeContender> {
                 push(Reader::UringRead { busy, flags });
             }
         }
+    }
+    if runtime && channels.contains(&Channel::Pipe) {
+        v.push(WakeContender {
+            reader: Reader::RuntimeFile,
+            channel: Channel::Pipe,
+        });
     }
     if runtime || channels.contains(&Channel::Socket) {
         let channel = Channel::Socket;
@@ -628,6 +644,7 @@ fn runtime_reader(
             ..Default::default()
         };
         sh.armed.store(1, Ordering::Release);
+        let m0 = ringkit::metrics();
         let mut buf = Vec::with_capacity(8);
         for i in 0..total {
             let (res, b) = a.read(buf).await;
@@ -647,6 +664,52 @@ fn runtime_reader(
             buf.clear();
             record(&mut out, sh, warmup, i, t0, t1);
         }
+        let enters = ringkit::metrics().since(&m0).uring_enters;
+        out.enters = (ringkit::backend_report().chosen == Backend::Uring).then_some(enters);
+        Ok(out)
+    })
+}
+
+/// A ringkit task (io_uring backend) awaiting `File::read_at` on the pipe,
+/// opened again through `/proc/self/fd`.
+fn runtime_file_reader(fd: RawFd, total: u64, warmup: u64, sh: &Shared) -> io::Result<ReaderOut> {
+    let rt = ringkit::Builder::new()
+        .backend(Backend::Uring)
+        .ignore_env()
+        .build()
+        .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+    let setup = rt.backend_report().to_string();
+    rt.block_on(async {
+        let file = ringkit::fs::File::open(format!("/proc/self/fd/{fd}")).await?;
+        let mut out = ReaderOut {
+            lat: Vec::with_capacity(total as usize),
+            setup,
+            ..Default::default()
+        };
+        sh.armed.store(1, Ordering::Release);
+        let m0 = ringkit::metrics();
+        let mut buf = Vec::with_capacity(8);
+        for i in 0..total {
+            // A pipe has no position: the offset is ignored.
+            let (res, b) = file.read_at(buf, 0).await;
+            let t1 = now_ns();
+            buf = b;
+            match res? {
+                8 => {}
+                0 => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "writer closed",
+                    ))
+                }
+                n => return Err(io::Error::other(format!("short read of {n} bytes"))),
+            }
+            let t0 = u64::from_ne_bytes(buf[..8].try_into().expect("8 bytes"));
+            buf.clear();
+            record(&mut out, sh, warmup, i, t0, t1);
+        }
+        let enters = ringkit::metrics().since(&m0).uring_enters;
+        out.enters = (ringkit::backend_report().chosen == Backend::Uring).then_some(enters);
         Ok(out)
     })
 }
@@ -721,6 +784,7 @@ fn sample(cfg: &WakeConfig, c: WakeContender, round: usize) -> WakeSample {
                         uring_reader(fd, true, busy, flags, total, cfg.warmup, sh)
                     }
                     Reader::Runtime(b) => runtime_reader(b, total, cfg.warmup, sh, tx),
+                    Reader::RuntimeFile => runtime_file_reader(fd, total, cfg.warmup, sh),
                 }
             })();
             sh.stop.store(true, Ordering::Relaxed);
@@ -1142,7 +1206,7 @@ mod tests {
         assert!(names.contains(&"uring-read-busy/defer (pipe)".to_string()));
         assert!(names.contains(&"epoll-busy (pipe)".to_string()));
         let with_rt = contenders(&[Channel::Pipe, Channel::Eventfd], true);
-        assert_eq!(with_rt.len(), 14 * 2 + 4);
+        assert_eq!(with_rt.len(), 14 * 2 + 1 + 4);
         assert!(with_rt
             .iter()
             .any(|c| c.reader == Reader::Runtime(Backend::Uring) && c.channel == Channel::Socket));
