@@ -901,8 +901,8 @@ fn sqpoll_check(cfg: &FileConfig, engine: Engine) -> Option<(String, bool)> {
         (
             format!(
                 "SQPOLL poller would share CPU {} with the submitter ({cores} CPUs online): \
-                 the poller and the submitter take turns and IOPS collapse (fio measured 4.6k \
-                 instead of 62k here); give it its own CPU (--sq-cpu)",
+                 the two compete for one CPU (fio's io_uring engine fell from 62k to 4.6k IOPS \
+                 in this setup); give the poller its own CPU (--sq-cpu)",
                 cfg.cpu
             ),
             cfg.allow_shared_sqpoll,
