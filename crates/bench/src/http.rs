@@ -1,4 +1,12 @@
-//! The http study (not built yet).
+//! The HTTP workload: a verifying load generator, wrk as the reference
+//! generator, and the `compare http` study (nginx, ringkit on io_uring and
+//! epoll, hyper).
+//!
+//! - [`response`]: framing of responses (pure).
+//! - [`load`]: the built-in generator on ringkit's runtime.
+
+pub mod load;
+pub mod response;
 
 use std::io;
 

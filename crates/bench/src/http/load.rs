@@ -1,0 +1,432 @@
+//! The built-in HTTP load generator (`ringkit bench http`).
+//!
+//! One thread, ringkit's runtime, one task per connection (like
+//! [`crate::echo::run_load`]). Keep-alive: each connection has one request in
+//! flight (write it, read the whole response, repeat). `close`: every request
+//! opens a new connection, sends `Connection: close`, reads the response and
+//! closes (like wrk, the client closes as soon as the response is complete).
+//!
+//! Every response is framed ([`super::response`]) and checked: status equal
+//! to the expected one, body length equal to the expected one (or, when none
+//! is given, to the first response's). Connect, read and write errors,
+//! resets, bad status, wrong body length, malformed responses and requests
+//! still unanswered 5 s after the window are counted; any of them makes the
+//! run failed ([`HttpLoadResult::ok`]). A connection with an I/O or framing
+//! error is reopened after 10 ms.
+//!
+//! The window starts once every connection's first connect has completed
+//! (plus 200 ms of warm-up); requests/s divide by the window measured. In
+//! `close` mode a request's latency includes its connect.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use ringkit::net::TcpStream;
+use ringkit::Backend;
+use serde::{Deserialize, Serialize};
+
+use super::response::{parse_response, Parse};
+use crate::echo::Phase;
+
+/// Largest response the generator buffers.
+const MAX_RESPONSE: usize = 16 << 20;
+/// How long requests in flight at the end of the window may take.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// Settings of a load run.
+#[derive(Debug, Clone)]
+pub struct HttpLoadConfig {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// `Host` header value.
+    pub host: String,
+    /// Request path.
+    pub path: String,
+    /// Connections (keep-alive) or concurrent requests (close).
+    pub conns: usize,
+    /// Measured window.
+    pub duration: Duration,
+    /// A new connection per request, `Connection: close`.
+    pub close: bool,
+    /// Status every response must have.
+    pub expect_status: u16,
+    /// Body length every response must have; `None`: the first one's.
+    pub expect_body_len: Option<usize>,
+    /// Backend of the generator's runtime.
+    pub backend: Backend,
+}
+
+impl HttpLoadConfig {
+    /// `GET /` keep-alive to `addr`, expecting `200` with an empty body.
+    pub fn new(addr: SocketAddr, conns: usize, duration: Duration) -> HttpLoadConfig {
+        HttpLoadConfig {
+            addr,
+            host: addr.to_string(),
+            path: "/".into(),
+            conns,
+            duration,
+            close: false,
+            expect_status: 200,
+            expect_body_len: Some(0),
+            backend: Backend::Auto,
+        }
+    }
+
+    /// The request bytes, built once.
+    pub fn request(&self) -> Vec<u8> {
+        format!(
+            "GET {} HTTP/1.1\r\nHost: {}\r\n{}\r\n",
+            self.path,
+            self.host,
+            if self.close {
+                "Connection: close\r\n"
+            } else {
+                ""
+            }
+        )
+        .into_bytes()
+    }
+}
+
+/// What a load run measured (counts are for the window unless noted).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct HttpLoadResult {
+    /// Requests written in the window.
+    pub requests: u64,
+    /// Responses received and checked in the window.
+    pub responses: u64,
+    /// Response bytes read in the window.
+    pub bytes: u64,
+    /// The measured window, seconds.
+    pub secs: f64,
+    /// Time to open all connections, seconds.
+    pub connect_secs: f64,
+    /// Failed connects (whole run).
+    pub connect_errors: u64,
+    /// Failed or unexpectedly ended reads, resets included (whole run).
+    pub read_errors: u64,
+    /// Failed writes (whole run).
+    pub write_errors: u64,
+    /// Requests unanswered 5 s after the window ended.
+    pub timeouts: u64,
+    /// Responses with another status than expected (whole run).
+    pub bad_status: u64,
+    /// Responses with another body length than expected (whole run).
+    pub bad_body: u64,
+    /// Responses that could not be framed, or bytes nobody asked for (whole run).
+    pub malformed: u64,
+    /// The body length checked against.
+    pub expected_body_len: Option<usize>,
+    /// First error seen.
+    pub first_error: Option<String>,
+    /// Latency percentiles, microseconds.
+    pub p50_us: f64,
+    /// p99.
+    pub p99_us: f64,
+    /// p99.9.
+    pub p999_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Max.
+    pub max_us: f64,
+}
+
+impl HttpLoadResult {
+    /// Responses per second.
+    pub fn rps(&self) -> f64 {
+        if self.secs > 0.0 {
+            self.responses as f64 / self.secs
+        } else {
+            0.0
+        }
+    }
+    /// All errors.
+    pub fn errors(&self) -> u64 {
+        self.connect_errors
+            + self.read_errors
+            + self.write_errors
+            + self.timeouts
+            + self.bad_status
+            + self.bad_body
+            + self.malformed
+    }
+    /// A run with any error, or no response, failed.
+    pub fn ok(&self) -> bool {
+        self.errors() == 0 && self.responses > 0
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    connect: Cell<u64>,
+    read: Cell<u64>,
+    write: Cell<u64>,
+    bad_status: Cell<u64>,
+    bad_body: Cell<u64>,
+    malformed: Cell<u64>,
+}
+
+struct Shared {
+    phase: Cell<u8>,
+    requests: Cell<u64>,
+    responses: Cell<u64>,
+    bytes: Cell<u64>,
+    started: Cell<usize>,
+    busy: Cell<usize>,
+    errs: Counters,
+    expect_status: u16,
+    expect_body: Cell<Option<usize>>,
+    first_error: RefCell<Option<String>>,
+    hist: RefCell<Histogram<u64>>,
+}
+
+impl Shared {
+    fn error(&self, c: &Cell<u64>, what: impl FnOnce() -> String) {
+        c.set(c.get() + 1);
+        let mut f = self.first_error.borrow_mut();
+        if f.is_none() {
+            *f = Some(what());
+        }
+    }
+}
+
+/// How one request went.
+enum Outcome {
+    /// Response complete and framed; the connection can be reused if `reuse`.
+    Done { reuse: bool },
+    /// The connection is broken (error already counted).
+    Broken,
+}
+
+/// Run the load on this thread (it gets its own runtime). `hook` sees the
+/// window start and end, e.g. to sample the server's CPU time.
+pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<HttpLoadResult> {
+    ringkit::raise_nofile_limit();
+    let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
+    let sh = Rc::new(Shared {
+        phase: Cell::new(0),
+        requests: Cell::new(0),
+        responses: Cell::new(0),
+        bytes: Cell::new(0),
+        started: Cell::new(0),
+        busy: Cell::new(0),
+        errs: Counters::default(),
+        expect_status: cfg.expect_status,
+        expect_body: Cell::new(cfg.expect_body_len),
+        first_error: RefCell::new(None),
+        hist: RefCell::new(
+            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
+        ),
+    });
+    let request = cfg.request();
+    rt.block_on(async {
+        let start = Instant::now();
+        let mut handles = Vec::with_capacity(cfg.conns);
+        for _ in 0..cfg.conns {
+            let sh = sh.clone();
+            let (addr, close, req) = (cfg.addr, cfg.close, request.clone());
+            handles.push(ringkit::spawn(async move {
+                conn_task(addr, close, req, &sh).await;
+            }));
+        }
+        while sh.started.get() < cfg.conns && start.elapsed() < Duration::from_secs(30) {
+            ringkit::time::sleep(Duration::from_millis(1)).await;
+        }
+        let connect_secs = start.elapsed().as_secs_f64();
+        ringkit::time::sleep(Duration::from_millis(200)).await;
+        hook(Phase::WindowStart);
+        let t0 = Instant::now();
+        sh.phase.set(1);
+        ringkit::time::sleep(cfg.duration).await;
+        sh.phase.set(2);
+        let secs = t0.elapsed().as_secs_f64();
+        hook(Phase::WindowEnd);
+        // Requests in flight finish; those that do not within GRACE are timeouts.
+        let t1 = Instant::now();
+        while sh.busy.get() > 0 && t1.elapsed() < GRACE {
+            ringkit::time::sleep(Duration::from_millis(1)).await;
+        }
+        let timeouts = sh.busy.get() as u64;
+        if timeouts > 0 {
+            sh.first_error.borrow_mut().get_or_insert_with(|| {
+                format!("{timeouts} requests unanswered {GRACE:?} after the window")
+            });
+        }
+        for h in &handles {
+            h.abort();
+        }
+        let hist = sh.hist.borrow();
+        let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
+        let e = &sh.errs;
+        Ok(HttpLoadResult {
+            requests: sh.requests.get(),
+            responses: sh.responses.get(),
+            bytes: sh.bytes.get(),
+            secs,
+            connect_secs,
+            connect_errors: e.connect.get(),
+            read_errors: e.read.get(),
+            write_errors: e.write.get(),
+            timeouts,
+            bad_status: e.bad_status.get(),
+            bad_body: e.bad_body.get(),
+            malformed: e.malformed.get(),
+            expected_body_len: sh.expect_body.get(),
+            first_error: sh.first_error.borrow().clone(),
+            p50_us: q(0.5),
+            p99_us: q(0.99),
+            p999_us: q(0.999),
+            mean_us: hist.mean() / 1000.0,
+            max_us: hist.max() as f64 / 1000.0,
+        })
+    })
+}
+
+async fn conn_task(addr: SocketAddr, close: bool, mut req: Vec<u8>, sh: &Shared) {
+    let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut acc: Vec<u8> = Vec::new();
+    let mut first = true;
+    let mut conn: Option<TcpStream> = None;
+    while sh.phase.get() < 2 {
+        let counting = sh.phase.get() == 1;
+        let t = Instant::now();
+        sh.busy.set(sh.busy.get() + 1);
+        let s = match conn.take() {
+            Some(s) => Some(s),
+            None => {
+                let r = TcpStream::connect(addr).await;
+                if first {
+                    first = false;
+                    sh.started.set(sh.started.get() + 1);
+                }
+                match r {
+                    Ok(s) => {
+                        let _ = s.set_nodelay(true);
+                        Some(s)
+                    }
+                    Err(e) => {
+                        sh.error(&sh.errs.connect, || format!("connect: {e}"));
+                        None
+                    }
+                }
+            }
+        };
+        let outcome = match &s {
+            Some(s) => one_request(s, counting, &mut req, &mut rbuf, &mut acc, sh).await,
+            None => Outcome::Broken,
+        };
+        sh.busy.set(sh.busy.get() - 1);
+        match outcome {
+            Outcome::Done { reuse } => {
+                if counting && sh.phase.get() == 1 {
+                    sh.responses.set(sh.responses.get() + 1);
+                    let ns = t.elapsed().as_nanos() as u64;
+                    let _ = sh.hist.borrow_mut().record(ns.max(1));
+                }
+                if reuse && !close {
+                    conn = s;
+                }
+            }
+            Outcome::Broken => {
+                drop(s);
+                ringkit::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    }
+}
+
+async fn one_request(
+    s: &TcpStream,
+    counting: bool,
+    req: &mut Vec<u8>,
+    rbuf: &mut Vec<u8>,
+    acc: &mut Vec<u8>,
+    sh: &Shared,
+) -> Outcome {
+    let (res, r) = s.write_all(std::mem::take(req)).await;
+    *req = r;
+    if let Err(e) = res {
+        sh.error(&sh.errs.write, || format!("write: {e}"));
+        return Outcome::Broken;
+    }
+    if counting {
+        sh.requests.set(sh.requests.get() + 1);
+    }
+    acc.clear();
+    loop {
+        rbuf.clear();
+        let (res, b) = s.read(std::mem::take(rbuf)).await;
+        *rbuf = b;
+        let n = match res {
+            Ok(0) => {
+                sh.error(&sh.errs.read, || {
+                    "connection closed before the response was complete".into()
+                });
+                return Outcome::Broken;
+            }
+            Ok(n) => n,
+            Err(e) => {
+                sh.error(&sh.errs.read, || format!("read: {e}"));
+                return Outcome::Broken;
+            }
+        };
+        if counting && sh.phase.get() == 1 {
+            sh.bytes.set(sh.bytes.get() + n as u64);
+        }
+        // Usually the whole response arrives in one read: parse it in place.
+        let parsed = if acc.is_empty() {
+            parse_response(&rbuf[..n])
+        } else {
+            acc.extend_from_slice(&rbuf[..n]);
+            parse_response(acc)
+        };
+        let have = if acc.is_empty() { n } else { acc.len() };
+        match parsed {
+            Ok(Parse::Partial) => {
+                if acc.is_empty() {
+                    acc.extend_from_slice(&rbuf[..n]);
+                }
+                if acc.len() > MAX_RESPONSE {
+                    sh.error(&sh.errs.malformed, || {
+                        format!("response larger than {MAX_RESPONSE} bytes")
+                    });
+                    return Outcome::Broken;
+                }
+            }
+            Ok(Parse::Complete(r)) => {
+                if r.len != have {
+                    sh.error(&sh.errs.malformed, || {
+                        format!(
+                            "{} bytes after a complete response (one request was in flight)",
+                            have - r.len
+                        )
+                    });
+                    return Outcome::Broken;
+                }
+                if r.status != sh.expect_status {
+                    sh.error(&sh.errs.bad_status, || {
+                        format!("status {} (expected {})", r.status, sh.expect_status)
+                    });
+                }
+                match sh.expect_body.get() {
+                    None => sh.expect_body.set(Some(r.body_len)),
+                    Some(want) if want != r.body_len => {
+                        sh.error(&sh.errs.bad_body, || {
+                            format!("body of {} bytes (expected {want})", r.body_len)
+                        });
+                    }
+                    Some(_) => {}
+                }
+                return Outcome::Done { reuse: !r.close };
+            }
+            Err(e) => {
+                sh.error(&sh.errs.malformed, || e.to_string());
+                return Outcome::Broken;
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! The built-in HTTP load generator against a tiny server on loopback, on
+//! both backends: a correct server gives a clean run; a wrong body length, a
+//! bad status or a truncated body make the run fail. No timed asserts.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringkit::net::{TcpListener, TcpStream};
+use ringkit_bench::http::load::{self, HttpLoadConfig, HttpLoadResult};
+
+/// What the tiny server answers.
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    /// `200`, empty body (like nginx `return 200;`).
+    Ok,
+    /// `200`, empty body, chunked.
+    OkChunked,
+    /// `200` with a 3-byte body (the generator expects 0).
+    WrongLength,
+    /// `500`, empty body.
+    BadStatus,
+    /// Claims 10 bytes of body, sends 3 and closes.
+    ShortBody,
+}
+
+impl Answer {
+    fn bytes(self, close: bool) -> Vec<u8> {
+        let conn = if close { "Connection: close\r\n" } else { "" };
+        match self {
+            Answer::Ok => format!("HTTP/1.1 200 OK\r\n{conn}Content-Length: 0\r\n\r\n"),
+            Answer::OkChunked => {
+                format!("HTTP/1.1 200 OK\r\n{conn}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+            }
+            Answer::WrongLength => format!("HTTP/1.1 200 OK\r\n{conn}Content-Length: 3\r\n\r\nabc"),
+            Answer::BadStatus => {
+                format!("HTTP/1.1 500 Oops\r\n{conn}Content-Length: 0\r\n\r\n")
+            }
+            Answer::ShortBody => "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_string(),
+        }
+        .into_bytes()
+    }
+}
+
+async fn serve_conn(s: TcpStream, answer: Answer) {
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        buf.clear();
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head: Vec<u8> = pending.drain(..end + 4).collect();
+            let close = String::from_utf8_lossy(&head)
+                .to_ascii_lowercase()
+                .contains("connection: close");
+            if s.write_all(answer.bytes(close)).await.0.is_err() {
+                return;
+            }
+            if close || matches!(answer, Answer::ShortBody) {
+                return;
+            }
+        }
+    }
+}
+
+/// Serve `answer` on this runtime while the generator runs on another
+/// thread with the same backend; return what it measured.
+async fn run(answer: Answer, close: bool) -> HttpLoadResult {
+    let l = Rc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+    let addr: SocketAddr = l.local_addr().unwrap();
+    let server = {
+        let l = l.clone();
+        ringkit::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else {
+                    continue;
+                };
+                ringkit::spawn(serve_conn(s, answer));
+            }
+        })
+    };
+    let mut cfg = HttpLoadConfig::new(addr, 8, Duration::from_millis(500));
+    cfg.close = close;
+    cfg.backend = ringkit::backend_report().chosen;
+    let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));
+    while !gen.is_finished() {
+        ringkit::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.abort();
+    gen.join().expect("generator thread").expect("load run")
+}
+
+ringkit::test_all! {
+    async fn keep_alive_clean() {
+        let r = run(Answer::Ok, false).await;
+        assert!(r.ok(), "{r:?}");
+        assert_eq!(r.errors(), 0);
+        assert_eq!(r.expected_body_len, Some(0));
+        assert!(r.responses > 0 && r.requests >= r.responses);
+    }
+
+    async fn chunked_clean() {
+        let r = run(Answer::OkChunked, false).await;
+        assert!(r.ok(), "{r:?}");
+    }
+
+    async fn close_clean() {
+        let r = run(Answer::Ok, true).await;
+        assert!(r.ok(), "{r:?}");
+        assert!(r.responses > 0);
+    }
+
+    async fn wrong_body_length_fails() {
+        let r = run(Answer::WrongLength, false).await;
+        assert!(!r.ok());
+        assert!(r.bad_body > 0, "{r:?}");
+        assert_eq!(r.bad_status, 0);
+    }
+
+    async fn bad_status_fails() {
+        let r = run(Answer::BadStatus, false).await;
+        assert!(!r.ok());
+        assert!(r.bad_status > 0, "{r:?}");
+        let r = run(Answer::BadStatus, true).await;
+        assert!(!r.ok() && r.bad_status > 0, "{r:?}");
+    }
+
+    async fn short_body_fails() {
+        let r = run(Answer::ShortBody, false).await;
+        assert!(!r.ok());
+        assert!(r.read_errors > 0, "{r:?}");
+        assert!(r.first_error.is_some());
+    }
+}
