@@ -27,6 +27,7 @@
 //! makes the same choices (the network's timing still varies).
 
 pub mod echo;
+pub mod http;
 pub mod idle;
 pub mod rng;
 pub mod server;
@@ -43,10 +44,22 @@ use serde::Serialize;
 use crate::echo::EchoLimits;
 use server::{ProcSample, ServerProc, ServerSpec};
 
+/// Which server a torture run attacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub enum TortureMode {
+    /// `ringkit echo`: every byte echoed back.
+    #[default]
+    Echo,
+    /// `ringkit serve DIR`: every status, length and body byte.
+    Http,
+}
+
 /// Settings of a torture run.
 #[derive(Debug, Clone)]
 pub struct TortureConfig {
-    /// The `ringkit` binary that serves (`<exe> echo ...`).
+    /// Echo or HTTP.
+    pub mode: TortureMode,
+    /// The `ringkit` binary that serves (`<exe> echo|serve ...`).
     pub exe: PathBuf,
     /// Server backend.
     pub backend: Backend,
@@ -78,6 +91,7 @@ impl TortureConfig {
     pub fn new(exe: PathBuf) -> TortureConfig {
         let two = crate::sysinfo::SystemInfo::gather().cores >= 2;
         TortureConfig {
+            mode: TortureMode::Echo,
             exe,
             backend: Backend::Auto,
             client_backend: Backend::Auto,
@@ -93,21 +107,32 @@ impl TortureConfig {
         }
     }
 
-    fn server_cmd(&self, addr: SocketAddr) -> Vec<String> {
-        let mut v: Vec<String> = vec![
-            self.exe.display().to_string(),
-            "echo".into(),
+    fn server_cmd(&self, addr: SocketAddr, dir: Option<&std::path::Path>) -> Vec<String> {
+        let common = [
             "--addr".into(),
             addr.to_string(),
             "--backend".into(),
             self.backend.to_string(),
             "--threads".into(),
             self.server_threads.to_string(),
+        ];
+        if let Some(dir) = dir {
+            let mut v = vec![
+                self.exe.display().to_string(),
+                "serve".into(),
+                dir.display().to_string(),
+            ];
+            v.extend(common);
+            return v;
+        }
+        let mut v: Vec<String> = vec![self.exe.display().to_string(), "echo".into()];
+        v.extend(common);
+        v.extend([
             "--drain-idle-ms".into(),
             self.limits.drain_idle.as_millis().to_string(),
             "--drain-secs".into(),
             self.limits.drain_timeout.as_secs_f64().to_string(),
-        ];
+        ]);
         if let Some(n) = self.limits.entries {
             v.extend(["--entries".into(), n.to_string()]);
         }
@@ -163,6 +188,8 @@ pub struct TortureReport {
     pub cpus: (Option<usize>, Option<usize>),
     /// What the echo clients did and saw.
     pub echo: Option<echo::EchoCounts>,
+    /// What the HTTP clients did and saw.
+    pub http: Option<http::HttpCounts>,
     /// Server at start (before any load).
     pub start: ServerFigures,
     /// Highest RSS and fd count seen while running.
@@ -248,6 +275,46 @@ impl std::fmt::Display for TortureReport {
                 writeln!(f, "    client error: {e}")?;
             }
         }
+        if let Some(c) = &self.http {
+            writeln!(
+                f,
+                "  connections:      {} opened in {} sessions ({} closed by Connection: close, {} vanished mid-request)",
+                c.connects, c.sessions, c.closes, c.vanished
+            )?;
+            writeln!(
+                f,
+                "  requests:         {} sent, {} responses verified ({} pipelined bursts, {} HEAD, {} 404, {} POST by length, {} POST chunked)",
+                c.requests, c.responses_verified, c.bursts, c.heads, c.not_found, c.posts_length, c.posts_chunked
+            )?;
+            writeln!(
+                f,
+                "  bytes verified:   {} ({})",
+                c.bytes_verified,
+                mib(c.bytes_verified / 1024)
+            )?;
+            writeln!(
+                f,
+                "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
+                c.mismatches, c.losses, c.stalls, c.connect_errors
+            )?;
+            if c.unserved_at_shutdown > 0 {
+                writeln!(
+                    f,
+                    "  unserved:         {} connections never answered after SIGTERM (listen backlog at close; not a loss)",
+                    c.unserved_at_shutdown
+                )?;
+            }
+            if c.server_closes + c.closed_between_requests_at_shutdown > 0 {
+                writeln!(
+                    f,
+                    "  server closes:    {} responses said Connection: close unasked, {} connections closed between responses during shutdown; {} pipelined requests left unanswered (not started by the server; retryable)",
+                    c.server_closes, c.closed_between_requests_at_shutdown, c.unanswered_after_close
+                )?;
+            }
+            for e in &c.errors {
+                writeln!(f, "    client error: {e}")?;
+            }
+        }
         writeln!(
             f,
             "  server errors:    {} ({} accept errors{})",
@@ -296,11 +363,32 @@ impl std::fmt::Display for TortureReport {
     }
 }
 
-/// Run the echo torture. `log` gets progress lines.
-pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<TortureReport> {
+/// The served directory of an HTTP run; removed on drop.
+struct TempDir(PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run the torture (`cfg.mode`). `log` gets progress lines.
+pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<TortureReport> {
     ringkit::raise_nofile_limit();
     let addr: SocketAddr = ([127, 0, 0, 1], server::free_port()?).into();
-    let cmd = cfg.server_cmd(addr);
+    let dir = match cfg.mode {
+        TortureMode::Echo => None,
+        TortureMode::Http => {
+            let d = std::env::temp_dir().join(format!(
+                "ringkit-torture-{}-{}",
+                std::process::id(),
+                cfg.seed
+            ));
+            http::make_files(&d, cfg.seed)?;
+            Some(TempDir(d))
+        }
+    };
+    let cmd = cfg.server_cmd(addr, dir.as_ref().map(|d| d.0.as_path()));
     let spec = ServerSpec {
         cmd: cmd.clone(),
         cpu: cfg.server_cpu,
@@ -308,7 +396,10 @@ pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<To
     };
     let mut srv = ServerProc::start(&spec, "listening on", cfg.server_threads, addr)?;
     let mut rep = TortureReport {
-        mode: "echo".into(),
+        mode: match cfg.mode {
+            TortureMode::Echo => "echo".into(),
+            TortureMode::Http => "http".into(),
+        },
         server_cmd: cmd.join(" "),
         seed: cfg.seed,
         conns: cfg.conns,
@@ -339,14 +430,6 @@ pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<To
     let graceful = cfg.sigterm_at.is_some();
     let chaos_secs = cfg.sigterm_at.unwrap_or(cfg.secs).max(0.0);
     let t0 = Instant::now();
-    let chaos = echo::EchoChaos {
-        addr,
-        conns: cfg.conns,
-        seed: cfg.seed,
-        stop_at: t0 + Duration::from_secs_f64(chaos_secs),
-        stall: cfg.stall,
-        graceful_stop: graceful,
-    };
     let pid = srv.pid();
     let threads = cfg.server_threads;
     let lines = srv.lines_handle();
@@ -354,63 +437,118 @@ pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<To
     let mut sigterm_at: Option<Instant> = None;
     let mut probe_thread = None;
     let mut last_log = Instant::now();
-    let counts = echo::run(
-        chaos,
-        cfg.client_backend,
-        &mut || {
-            if !graceful {
-                return;
+    // The echo server says when its listener is closed; the HTTP server does not.
+    let marker = (cfg.mode == TortureMode::Echo).then_some("listener closed");
+    let mut on_stop = || {
+        if !graceful {
+            return;
+        }
+        sigterm_at = Some(Instant::now());
+        // SAFETY: kill(2) on our own child, which we have not reaped.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        let (lines, probe) = (lines.clone(), probe.clone());
+        probe_thread = Some(std::thread::spawn(move || {
+            let r = probe_refused(addr, &lines, threads, marker);
+            if let Ok(mut p) = probe.lock() {
+                *p = Some(r);
             }
-            sigterm_at = Some(Instant::now());
-            // SAFETY: kill(2) on our own child, which we have not reaped.
-            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-            let (lines, probe) = (lines.clone(), probe.clone());
-            probe_thread = Some(std::thread::spawn(move || {
-                let r = probe_refused(addr, &lines, threads);
-                if let Ok(mut p) = probe.lock() {
-                    *p = Some(r);
-                }
-            }));
-        },
-        &mut |c| {
-            if last_log.elapsed() >= Duration::from_secs(5) {
-                last_log = Instant::now();
-                let s = ProcSample::of(pid).unwrap_or_default();
-                log(&format!(
-                    "t={:>4.0}s sessions {} messages {} verified {} mismatches {} losses {} | server RSS {} fds {}",
-                    t0.elapsed().as_secs_f64(),
+        }));
+    };
+    let mut progress = |what: &str, sessions: u64, done: u64, bytes: u64, bad: u64, lost: u64| {
+        if last_log.elapsed() >= Duration::from_secs(5) {
+            last_log = Instant::now();
+            let s = ProcSample::of(pid).unwrap_or_default();
+            log(&format!(
+                "t={:>4.0}s sessions {sessions} {what} {done} verified {} mismatches {bad} losses {lost} | server RSS {} fds {}",
+                t0.elapsed().as_secs_f64(),
+                mib(bytes / 1024),
+                mib(s.rss_kib),
+                s.fds
+            ));
+        }
+    };
+    let stop_at = t0 + Duration::from_secs_f64(chaos_secs);
+    match cfg.mode {
+        TortureMode::Echo => {
+            let chaos = echo::EchoChaos {
+                addr,
+                conns: cfg.conns,
+                seed: cfg.seed,
+                stop_at,
+                stall: cfg.stall,
+                graceful_stop: graceful,
+            };
+            let counts = echo::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
+                progress(
+                    "messages",
                     c.sessions,
                     c.messages_verified,
-                    mib(c.bytes_verified / 1024),
+                    c.bytes_verified,
                     c.mismatches,
                     c.losses,
-                    mib(s.rss_kib),
-                    s.fds
+                )
+            })?;
+            if counts.failed() {
+                rep.failures.push(format!(
+                    "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
+                    counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
                 ));
             }
-        },
-    )?;
+            // Every message written whole comes back whole, except those whose
+            // client reset while the echo was on its way.
+            if counts.unserved_at_shutdown == 0
+                && counts.messages_verified + counts.reset_during_send < counts.messages_sent
+            {
+                rep.failures.push(format!(
+                    "{} messages sent, {} verified, only {} explained by clients that reset",
+                    counts.messages_sent, counts.messages_verified, counts.reset_during_send
+                ));
+            }
+            if counts.messages_verified == 0 {
+                rep.failures.push("no message was echoed at all".into());
+            }
+            rep.echo = Some(counts);
+        }
+        TortureMode::Http => {
+            let chaos = http::HttpChaos {
+                addr,
+                conns: cfg.conns,
+                seed: cfg.seed,
+                stop_at,
+                stall: cfg.stall,
+                graceful_stop: graceful,
+            };
+            let counts = http::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
+                progress(
+                    "responses",
+                    c.sessions,
+                    c.responses_verified,
+                    c.bytes_verified,
+                    c.mismatches,
+                    c.losses,
+                )
+            })?;
+            if counts.failed() {
+                rep.failures.push(format!(
+                    "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
+                    counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
+                ));
+            }
+            if counts.unserved_at_shutdown == 0
+                && counts.responses_verified + counts.unanswered_after_close < counts.requests
+            {
+                rep.failures.push(format!(
+                    "{} requests sent, only {} answered and verified",
+                    counts.requests, counts.responses_verified
+                ));
+            }
+            if counts.responses_verified == 0 {
+                rep.failures.push("no response was verified at all".into());
+            }
+            rep.http = Some(counts);
+        }
+    }
     rep.secs = t0.elapsed().as_secs_f64();
-    if counts.failed() {
-        rep.failures.push(format!(
-            "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
-            counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
-        ));
-    }
-    // Every message written whole comes back whole, except those whose
-    // client reset while the echo was on its way.
-    if counts.unserved_at_shutdown == 0
-        && counts.messages_verified + counts.reset_during_send < counts.messages_sent
-    {
-        rep.failures.push(format!(
-            "{} messages sent, {} verified, only {} explained by clients that reset",
-            counts.messages_sent, counts.messages_verified, counts.reset_during_send
-        ));
-    }
-    if counts.messages_verified == 0 {
-        rep.failures.push("no message was echoed at all".into());
-    }
-    rep.echo = Some(counts);
 
     if graceful {
         if let Some(t) = probe_thread.take() {
@@ -439,7 +577,11 @@ pub fn run_echo(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<To
             rep.exit_code = st.code();
         } else {
             let settled = srv.settle_fds(start.fds, Duration::from_secs(10));
-            if let Err(e) = final_check(addr, cfg.stall) {
+            let checked = match cfg.mode {
+                TortureMode::Echo => final_check(addr, cfg.stall),
+                TortureMode::Http => http::final_check(addr, cfg.seed, cfg.stall),
+            };
+            if let Err(e) = checked {
                 rep.failures
                     .push(format!("after the chaos, fresh connections: {e}"));
             }
@@ -522,14 +664,37 @@ fn server_lines(rep: &mut TortureReport, lines: &[String], low_nofile: bool) {
     }
 }
 
-/// After `SIGTERM`: once every server thread says its listener is closed, a
-/// new connection must be refused.
-fn probe_refused(addr: SocketAddr, lines: &Arc<Mutex<Vec<String>>>, threads: usize) -> String {
+/// After `SIGTERM`: once every server thread says its listener is closed
+/// (`marker`), a new connection must be refused. Without a marker (a
+/// server that does not say), connect until refused, for at most 30 s.
+fn probe_refused(
+    addr: SocketAddr,
+    lines: &Arc<Mutex<Vec<String>>>,
+    threads: usize,
+    marker: Option<&str>,
+) -> String {
     let t0 = Instant::now();
+    let Some(marker) = marker else {
+        loop {
+            match std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)) {
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+                    return format!(
+                        "refused (as it should) {:.0} ms after SIGTERM",
+                        t0.elapsed().as_secs_f64() * 1e3
+                    )
+                }
+                Err(e) => return format!("error {e} (want connection refused)"),
+                Ok(_) if t0.elapsed() > Duration::from_secs(30) => {
+                    return "still accepted 30 s after SIGTERM (want connection refused)".into()
+                }
+                Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    };
     loop {
         let closed = lines
             .lock()
-            .map(|v| v.iter().filter(|l| l.contains("listener closed")).count())
+            .map(|v| v.iter().filter(|l| l.contains(marker)).count())
             .unwrap_or(0);
         if closed >= threads {
             break;

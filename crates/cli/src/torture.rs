@@ -14,7 +14,8 @@ use ringkit_bench::torture::{self, TortureConfig};
 pub enum TortureMode {
     /// The echo server (`ringkit echo`).
     Echo,
-    /// The HTTP server.
+    /// The HTTP server (`ringkit serve` on a directory of generated files;
+    /// the --server-* fault knobs apply to echo only).
     Http,
     /// Memory per idle connection: ringkit (uring, epoll), tokio, monoio.
     Idle,
@@ -98,15 +99,11 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
     if a.mode == TortureMode::Idle {
         return idle(&a, cfg.exe.clone(), &mut log);
     }
-    let rep = match a.mode {
-        TortureMode::Echo => torture::run_echo(&cfg, &mut log)?,
-        TortureMode::Http | TortureMode::Idle => {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("ringkit torture {:?}: not built yet", a.mode),
-            ))
-        }
+    cfg.mode = match a.mode {
+        TortureMode::Http => torture::TortureMode::Http,
+        _ => torture::TortureMode::Echo,
     };
+    let rep = torture::run(&cfg, &mut log)?;
     println!("{rep}");
     if a.json {
         println!("{}", serde_json::to_string_pretty(&rep)?);
