@@ -4,18 +4,16 @@
 //!
 //! - [`response`]: framing of responses (pure).
 //! - [`load`]: the built-in generator on ringkit's runtime.
+//! - [`wrk`]: running wrk pinned and parsing its report.
+//! - [`study()`]: `ringkit compare http`; its report section is built in
+//!   `report`.
 
 pub mod load;
+mod report;
 pub mod response;
+mod study;
+pub mod wrk;
 
-use std::io;
-
-use crate::study::{Section, StudyOpts};
-
-/// Run the http study for `ringkit compare`.
-pub fn study(_opts: &StudyOpts, _progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
-    Err(io::Error::new(
-        io::ErrorKind::Unsupported,
-        "the http study is not built yet",
-    ))
-}
+pub use study::{
+    nginx_conf, study, HttpResults, HttpSample, HttpSummary, LoadTool, Workload, NGINX,
+};
