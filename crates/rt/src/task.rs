@@ -234,15 +234,11 @@ where
         output: None,
         waker: None,
     }));
-    let st = state.clone();
-    let wrapped = async move {
-        let fut = std::panic::AssertUnwindSafe(fut);
-        let out = CatchUnwind { fut }.await;
-        let mut s = st.borrow_mut();
-        s.output = Some(out.map_err(|p| JoinError::Panicked(panic_message(&*p))));
-        if let Some(w) = s.waker.take() {
-            w.wake();
-        }
+    let wrapped = Spawned {
+        fut: CatchUnwind {
+            fut: std::panic::AssertUnwindSafe(fut),
+        },
+        state: state.clone(),
     };
     let st2 = state.clone();
     let on_abort: Box<dyn FnOnce()> = Box::new(move || {
@@ -260,6 +256,37 @@ where
         rt,
         gen,
         key,
+    }
+}
+
+/// What the executor polls for a spawned future: the future (a panic
+/// caught), then its output handed to the [`JoinHandle`]. Written by hand
+/// rather than as an `async move` block: such a block keeps room for the
+/// future twice (the captured variable and the future it awaits), which
+/// doubled the memory of every task (e.g. of each idle connection).
+struct Spawned<F: Future> {
+    fut: CatchUnwind<F>,
+    state: Rc<RefCell<JoinState<F::Output>>>,
+}
+
+impl<F: Future> Future for Spawned<F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        // SAFETY: `fut` is structurally pinned (never moved out of `self`);
+        // `state` is an `Rc`, used by reference only.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above: `this.fut` stays where it is until dropped.
+        let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
+        let out = match fut.poll(cx) {
+            Poll::Ready(out) => out,
+            Poll::Pending => return Poll::Pending,
+        };
+        let mut s = this.state.borrow_mut();
+        s.output = Some(out.map_err(|p| JoinError::Panicked(panic_message(&*p))));
+        if let Some(w) = s.waker.take() {
+            w.wake();
+        }
+        Poll::Ready(())
     }
 }
 
