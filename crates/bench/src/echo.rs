@@ -433,7 +433,12 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
                 backoff = Duration::from_millis(1);
                 st.accepted.set(st.accepted.get() + 1);
                 let _ = s.set_nodelay(true);
-                ringkit::spawn(serve_conn(st.clone(), s, cfg.recv));
+                // One task type per receive path, so that an idle
+                // connection's task is only as large as its own path needs.
+                match cfg.recv {
+                    RecvMode::Multishot => ringkit::spawn(serve_pooled(st.clone(), s)),
+                    RecvMode::Single => ringkit::spawn(serve_single(st.clone(), s)),
+                };
             }
             // The peer gave up before we accepted: nothing to serve.
             Either::Left(Err(e)) if e.kind() == io::ErrorKind::ConnectionAborted => {}
@@ -490,6 +495,25 @@ struct ConnGuard {
     slot: usize,
 }
 
+impl ConnGuard {
+    fn new(st: Rc<ThreadState>) -> ConnGuard {
+        st.active.set(st.active.get() + 1);
+        ConnGuard {
+            slot: st.drain.register(),
+            st,
+        }
+    }
+
+    /// Count the connection's error, if any; then close the socket before
+    /// the guard says the connection is gone.
+    fn finish(self, s: TcpStream, res: io::Result<()>) {
+        if let Err(e) = res {
+            self.st.note_error(&e);
+        }
+        drop(s);
+    }
+}
+
 impl Drop for ConnGuard {
     fn drop(&mut self) {
         self.st.active.set(self.st.active.get() - 1);
@@ -497,41 +521,45 @@ impl Drop for ConnGuard {
     }
 }
 
-async fn serve_conn(st: Rc<ThreadState>, s: TcpStream, mode: RecvMode) {
-    st.active.set(st.active.get() + 1);
-    let guard = ConnGuard {
-        slot: st.drain.register(),
-        st,
-    };
-    let res = match mode {
-        RecvMode::Multishot => echo_pooled(&s, &guard.st.drain, guard.slot).await,
-        RecvMode::Single => echo_single(&s, &guard.st.drain, guard.slot).await,
-    };
-    if let Err(e) = res {
-        guard.st.note_error(&e);
-    }
-    // Close before the guard says this connection is gone.
-    drop(s);
-    drop(guard);
+async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
+    let guard = ConnGuard::new(st);
+    let res = echo_pooled(&s, &guard.st.drain, guard.slot).await;
+    guard.finish(s, res);
+}
+
+async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
+    let guard = ConnGuard::new(st);
+    let res = echo_single(&s, &guard.st.drain, guard.slot).await;
+    guard.finish(s, res);
 }
 
 /// Await `read`. Before draining it races the drain switch (without
 /// dropping the read); once draining, it gives up (`None`) when nothing
 /// arrives for the idle time.
-async fn next_read<F: Future>(drain: &Drain, slot: usize, read: F) -> Option<F::Output> {
-    let mut read = pin!(read);
+///
+/// `read` comes pinned by the caller: moved in by value, it would take room
+/// twice in this future (as the argument and as the pinned local).
+async fn next_read<F: Future>(
+    drain: &Drain,
+    slot: usize,
+    mut read: std::pin::Pin<&mut F>,
+) -> Option<F::Output> {
     if !drain.on.get() {
         let wait = pin!(drain.wait(slot));
         if let Either::Left(v) = select(read.as_mut(), wait).await {
             return Some(v);
         }
     }
-    ringkit::time::timeout(drain.idle, read).await.ok()
+    // Boxed: the timer is needed only while draining, so an idle
+    // connection's task does not carry room for it.
+    Box::pin(ringkit::time::timeout(drain.idle, read))
+        .await
+        .ok()
 }
 
 async fn echo_pooled(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()> {
     loop {
-        let Some(buf) = next_read(drain, slot, s.read_pooled()).await else {
+        let Some(buf) = next_read(drain, slot, pin!(s.read_pooled())).await else {
             return Ok(());
         };
         let buf = buf?;
@@ -546,7 +574,7 @@ async fn echo_single(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()
     let mut buf = Vec::with_capacity(4096);
     loop {
         buf.clear();
-        let Some((res, b)) = next_read(drain, slot, s.read(buf)).await else {
+        let Some((res, b)) = next_read(drain, slot, pin!(s.read(buf))).await else {
             return Ok(());
         };
         buf = b;
