@@ -169,6 +169,19 @@ pub fn markdown(res: &HttpResults) -> String {
             r.contender, r.workload, r.syscalls_source
         );
     }
+    let tw: Vec<u64> = res
+        .samples
+        .iter()
+        .filter_map(|x| x.time_wait_at_start)
+        .collect();
+    if res.workloads.iter().any(|w| w.close) && !tw.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nClose-mode runs leave sockets in TIME_WAIT (60 s); at the start of the samples there were {}–{} (per sample in results.json). Each sample uses a fresh server port, and rotation spreads any effect over the contenders.",
+            tw.iter().min().unwrap_or(&0),
+            tw.iter().max().unwrap_or(&0)
+        );
+    }
     let failed: Vec<_> = res.samples.iter().filter(|x| !x.ok()).collect();
     if !failed.is_empty() {
         let _ = writeln!(s, "\n### Failed samples\n");

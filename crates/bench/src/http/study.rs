@@ -94,8 +94,20 @@ pub struct HttpSample {
     pub wrk: Option<WrkResult>,
     /// The built-in generator's result.
     pub builtin: Option<HttpLoadResult>,
+    /// TCP sockets in TIME_WAIT when the sample started (/proc/net/sockstat):
+    /// close-mode runs leave many behind, which can slow later connects.
+    pub time_wait_at_start: Option<u64>,
     /// Error starting or running.
     pub error: Option<String>,
+}
+
+/// TCP sockets in TIME_WAIT now (`tw` in /proc/net/sockstat).
+fn time_wait() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/net/sockstat").ok()?;
+    let line = s.lines().find(|l| l.starts_with("TCP:"))?;
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let i = f.iter().position(|x| *x == "tw")?;
+    f.get(i + 1)?.parse().ok()
 }
 
 impl HttpSample {
@@ -410,6 +422,7 @@ impl Run<'_> {
             stats: None,
             wrk: None,
             builtin: None,
+            time_wait_at_start: time_wait(),
             error: None,
         };
         let tag = format!(
@@ -863,6 +876,7 @@ mod tests {
             stats: None,
             wrk: None,
             builtin: None,
+            time_wait_at_start: None,
             error: None,
         };
         let samples = vec![
