@@ -27,6 +27,8 @@ struct Server {
     child: Child,
     addr: SocketAddr,
     lines: Arc<Mutex<Vec<String>>>,
+    /// Reads the child's stderr until it closes (at exit).
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Server {
@@ -60,14 +62,19 @@ impl Server {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let err = child.stderr.take().unwrap();
         let l2 = lines.clone();
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             for l in BufReader::new(err).lines() {
                 let Ok(l) = l else { break };
                 eprintln!("  [server] {l}");
                 l2.lock().unwrap().push(l);
             }
         });
-        let mut s = Server { child, addr, lines };
+        let mut s = Server {
+            child,
+            addr,
+            lines,
+            reader: Some(reader),
+        };
         let t0 = Instant::now();
         while s.count("listening on") == 0 {
             if let Some(st) = s.child.try_wait().unwrap() {
@@ -124,6 +131,10 @@ impl Server {
             std::thread::sleep(Duration::from_millis(10));
         };
         assert_eq!(st.code(), Some(0), "exit after SIGTERM: {st}");
+        // Every line the server wrote before exiting.
+        if let Some(r) = self.reader.take() {
+            r.join().unwrap();
+        }
         let errors: Vec<String> = self
             .lines
             .lock()

@@ -1,7 +1,8 @@
 //! `ringkit torture` in its short CI mode: about 15 s of echo chaos per
-//! backend, and a graceful-shutdown run (SIGTERM under load). Each must
-//! exit 0: no byte lost or wrong, no fd leak, the server alive until
-//! SIGTERM and exiting 0 after it.
+//! backend, a graceful-shutdown run (SIGTERM under load), and 10 s of HTTP
+//! chaos against `ringkit serve`. Each must exit 0: no byte lost or wrong,
+//! no fd leak, the server alive until SIGTERM and exiting 0 after it.
+//! (Two tests run at a time: about 30 s of wall time in all.)
 
 use std::process::Command;
 
@@ -62,4 +63,10 @@ fn echo_sigterm_under_load() {
         "--seed",
         "11",
     ]);
+}
+
+#[test]
+fn http_short() {
+    let backend = if uring_usable() { "uring" } else { "epoll" };
+    torture(&["http", "--secs", "10", "--backend", backend, "--seed", "13"]);
 }

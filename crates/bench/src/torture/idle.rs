@@ -74,7 +74,7 @@ impl IdleConfig {
             IdleServer {
                 name: "ringkit-uring".into(),
                 cmd: ringkit_cmd("uring"),
-                holds: "a task, the stream (fd, one multishot RECV entry), no buffer: data lands in the shared provided-buffer ring only when it arrives".into(),
+                holds: "a task (its future is ~400 bytes), the stream (fd, read stash), one multishot RECV entry in the driver, and no buffer: data lands in the shared provided-buffer ring (in the base RSS) only when it arrives, and the slot goes back to the kernel once echoed".into(),
             },
             IdleServer {
                 name: "ringkit-epoll".into(),
