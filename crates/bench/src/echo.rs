@@ -486,6 +486,10 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
         st.other_errors.get(),
         accept_errors,
     );
+    eprintln!(
+        "ringkit echo: thread {i}: runtime counters: {}",
+        ringkit::metrics()
+    );
     Ok(())
 }
 

@@ -201,6 +201,8 @@ pub struct TortureReport {
     pub accept_errors: u64,
     /// Other error lines from the server.
     pub server_errors: Vec<String>,
+    /// The server's runtime counters at exit, per thread (echo server).
+    pub server_counters: Vec<String>,
     /// Graceful shutdown: what a new connection got after the listener closed.
     pub refused_after_sigterm: Option<String>,
     /// Seconds from `SIGTERM` to exit.
@@ -344,6 +346,9 @@ impl std::fmt::Display for TortureReport {
             self.peak.fds,
             end.as_ref().map_or("(exited)", |e| e.1.as_str())
         )?;
+        for c in &self.server_counters {
+            writeln!(f, "  server counters:  {c}")?;
+        }
         if let Some(r) = &self.refused_after_sigterm {
             writeln!(f, "  after SIGTERM:    new connection: {r}")?;
         }
@@ -638,6 +643,9 @@ fn finish_exit(rep: &mut TortureReport, st: Option<std::process::ExitStatus>, li
 /// Sort the server's stderr into accept errors, other errors, and failures.
 fn server_lines(rep: &mut TortureReport, lines: &[String], low_nofile: bool) {
     for l in lines {
+        if let Some((_, c)) = l.split_once("runtime counters: ") {
+            rep.server_counters.push(c.to_string());
+        }
         // "thread N: stopped: ..., K accept errors"
         if let Some(k) = l
             .strip_suffix(" accept errors")

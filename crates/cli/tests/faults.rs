@@ -312,7 +312,17 @@ fn tiny_ring(backend: &str) {
     }
     concurrent_echoes(srv.addr, 64, 10, 16 * 1024);
     still_serves(srv.addr);
-    srv.stop_cleanly();
+    let lines = srv.stop_cleanly();
+    if backend == "uring" {
+        // 64 clients' completions into a 16-entry CQ between two reaps.
+        let overflows: u64 = lines
+            .iter()
+            .find_map(|l| l.split("cq_overflows=").nth(1))
+            .and_then(|v| v.split(' ').next())
+            .and_then(|v| v.parse().ok())
+            .expect("the server's runtime counters");
+        assert!(overflows > 0, "the CQ never overflowed");
+    }
 }
 
 /// `threads` clients at once, each echoing `msgs` messages of up to `max` bytes.
