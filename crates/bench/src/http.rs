@@ -11,6 +11,7 @@
 pub mod load;
 mod report;
 pub mod response;
+mod sample;
 mod study;
 pub mod wrk;
 

@@ -54,6 +54,9 @@ pub fn table(res: &HttpResults) -> String {
         );
     }
     let _ = writeln!(s, "load: {} ({})", res.tool_version, res.tool_reason);
+    for (n, why) in &res.skipped {
+        let _ = writeln!(s, "skipped {n}: {why}");
+    }
     s
 }
 

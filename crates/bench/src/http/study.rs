@@ -18,18 +18,19 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
 use serde::Serialize;
 
-use super::load::{self, HttpLoadConfig, HttpLoadResult};
+use super::load::HttpLoadResult;
 use super::report;
+use super::sample::Run;
 use super::wrk::{self, WrkResult};
-use crate::compare::{free_addr, stat, Contender, Family, Server, Stat};
-use crate::echo::{Phase, ServerStats};
+use crate::compare::{stat, Contender, Family, Stat};
+use crate::echo::ServerStats;
 use crate::study::{Section, StudyOpts};
-use crate::sysinfo::{CpuTimes, SystemInfo};
+use crate::sysinfo::SystemInfo;
 
 /// Where Debian's nginx lives.
 pub const NGINX: &str = "/usr/sbin/nginx";
@@ -99,15 +100,6 @@ pub struct HttpSample {
     pub time_wait_at_start: Option<u64>,
     /// Error starting or running.
     pub error: Option<String>,
-}
-
-/// TCP sockets in TIME_WAIT now (`tw` in /proc/net/sockstat).
-fn time_wait() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/net/sockstat").ok()?;
-    let line = s.lines().find(|l| l.starts_with("TCP:"))?;
-    let f: Vec<&str> = line.split_whitespace().collect();
-    let i = f.iter().position(|x| *x == "tw")?;
-    f.get(i + 1)?.parse().ok()
 }
 
 impl HttpSample {
@@ -264,6 +256,22 @@ fn ringkit_http_ready(bin: &Path) -> Result<(), String> {
     }
 }
 
+/// Whether the `ringkit-peer` binary knows `hyper-http` (one built before it
+/// existed prints a usage line without it).
+fn peer_has_hyper(peer: &Path) -> Result<(), String> {
+    let o = Command::new(peer)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", peer.display()))?;
+    if String::from_utf8_lossy(&o.stderr).contains("hyper-http") {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} predates hyper-http: rebuild it (cargo build --release -p ringkit-peers)",
+            peer.display()
+        ))
+    }
+}
+
 struct Plan {
     contenders: Vec<Contender>,
     skipped: Vec<(String, String)>,
@@ -331,7 +339,11 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
             }
         }
     }
-    match &opts.peer_bin {
+    match opts
+        .peer_bin
+        .clone()
+        .and_then(|p| peer_has_hyper(&p).map(|()| p))
+    {
         Ok(p) => contenders.push(Contender {
             name: "hyper".into(),
             family: Family::Epoll,
@@ -342,224 +354,12 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
             ],
             ringkit: false,
         }),
-        Err(e) => skipped.push(("hyper".into(), e.clone())),
+        Err(e) => skipped.push(("hyper".into(), e)),
     }
     Plan {
         contenders,
         skipped,
         nginx_dir,
-    }
-}
-
-/// Settings of one run of the study.
-struct Run<'a> {
-    opts: &'a StudyOpts,
-    dir: PathBuf,
-    nginx_dir: PathBuf,
-    tool: LoadTool,
-    secs: f64,
-}
-
-impl Run<'_> {
-    fn wrk_secs(&self) -> u64 {
-        self.secs.ceil().max(1.0) as u64
-    }
-
-    /// Start `c` on a fresh port (writing nginx's config first).
-    fn start(
-        &self,
-        c: &Contender,
-        tag: &str,
-    ) -> io::Result<(Server, std::net::SocketAddr, PathBuf)> {
-        let addr = free_addr()?;
-        if c.name == "nginx" {
-            std::fs::create_dir_all(&self.nginx_dir)?;
-            std::fs::write(
-                self.nginx_dir.join("nginx.conf"),
-                nginx_conf(&self.nginx_dir, &addr.port().to_string()),
-            )?;
-        }
-        let stats = self.dir.join("tmp").join(format!("{}-{tag}", c.name));
-        let log = self.dir.join("logs").join(format!("{}-{tag}.log", c.name));
-        let server = Server::start(c, addr, &stats, self.opts.server_cpu, &log)?;
-        // Let the server write its first counters and forget the readiness probe.
-        std::thread::sleep(Duration::from_millis(120));
-        Ok((server, addr, stats))
-    }
-
-    fn builtin(
-        &self,
-        addr: std::net::SocketAddr,
-        w: &Workload,
-        secs: f64,
-        hook: &mut (dyn FnMut(Phase) + Send),
-    ) -> io::Result<HttpLoadResult> {
-        let mut cfg = HttpLoadConfig::new(addr, w.conns, Duration::from_secs_f64(secs));
-        cfg.close = w.close;
-        let cpu = self.opts.client_cpu;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                ringkit::pin_to_cpu(cpu)?;
-                load::run_load(&cfg, hook)
-            })
-            .join()
-            .map_err(|_| io::Error::other("load generator panicked"))?
-        })
-    }
-
-    fn sample(&self, c: &Contender, w: &Workload, round: usize) -> HttpSample {
-        let mut s = HttpSample {
-            contender: c.name.clone(),
-            workload: w.name.clone(),
-            round,
-            requests: 0,
-            rps: 0.0,
-            p50_us: 0.0,
-            p99_us: 0.0,
-            errors: 0,
-            cpu_user_s: 0.0,
-            cpu_sys_s: 0.0,
-            stats: None,
-            wrk: None,
-            builtin: None,
-            time_wait_at_start: time_wait(),
-            error: None,
-        };
-        let tag = format!(
-            "{}-{}-{round}",
-            w.conns,
-            if w.close { "close" } else { "ka" }
-        );
-        let mut go = || -> io::Result<()> {
-            let (server, addr, stats_path) = self.start(c, &tag)?;
-            let pid = server.pid();
-            let (cpu, st) = match self.tool {
-                LoadTool::Wrk => {
-                    let cmd = wrk::command(
-                        &format!("http://{addr}/"),
-                        w.conns,
-                        self.wrk_secs(),
-                        w.close,
-                    );
-                    let cpu0 = CpuTimes::of(pid)?;
-                    let st0 = ServerStats::read_all(&stats_path);
-                    let (r, _) = wrk::run(&cmd, self.opts.client_cpu)?;
-                    std::thread::sleep(Duration::from_millis(120));
-                    let cpu = CpuTimes::of(pid)?.since(&cpu0);
-                    let st = ServerStats::read_all(&stats_path).since(&st0);
-                    s.requests = r.requests;
-                    s.rps = r.rps;
-                    s.p50_us = r.p50_us;
-                    s.p99_us = r.p99_us;
-                    s.errors = r.errors();
-                    s.wrk = Some(r);
-                    (cpu, st)
-                }
-                LoadTool::Builtin => {
-                    let mut c0 = CpuTimes::default();
-                    let mut c1 = CpuTimes::default();
-                    let mut st0 = ServerStats::default();
-                    let mut st1 = ServerStats::default();
-                    let sp = stats_path.clone();
-                    let r = self.builtin(addr, w, self.secs, &mut |p| match p {
-                        Phase::WindowStart => {
-                            c0 = CpuTimes::of(pid).unwrap_or_default();
-                            st0 = ServerStats::read_all(&sp);
-                        }
-                        Phase::WindowEnd => {
-                            c1 = CpuTimes::of(pid).unwrap_or_default();
-                            st1 = ServerStats::read_all(&sp);
-                        }
-                    })?;
-                    s.requests = r.responses;
-                    s.rps = r.rps();
-                    s.p50_us = r.p50_us;
-                    s.p99_us = r.p99_us;
-                    s.errors = r.errors();
-                    s.builtin = Some(r);
-                    (c1.since(&c0), st1.since(&st0))
-                }
-            };
-            drop(server);
-            s.cpu_user_s = cpu.user;
-            s.cpu_sys_s = cpu.system;
-            if c.ringkit {
-                s.stats = Some(st);
-            }
-            Ok(())
-        };
-        if let Err(e) = go() {
-            s.error = Some(e.to_string());
-        }
-        s
-    }
-
-    /// Syscalls per request of a peer: `strace -c -f -p PID` over a 2 s load
-    /// on a separate run whose throughput is not used.
-    fn strace(&self, c: &Contender, w: &Workload) -> io::Result<f64> {
-        let tag = format!(
-            "{}-{}-strace",
-            w.conns,
-            if w.close { "close" } else { "ka" }
-        );
-        let (server, addr, _) = self.start(c, &tag)?;
-        let out = self.dir.join("logs").join(format!("{}-{tag}.txt", c.name));
-        let spawn = || -> io::Result<Child> {
-            let child = Command::new("strace")
-                .args(["-c", "-f", "-p", &server.pid().to_string(), "-o"])
-                .arg(&out)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            // Give strace time to attach.
-            std::thread::sleep(Duration::from_millis(300));
-            Ok(child)
-        };
-        let stop = |child: Option<Child>| {
-            if let Some(mut ch) = child {
-                // SAFETY: signalling our own strace child by its pid.
-                unsafe { libc::kill(ch.id() as i32, libc::SIGINT) };
-                let _ = ch.wait();
-            }
-        };
-        let requests = match self.tool {
-            LoadTool::Wrk => {
-                let child = spawn()?;
-                let cmd = wrk::command(&format!("http://{addr}/"), w.conns, 2, w.close);
-                let r = wrk::run(&cmd, self.opts.client_cpu);
-                stop(Some(child));
-                r?.0.requests
-            }
-            LoadTool::Builtin => {
-                let mut child: Option<Child> = None;
-                let mut err: Option<io::Error> = None;
-                let r = self.builtin(addr, w, 2.0, &mut |p| match p {
-                    Phase::WindowStart => match spawn() {
-                        Ok(ch) => child = Some(ch),
-                        Err(e) => err = Some(e),
-                    },
-                    Phase::WindowEnd => stop(child.take()),
-                });
-                stop(child.take());
-                if let Some(e) = err {
-                    return Err(e);
-                }
-                r?.responses
-            }
-        };
-        drop(server);
-        let text = std::fs::read_to_string(&out)?;
-        let calls = text
-            .lines()
-            .rev()
-            .find(|l| l.trim_end().ends_with("total"))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .nth(3)
-                    .and_then(|v| v.parse::<f64>().ok())
-            })
-            .ok_or_else(|| io::Error::other("no total line in strace output"))?;
-        Ok(calls / requests.max(1) as f64)
     }
 }
 
