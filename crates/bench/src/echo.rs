@@ -290,6 +290,10 @@ struct ThreadState {
     peer_errors: Cell<u64>,
     /// Other connection errors (printed, the first few).
     other_errors: Cell<u64>,
+    /// Pooled reads whose data did not come in a provided-buffer ring slot:
+    /// on io_uring, the ring had run dry (`ENOBUFS`) and a plain receive
+    /// stood in (on epoll, every pooled read).
+    heap_reads: Cell<u64>,
     drain: Drain,
 }
 
@@ -414,6 +418,7 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
         active: Cell::new(0),
         peer_errors: Cell::new(0),
         other_errors: Cell::new(0),
+        heap_reads: Cell::new(0),
         drain: Drain::new(cfg.limits.drain_idle),
     });
     if let Some(path) = cfg.stats.clone() {
@@ -487,8 +492,9 @@ async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
         accept_errors,
     );
     eprintln!(
-        "ringkit echo: thread {i}: runtime counters: {}",
-        ringkit::metrics()
+        "ringkit echo: thread {i}: runtime counters: {} pooled_reads_outside_ring={}",
+        ringkit::metrics(),
+        st.heap_reads.get()
     );
     Ok(())
 }
@@ -527,7 +533,7 @@ impl Drop for ConnGuard {
 
 async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
     let guard = ConnGuard::new(st);
-    let res = echo_pooled(&s, &guard.st.drain, guard.slot).await;
+    let res = echo_pooled(&s, &guard.st, guard.slot).await;
     guard.finish(s, res);
 }
 
@@ -561,14 +567,17 @@ async fn next_read<F: Future>(
         .ok()
 }
 
-async fn echo_pooled(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()> {
+async fn echo_pooled(s: &TcpStream, st: &ThreadState, slot: usize) -> io::Result<()> {
     loop {
-        let Some(buf) = next_read(drain, slot, pin!(s.read_pooled())).await else {
+        let Some(buf) = next_read(&st.drain, slot, pin!(s.read_pooled())).await else {
             return Ok(());
         };
         let buf = buf?;
         if buf.is_empty() {
             return Ok(());
+        }
+        if !buf.is_ring_buffer() {
+            st.heap_reads.set(st.heap_reads.get() + 1);
         }
         s.write_all(buf).await.0?;
     }

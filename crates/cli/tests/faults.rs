@@ -149,6 +149,16 @@ impl Server {
     }
 }
 
+/// A runtime counter from the server's exit line ("... name=N ...").
+fn counter(lines: &[String], name: &str) -> u64 {
+    lines
+        .iter()
+        .find_map(|l| l.split(&format!(" {name}=")).nth(1))
+        .and_then(|v| v.split(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in the server's runtime counters"))
+}
+
 /// A figure from the server's final summary line ("..., 7 peer resets, ...").
 fn summary_figure(lines: &[String], name: &str) -> u64 {
     let line = lines
@@ -298,7 +308,13 @@ fn tiny_buffer_ring(backend: &str) {
     };
     concurrent_echoes(srv.addr, 32, 10, 64 * 1024);
     still_serves(srv.addr);
-    srv.stop_cleanly();
+    let lines = srv.stop_cleanly();
+    if backend == "uring" {
+        assert!(
+            counter(&lines, "pooled_reads_outside_ring") > 0,
+            "the ring never ran dry"
+        );
+    }
 }
 
 /// A ring of 4 SQ / 16 CQ entries under 64 connections: the SQ fills and
@@ -315,13 +331,10 @@ fn tiny_ring(backend: &str) {
     let lines = srv.stop_cleanly();
     if backend == "uring" {
         // 64 clients' completions into a 16-entry CQ between two reaps.
-        let overflows: u64 = lines
-            .iter()
-            .find_map(|l| l.split("cq_overflows=").nth(1))
-            .and_then(|v| v.split(' ').next())
-            .and_then(|v| v.parse().ok())
-            .expect("the server's runtime counters");
-        assert!(overflows > 0, "the CQ never overflowed");
+        assert!(
+            counter(&lines, "cq_overflows") > 0,
+            "the CQ never overflowed"
+        );
     }
 }
 
