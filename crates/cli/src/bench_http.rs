@@ -157,9 +157,10 @@ fn print_result(r: &HttpLoadResult) {
         r.connect_secs
     );
     println!(
-        "  Checked: status, body length {}",
+        "  Checked: status, body length {}; generator on {}",
         r.expected_body_len
-            .map_or("-".to_string(), |b| format!("{b} bytes"))
+            .map_or("-".to_string(), |b| format!("{b} bytes")),
+        r.backend
     );
     if r.connect_errors + r.read_errors + r.write_errors + r.timeouts > 0 {
         println!(

@@ -123,6 +123,8 @@ pub struct HttpLoadResult {
     pub expected_body_len: Option<usize>,
     /// First error seen.
     pub first_error: Option<String>,
+    /// The generator's own backend, as its runtime reported it.
+    pub backend: String,
     /// Latency percentiles, microseconds.
     pub p50_us: f64,
     /// p99.
@@ -277,6 +279,7 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             malformed: e.malformed.get(),
             expected_body_len: sh.expect_body.get(),
             first_error: sh.first_error.borrow().clone(),
+            backend: ringkit::backend_report().to_string(),
             p50_us: q(0.5),
             p99_us: q(0.99),
             p999_us: q(0.999),

@@ -121,6 +121,9 @@ pub fn markdown(res: &HttpResults) -> String {
             );
         }
         LoadTool::Builtin => {
+            if let Some(b) = res.samples.iter().find_map(|x| x.builtin.as_ref()) {
+                let _ = writeln!(s, "\nGenerator runtime: {}.", b.backend);
+            }
             let _ = writeln!(
                 s,
                 "\nThe built-in generator checks the status (200) and body length (0) of every response; any error fails the sample. Server CPU per request: user+system CPU time from /proc over the measured window (after all connections are up and 200 ms of warm-up), divided by the responses in the window. In close mode latency includes the connect."
