@@ -273,6 +273,13 @@ impl std::fmt::Display for TortureReport {
                     c.unserved_at_shutdown
                 )?;
             }
+            if self.refused_after_sigterm.is_some() {
+                writeln!(
+                    f,
+                    "  in flight:        {} connections were owed echo bytes at SIGTERM; {} got all of them back (the rest: clients that chose to vanish)",
+                    c.owed_at_stop, c.completed_across_stop
+                )?;
+            }
             for e in &c.errors {
                 writeln!(f, "    client error: {e}")?;
             }

@@ -85,6 +85,11 @@ pub struct EchoCounts {
     /// After a graceful shutdown began: connections the server never
     /// answered (refused, or reset from the listen backlog).
     pub unserved_at_shutdown: u64,
+    /// Connections owed echo bytes when stopping began (the `SIGTERM`, in
+    /// graceful mode).
+    pub owed_at_stop: u64,
+    /// Of those, connections that then got every owed byte back.
+    pub completed_across_stop: u64,
     /// The first errors, verbatim.
     pub errors: Vec<String>,
 }
@@ -125,6 +130,8 @@ struct Ctx {
     counts: RefCell<EchoCounts>,
     stopping: Cell<bool>,
     next_conn: Cell<u64>,
+    /// Open connections, to see what each is owed when stopping begins.
+    live: RefCell<std::collections::HashMap<u64, std::rc::Weak<Conn>>>,
 }
 
 impl Ctx {
@@ -167,6 +174,8 @@ struct Conn {
     verified: Cell<u64>,
     /// Set when the reader stops.
     end: RefCell<Option<End>>,
+    /// Bytes promised when stopping began, if some were still owed then.
+    owed_at_stop: Cell<u64>,
     writer: Cell<Option<Waker>>,
     last_progress: Cell<Instant>,
 }
@@ -221,6 +230,7 @@ pub fn run(
         counts: RefCell::new(EchoCounts::default()),
         stopping: Cell::new(false),
         next_conn: Cell::new(1),
+        live: RefCell::new(std::collections::HashMap::new()),
     });
     rt.block_on(async {
         let mut slots = Vec::new();
@@ -241,6 +251,17 @@ pub fn run(
             tick(&ctx.counts.borrow());
         }
         ctx.stopping.set(true);
+        for c in ctx
+            .live
+            .borrow()
+            .values()
+            .filter_map(std::rc::Weak::upgrade)
+        {
+            if c.promised.get() > c.verified.get() {
+                c.owed_at_stop.set(c.promised.get());
+                ctx.count(|n| n.owed_at_stop += 1);
+            }
+        }
         on_stop();
         for h in slots {
             let _ = h.await;
@@ -298,9 +319,11 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         promised: Cell::new(0),
         verified: Cell::new(0),
         end: RefCell::new(None),
+        owed_at_stop: Cell::new(0),
         writer: Cell::new(None),
         last_progress: Cell::new(Instant::now()),
     });
+    ctx.live.borrow_mut().insert(id, Rc::downgrade(&conn));
     let reader = ringkit::spawn(reader(conn.clone(), ctx.clone()));
     let mut seq = 0u64;
     let outcome = match kind {
@@ -315,9 +338,14 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
             Ok(())
         }
     };
+    let owed = conn.owed_at_stop.get();
+    if owed > 0 && conn.verified.get() >= owed {
+        ctx.count(|c| c.completed_across_stop += 1);
+    }
     if let Err(e) = outcome {
         judge(ctx, &conn, e);
     }
+    ctx.live.borrow_mut().remove(&id);
     reader.abort();
     let _ = reader.await;
     // Last reference: the socket closes (with a RST if lingering was set to 0).
