@@ -70,3 +70,21 @@ fn http_short() {
     let backend = if uring_usable() { "uring" } else { "epoll" };
     torture(&["http", "--secs", "10", "--backend", backend, "--seed", "13"]);
 }
+
+#[test]
+fn http_sigterm_under_load_epoll() {
+    // The other backend's HTTP run is `http_short`; this one also checks
+    // graceful shutdown: no response lost, connections with unanswered
+    // pipelined input close cleanly (lingering close), exit 0.
+    torture(&[
+        "http",
+        "--secs",
+        "6",
+        "--sigterm-at",
+        "3",
+        "--backend",
+        "epoll",
+        "--seed",
+        "17",
+    ]);
+}

@@ -22,7 +22,8 @@
 //! After a response with `Connection: close` (client asked, HTTP/1.0
 //! without keep-alive, handler asked, handler panicked, or shutdown), the
 //! rest of the batch is dropped and the connection closes. After a request
-//! error or a 408 the server half-closes, then reads and discards what the
+//! error or a 408, during shutdown, and whenever input is left unanswered,
+//! the server half-closes, then reads and discards what the
 //! client still sends for a short while before closing (a "lingering close",
 //! as nginx does): closing with unread bytes would make the kernel send a
 //! reset, which can destroy the error response before the client reads it.
@@ -252,7 +253,13 @@ impl<H: Handler> Conn<H> {
             } else {
                 match self.wait_input().await {
                     Input::Data(rb) => Some(rb),
-                    Input::Eof | Input::Failed | Input::Shutdown => return Ok(()),
+                    Input::Eof | Input::Failed => return Ok(()),
+                    Input::Shutdown => {
+                        // A request may be in flight towards us: closing
+                        // with unread bytes would reset the connection.
+                        self.linger().await;
+                        return Ok(());
+                    }
                     Input::TimedOut => {
                         if self.mid_request() {
                             self.refuse(StatusCode::REQUEST_TIMEOUT).await?;
@@ -266,7 +273,9 @@ impl<H: Handler> Conn<H> {
             let mut close = false;
             let mut linger = false;
             let mut batch = std::mem::take(&mut self.batch);
+            let mut unanswered = batch.len();
             for item in batch.drain(..) {
+                unanswered -= 1;
                 match item {
                     Item::Request(req) => {
                         completed = true;
@@ -291,7 +300,13 @@ impl<H: Handler> Conn<H> {
             }
             self.flush().await?;
             if close {
-                if linger {
+                // Input we will not answer (pipelined requests after this
+                // one, or anything still arriving during shutdown) must be
+                // drained, or the close resets the connection and can
+                // destroy the responses just written.
+                let unread =
+                    unanswered > 0 || more || !self.pending.is_empty() || self.decoder.in_body();
+                if linger || unread || self.shared.shutting_down.get() {
                     self.linger().await;
                 }
                 return Ok(());
