@@ -86,6 +86,10 @@ pub struct EchoLimits {
     /// Set the soft `RLIMIT_NOFILE` to this (accept then fails with `EMFILE`
     /// once it is reached). `None`: raise it to the hard limit.
     pub nofile: Option<u64>,
+    /// io_uring batch wait (`Builder::batch_wait`): wait for up to this many
+    /// completions, returning after the minimum wait once one is ready.
+    /// `None`: wait for one (the default).
+    pub batch_wait: Option<(u32, Duration)>,
     /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
     /// closed (its in-flight data has been echoed by then).
     pub drain_idle: Duration,
@@ -100,6 +104,7 @@ impl Default for EchoLimits {
             entries: None,
             recv_buffers: None,
             nofile: None,
+            batch_wait: None,
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
         }
@@ -202,6 +207,9 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     }
     if let Some((count, size)) = cfg.limits.recv_buffers {
         builder = builder.recv_buffers(count, size);
+    }
+    if let Some((want, min)) = cfg.limits.batch_wait {
+        builder = builder.batch_wait(want, min);
     }
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
