@@ -150,7 +150,8 @@ struct BenchEchoArgs {
 struct CompareArgs {
     /// Study to run: echo, http, wakeup, nop, file or all (default: all).
     study: Option<String>,
-    /// About a minute: 3 rounds of 2 s, no strace.
+    /// Short variants of every study (about a minute each; echo: 3 rounds of
+    /// 2 s), no strace.
     #[arg(long)]
     quick: bool,
     /// Rounds (each contender once per round).
