@@ -49,6 +49,11 @@ pub struct MetricsSnapshot {
     pub task_polls: u64,
     /// Tasks spawned.
     pub tasks_spawned: u64,
+    /// Operations the driver tracks right now (io_uring: slab entries of
+    /// in-flight, completed-but-unpolled and cancelled operations; epoll: 0).
+    /// A gauge, not a counter: it must return to its baseline when the
+    /// connections that made it rise are gone.
+    pub ops_in_flight: u64,
 }
 
 impl MetricsSnapshot {
@@ -69,6 +74,7 @@ impl MetricsSnapshot {
             parks: self.parks - earlier.parks,
             task_polls: self.task_polls - earlier.task_polls,
             tasks_spawned: self.tasks_spawned - earlier.tasks_spawned,
+            ops_in_flight: self.ops_in_flight,
         }
     }
 }
@@ -102,5 +108,6 @@ pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
         parks: m.parks.get(),
         task_polls: m.polls.get(),
         tasks_spawned: m.tasks_spawned.get(),
+        ops_in_flight: cx.driver.borrow().ops_in_flight() as u64,
     }
 }

@@ -217,6 +217,13 @@ impl Driver {
         }
     }
 
+    pub(crate) fn ops_in_flight(&self) -> usize {
+        match self {
+            Driver::Uring(d) => d.ops_in_flight(),
+            Driver::Epoll(_) => 0,
+        }
+    }
+
     pub(crate) fn enter_count(&self) -> u64 {
         match self {
             Driver::Uring(d) => d.enter_count(),

@@ -202,6 +202,10 @@ impl UringDriver {
         Ok((d, attempts))
     }
 
+    pub(crate) fn ops_in_flight(&self) -> usize {
+        self.ops.len()
+    }
+
     pub(crate) fn setup_flags(&self) -> u32 {
         self.ring.setup_flags()
     }
@@ -330,6 +334,9 @@ impl UringDriver {
 
     /// Poll a multishot operation: the next CQE, or `None` once it ended
     /// (the last CQE, without `F_MORE`, has been returned).
+    ///
+    /// Handing out the last CQE frees the slot: the owner must not poll
+    /// `key` again after a CQE without `F_MORE` (the key may be reused).
     pub(crate) fn poll_multi(
         &mut self,
         key: usize,
@@ -338,6 +345,12 @@ impl UringDriver {
         match self.ops.get_mut(key) {
             Some(Lifecycle::Multi { queue, waker, done }) => {
                 if let Some(item) = queue.pop_front() {
+                    if *done && queue.is_empty() {
+                        // The last CQE (no F_MORE) goes out now: its owner
+                        // forgets the key on seeing it, so the slot must go
+                        // too (it leaked one slab entry per stream before).
+                        self.ops.remove(key);
+                    }
                     return Poll::Ready(Some(item));
                 }
                 if *done {
