@@ -1,6 +1,6 @@
 //! Grouped bar charts (SVG) for the wakeup, nop and file studies: one group
 //! per label on the x axis, one coloured bar per series. Generalised from the
-//! echo chart in `report.rs`.
+//! echo chart; used by every study's report.
 
 use svg::node::element::{Line, Rectangle, Text};
 use svg::Document;
@@ -26,6 +26,41 @@ const COLORS: [&str; 10] = [
 ];
 
 impl Bars {
+    /// Build from summary rows: groups and series in order of first
+    /// appearance; a (group, series) pair without a row gets no bar.
+    pub fn from_rows<T>(
+        title: &str,
+        unit: &str,
+        rows: &[T],
+        group: impl Fn(&T) -> String,
+        series: impl Fn(&T) -> String,
+        value: impl Fn(&T) -> f64,
+    ) -> Bars {
+        let mut b = Bars {
+            title: title.into(),
+            unit: unit.into(),
+            ..Default::default()
+        };
+        for r in rows {
+            let (g, s) = (group(r), series(r));
+            if !b.groups.contains(&g) {
+                b.groups.push(g);
+            }
+            if !b.series.contains(&s) {
+                b.series.push(s);
+            }
+        }
+        b.values = vec![vec![None; b.series.len()]; b.groups.len()];
+        for r in rows {
+            let gi = b.groups.iter().position(|g| *g == group(r));
+            let si = b.series.iter().position(|s| *s == series(r));
+            if let (Some(gi), Some(si)) = (gi, si) {
+                b.values[gi][si] = Some(value(r));
+            }
+        }
+        b
+    }
+
     /// Render as an SVG document.
     pub fn svg(&self) -> String {
         let legend_rows = self.series.len().div_ceil(4).max(1) as f64;

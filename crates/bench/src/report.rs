@@ -2,9 +2,7 @@
 
 use std::fmt::Write as _;
 
-use svg::node::element::{Line, Rectangle, Text};
-use svg::Document;
-
+use crate::bars::Bars;
 use crate::compare::{CompareResults, Summary};
 use crate::study::Section;
 
@@ -132,123 +130,23 @@ pub fn markdown(res: &CompareResults) -> String {
     s
 }
 
-/// A grouped bar chart: one group per connection count, one bar per contender.
-fn bar_chart(
-    title: &str,
-    unit: &str,
-    rows: &[Summary],
-    value: impl Fn(&Summary) -> f64,
-) -> Document {
-    let mut conns: Vec<usize> = rows.iter().map(|r| r.conns).collect();
-    conns.dedup();
-    let mut names: Vec<String> = Vec::new();
-    for r in rows {
-        if !names.contains(&r.contender) {
-            names.push(r.contender.clone());
-        }
-    }
-    let (w, h, left, top, bottom) = (760.0, 380.0, 70.0, 40.0, 70.0);
-    let max = rows.iter().map(&value).fold(0.0f64, f64::max).max(1e-9) * 1.1;
-    let plot_h = h - top - bottom;
-    let group_w = (w - left - 20.0) / conns.len().max(1) as f64;
-    let bar_w = (group_w - 20.0) / names.len().max(1) as f64;
-    let colors = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    ];
-    let mut doc = Document::new()
-        .set("viewBox", (0, 0, w as i64, h as i64))
-        .set("width", w)
-        .set("height", h)
-        .set("font-family", "sans-serif")
-        .set("font-size", 11);
-    doc = doc.add(
-        Rectangle::new()
-            .set("width", w)
-            .set("height", h)
-            .set("fill", "white"),
-    );
-    doc = doc.add(
-        Text::new(format!("{title} ({unit})"))
-            .set("x", left)
-            .set("y", 20)
-            .set("font-size", 14),
-    );
-    doc = doc.add(
-        Line::new()
-            .set("x1", left)
-            .set("y1", top)
-            .set("x2", left)
-            .set("y2", h - bottom)
-            .set("stroke", "black"),
-    );
-    doc = doc.add(
-        Line::new()
-            .set("x1", left)
-            .set("y1", h - bottom)
-            .set("x2", w - 10.0)
-            .set("y2", h - bottom)
-            .set("stroke", "black"),
-    );
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
-        let y = h - bottom - plot_h * i as f64 / 4.0;
-        doc = doc.add(Text::new(format!("{v:.1}")).set("x", 5).set("y", y + 4.0));
-        doc = doc.add(
-            Line::new()
-                .set("x1", left)
-                .set("y1", y)
-                .set("x2", w - 10.0)
-                .set("y2", y)
-                .set("stroke", "#ddd"),
-        );
-    }
-    for (gi, c) in conns.iter().enumerate() {
-        let gx = left + 10.0 + gi as f64 * group_w;
-        doc = doc.add(
-            Text::new(format!("{c} connections"))
-                .set("x", gx + group_w / 2.0 - 40.0)
-                .set("y", h - bottom + 16.0),
-        );
-        for (ni, n) in names.iter().enumerate() {
-            if let Some(r) = rows.iter().find(|r| r.conns == *c && &r.contender == n) {
-                let v = value(r);
-                let bh = plot_h * v / max;
-                let x = gx + ni as f64 * bar_w;
-                doc = doc.add(
-                    Rectangle::new()
-                        .set("x", x)
-                        .set("y", h - bottom - bh)
-                        .set("width", (bar_w - 2.0).max(1.0))
-                        .set("height", bh)
-                        .set("fill", colors[ni % colors.len()]),
-                );
-            }
-        }
-    }
-    for (ni, n) in names.iter().enumerate() {
-        let x = left + (ni as f64) * 105.0;
-        doc = doc.add(
-            Rectangle::new()
-                .set("x", x)
-                .set("y", h - 30.0)
-                .set("width", 10)
-                .set("height", 10)
-                .set("fill", colors[ni % colors.len()]),
-        );
-        doc = doc.add(Text::new(n.clone()).set("x", x + 14.0).set("y", h - 21.0));
-    }
-    doc
-}
-
 /// The echo study as a section of the compare report.
 pub fn section(res: &CompareResults) -> Section {
-    let rps = bar_chart("Echo throughput", "requests/s", &res.summary, |r| {
-        r.rps.median
-    });
-    let cpu = bar_chart(
+    let chart = |title: &str, unit: &str, value: fn(&Summary) -> f64| {
+        Bars::from_rows(
+            title,
+            unit,
+            &res.summary,
+            |r| format!("{} connections", r.conns),
+            |r| r.contender.clone(),
+            value,
+        )
+        .svg()
+    };
+    let rps = chart("Echo throughput", "requests/s", |r| r.rps.median);
+    let cpu = chart(
         "Echo: server CPU per request",
         "µs, lower is better",
-        &res.summary,
         |r| r.cpu_us.median,
     );
     Section {
@@ -256,10 +154,7 @@ pub fn section(res: &CompareResults) -> Section {
         table: table(res),
         markdown: markdown(res),
         json: serde_json::to_value(res).unwrap_or_default(),
-        svgs: vec![
-            ("echo_rps.svg".into(), rps.to_string()),
-            ("echo_cpu.svg".into(), cpu.to_string()),
-        ],
+        svgs: vec![("echo_rps.svg".into(), rps), ("echo_cpu.svg".into(), cpu)],
         skipped: res.skipped.clone(),
     }
 }

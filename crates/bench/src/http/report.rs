@@ -2,10 +2,8 @@
 
 use std::fmt::Write as _;
 
-use svg::node::element::{Line, Rectangle, Text};
-use svg::Document;
-
 use super::study::{HttpResults, HttpSummary, LoadTool};
+use crate::bars::Bars;
 use crate::study::Section;
 
 fn opt(v: Option<f64>, prec: usize) -> String {
@@ -233,120 +231,23 @@ pub fn markdown(res: &HttpResults) -> String {
     s
 }
 
-/// A grouped bar chart: one group per workload, one bar per contender.
-fn bar_chart(
-    title: &str,
-    unit: &str,
-    rows: &[HttpSummary],
-    value: impl Fn(&HttpSummary) -> f64,
-) -> Document {
-    let mut groups: Vec<String> = Vec::new();
-    let mut names: Vec<String> = Vec::new();
-    for r in rows {
-        if !groups.contains(&r.workload) {
-            groups.push(r.workload.clone());
-        }
-        if !names.contains(&r.contender) {
-            names.push(r.contender.clone());
-        }
-    }
-    let (w, h, left, top, bottom) = (760.0, 380.0, 70.0, 40.0, 70.0);
-    let max = rows.iter().map(&value).fold(0.0f64, f64::max).max(1e-9) * 1.1;
-    let plot_h = h - top - bottom;
-    let group_w = (w - left - 20.0) / groups.len().max(1) as f64;
-    let bar_w = (group_w - 20.0) / names.len().max(1) as f64;
-    let colors = [
-        "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-    ];
-    let line = |x1: f64, y1: f64, x2: f64, y2: f64, color: &str| {
-        Line::new()
-            .set("x1", x1)
-            .set("y1", y1)
-            .set("x2", x2)
-            .set("y2", y2)
-            .set("stroke", color)
-    };
-    let mut doc = Document::new()
-        .set("viewBox", (0, 0, w as i64, h as i64))
-        .set("width", w)
-        .set("height", h)
-        .set("font-family", "sans-serif")
-        .set("font-size", 11)
-        .add(
-            Rectangle::new()
-                .set("width", w)
-                .set("height", h)
-                .set("fill", "white"),
-        )
-        .add(
-            Text::new(format!("{title} ({unit})"))
-                .set("x", left)
-                .set("y", 20)
-                .set("font-size", 14),
-        )
-        .add(line(left, top, left, h - bottom, "black"))
-        .add(line(left, h - bottom, w - 10.0, h - bottom, "black"));
-    for i in 0..=4 {
-        let v = max * i as f64 / 4.0;
-        let y = h - bottom - plot_h * i as f64 / 4.0;
-        let label = if max >= 100.0 {
-            format!("{v:.0}")
-        } else {
-            format!("{v:.2}")
-        };
-        doc = doc
-            .add(Text::new(label).set("x", 5).set("y", y + 4.0))
-            .add(line(left, y, w - 10.0, y, "#ddd"));
-    }
-    for (gi, g) in groups.iter().enumerate() {
-        let gx = left + 10.0 + gi as f64 * group_w;
-        doc = doc.add(
-            Text::new(g.clone())
-                .set("x", gx + group_w / 2.0 - 45.0)
-                .set("y", h - bottom + 16.0),
-        );
-        for (ni, n) in names.iter().enumerate() {
-            if let Some(r) = rows
-                .iter()
-                .find(|r| r.workload == *g && &r.contender == n && r.ok_samples > 0)
-            {
-                let bh = plot_h * value(r) / max;
-                doc = doc.add(
-                    Rectangle::new()
-                        .set("x", gx + ni as f64 * bar_w)
-                        .set("y", h - bottom - bh)
-                        .set("width", (bar_w - 2.0).max(1.0))
-                        .set("height", bh)
-                        .set("fill", colors[ni % colors.len()]),
-                );
-            }
-        }
-    }
-    for (ni, n) in names.iter().enumerate() {
-        let x = left + (ni as f64) * 120.0;
-        doc = doc
-            .add(
-                Rectangle::new()
-                    .set("x", x)
-                    .set("y", h - 30.0)
-                    .set("width", 10)
-                    .set("height", 10)
-                    .set("fill", colors[ni % colors.len()]),
-            )
-            .add(Text::new(n.clone()).set("x", x + 14.0).set("y", h - 21.0));
-    }
-    doc
-}
-
 /// The http study as a section of the compare report.
 pub fn section(res: &HttpResults) -> Section {
-    let rps = bar_chart("HTTP throughput", "requests/s", &res.summary, |r| {
-        r.rps.median
-    });
-    let cpu = bar_chart(
+    let chart = |title: &str, unit: &str, value: fn(&HttpSummary) -> f64| {
+        Bars::from_rows(
+            title,
+            unit,
+            &res.summary,
+            |r| r.workload.clone(),
+            |r| r.contender.clone(),
+            value,
+        )
+        .svg()
+    };
+    let rps = chart("HTTP throughput", "requests/s", |r| r.rps.median);
+    let cpu = chart(
         "HTTP: server CPU per request",
         "µs, lower is better",
-        &res.summary,
         |r| r.cpu_us.median,
     );
     Section {
@@ -354,10 +255,7 @@ pub fn section(res: &HttpResults) -> Section {
         table: table(res),
         markdown: markdown(res),
         json: serde_json::to_value(res).unwrap_or_default(),
-        svgs: vec![
-            ("http_rps.svg".into(), rps.to_string()),
-            ("http_cpu.svg".into(), cpu.to_string()),
-        ],
+        svgs: vec![("http_rps.svg".into(), rps), ("http_cpu.svg".into(), cpu)],
         skipped: res.skipped.clone(),
     }
 }
