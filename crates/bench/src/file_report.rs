@@ -5,15 +5,8 @@ use std::fmt::Write as _;
 
 use crate::bars::Bars;
 use crate::file::{Engine, FileResults, FileRow, FileSample, Rw};
+use crate::report::{opt, ratio};
 use crate::study::Section;
-
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
-}
-
-fn ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.2}x"))
-}
 
 /// The targets: 4 KiB randread qd32 O_DIRECT, uring vs fio io_uring with
 /// the same options: IOPS >= 0.97x and CPU per I/O <= 1.0x.

@@ -6,8 +6,14 @@ use crate::bars::Bars;
 use crate::compare::{CompareResults, Summary};
 use crate::study::Section;
 
-fn opt(v: Option<f64>, prec: usize) -> String {
+/// `v` with `prec` decimals, or "-" when absent (report cells).
+pub(crate) fn opt(v: Option<f64>, prec: usize) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
+}
+
+/// A ratio as "1.23x", or "-" when absent (report cells).
+pub(crate) fn ratio(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
 }
 
 /// The summary as a fixed-width table.

@@ -4,12 +4,9 @@
 use std::fmt::Write as _;
 
 use crate::bars::Bars;
+use crate::report::opt;
 use crate::study::Section;
 use crate::wakeup::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
-
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.prec$}"))
-}
 
 /// The rows as a fixed-width terminal table.
 pub fn table(res: &WakeResults) -> String {

@@ -4,15 +4,8 @@ use std::fmt::Write as _;
 
 use super::study::{HttpResults, HttpSummary, LoadTool};
 use crate::bars::Bars;
+use crate::report::{opt, ratio};
 use crate::study::Section;
-
-fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
-}
-
-fn ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
-}
 
 /// The summary as a fixed-width table.
 pub fn table(res: &HttpResults) -> String {
