@@ -74,6 +74,9 @@ pub struct FioJob<'a> {
     pub qd: u32,
     /// `O_DIRECT`.
     pub direct: bool,
+    /// Operations per submission (`--iodepth_batch_submit`; 1 is fio's
+    /// default and is not passed).
+    pub batch: u32,
     /// Run time, seconds.
     pub secs: f64,
     /// CPU fio runs on.
@@ -144,6 +147,9 @@ pub fn args(job: &FioJob<'_>, engine: FioEngine) -> Vec<String> {
         "--lat_percentiles=1".into(),
         "--output-format=json".into(),
     ];
+    if job.batch > 1 && qd > 1 {
+        a.push(format!("--iodepth_batch_submit={}", job.batch));
+    }
     if let FioEngine::IoUring {
         fixed,
         sqpoll,
@@ -281,6 +287,7 @@ mod tests {
             rw: "randread",
             qd: 32,
             direct: true,
+            batch: 1,
             secs: 2.5,
             cpu: 1,
             sq_cpu: 0,
@@ -305,6 +312,13 @@ mod tests {
             assert!(a.iter().any(|x| x == want), "{want} in {a:?}");
         }
         assert!(args(&job, FioEngine::Psync).contains(&"--iodepth=1".to_string()));
+        assert!(!a.iter().any(|x| x.starts_with("--iodepth_batch")));
+        let batched = FioJob { batch: 8, ..job };
+        assert!(args(&batched, FioEngine::Libaio).contains(&"--iodepth_batch_submit=8".to_string()));
+        // psync runs at depth 1: no batch.
+        assert!(!args(&batched, FioEngine::Psync)
+            .iter()
+            .any(|x| x.starts_with("--iodepth_batch")));
         assert_eq!(
             FioEngine::IoUring {
                 fixed: true,

@@ -120,9 +120,11 @@ pub struct BenchFileArgs {
     /// Test file size (4k, 256m, 1g, ...).
     #[arg(long, default_value = "256m", value_parser = file::parse_size)]
     size: u64,
-    /// Job: RW[,bs=SIZE][,qd=N][,direct=0|1], RW one of read, write,
-    /// randread, randwrite (defaults bs=4k, qd=32, direct=1). Repeat for
-    /// several jobs.
+    /// Job: RW[,bs=SIZE][,qd=N][,direct=0|1][,batch=N], RW one of read,
+    /// write, randread, randwrite (defaults bs=4k, qd=32, direct=1,
+    /// batch=1). batch: submit once N operations are queued (fio's
+    /// iodepth_batch_submit; 1 submits each at once). Repeat for several
+    /// jobs.
     #[arg(long = "job", default_value = "randread,bs=4k,qd=32,direct=1", value_parser = Job::parse)]
     jobs: Vec<Job>,
     /// Engines: uring[-fixed][-sqpoll][-iopoll] (ringkit-uring directly;
