@@ -9,6 +9,7 @@ pub mod echo;
 pub mod file;
 pub mod file_report;
 pub mod fio;
+pub mod generator;
 pub mod http;
 pub mod latency;
 pub mod nop;

@@ -148,7 +148,7 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, http, wakeup, nop, file or all (default: all).
+    /// Study to run: echo, generator, http, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), no strace.
@@ -452,7 +452,7 @@ fn contenders(quick: bool) -> (Vec<Contender>, Vec<(String, String)>) {
 }
 
 /// Studies `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [&str; 5] = ["echo", "http", "wakeup", "nop", "file"];
+const STUDIES: [&str; 6] = ["echo", "generator", "http", "wakeup", "nop", "file"];
 
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
     let studies: Vec<&str> = match a.study.as_deref() {
@@ -500,6 +500,7 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
             "wakeup" => run_study(study, &opts, ringkit_bench::wakeup::study),
             "nop" => run_study(study, &opts, ringkit_bench::nop::study),
             "file" => run_study(study, &opts, ringkit_bench::file::study),
+            "generator" => run_study(study, &opts, ringkit_bench::generator::study),
             _ => unreachable!("study names come from STUDIES"),
         };
         match r {

@@ -1,0 +1,148 @@
+//! The echo load generators against small std-thread servers on loopback:
+//! a faithful echo is counted, a corrupted byte or a closed connection is a
+//! failed run. `ringkit` on both backends, and the `threads` generator.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::time::Duration;
+
+use ringkit::Backend;
+use ringkit_bench::echo::{self, EchoLoadConfig, EchoLoadResult};
+
+#[derive(Clone, Copy)]
+enum Server {
+    /// Echo every byte.
+    Faithful,
+    /// Echo, but flip one bit of the byte at this offset of the stream.
+    Corrupt(u64),
+    /// Echo this many bytes, then close.
+    CloseAfter(u64),
+}
+
+/// Start `kind` on a free loopback port; runs until the process ends.
+fn start(kind: Server) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut at = 0u64;
+                loop {
+                    let n = match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => n,
+                    };
+                    match kind {
+                        Server::Faithful => {}
+                        Server::Corrupt(off) => {
+                            if (at..at + n as u64).contains(&off) {
+                                buf[(off - at) as usize] ^= 1;
+                            }
+                        }
+                        Server::CloseAfter(lim) => {
+                            if at + n as u64 > lim {
+                                return;
+                            }
+                        }
+                    }
+                    at += n as u64;
+                    if s.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn cfg(addr: SocketAddr, backend: Backend) -> EchoLoadConfig {
+    EchoLoadConfig {
+        addr,
+        conns: 4,
+        len: 512,
+        duration: Duration::from_millis(300),
+        pipeline: 2,
+        backend,
+    }
+}
+
+/// Run the ringkit generator on its own thread (it builds a runtime).
+fn ringkit_load(addr: SocketAddr, backend: Backend) -> Option<EchoLoadResult> {
+    let c = cfg(addr, backend);
+    let r = std::thread::spawn(move || echo::run_load(&c, &mut |_| {}))
+        .join()
+        .unwrap();
+    match r {
+        Ok(r) => Some(r),
+        Err(e) if backend == Backend::Uring && is_unavailable(&e) => {
+            eprintln!("skipping io_uring: {e}");
+            None
+        }
+        Err(e) => panic!("run_load on {backend:?}: {e}"),
+    }
+}
+
+fn is_unavailable(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EACCES)
+    ) || e.to_string().contains("io_uring")
+}
+
+#[test]
+fn faithful_echo_is_counted_on_both_backends() {
+    let addr = start(Server::Faithful);
+    for backend in [Backend::Uring, Backend::Epoll] {
+        let Some(r) = ringkit_load(addr, backend) else {
+            continue;
+        };
+        assert!(r.ok(), "{backend:?}: {r:?}");
+        assert!(r.responses > 0 && r.responses <= r.requests, "{r:?}");
+        assert_eq!(r.responses % 2, 0, "pipeline 2 counts in pairs: {r:?}");
+        assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
+        assert!(r.client_cpu_s > 0.0, "{r:?}");
+    }
+    let t = echo::run_load_threads(&EchoLoadConfig {
+        pipeline: 1,
+        ..cfg(addr, Backend::Epoll)
+    })
+    .unwrap();
+    assert!(t.ok(), "threads: {t:?}");
+}
+
+#[test]
+fn one_flipped_bit_fails_the_run_on_both_backends() {
+    for backend in [Backend::Uring, Backend::Epoll] {
+        // Well inside the first round trips of one connection.
+        let addr = start(Server::Corrupt(700));
+        let Some(r) = ringkit_load(addr, backend) else {
+            continue;
+        };
+        assert!(!r.ok(), "{backend:?}: {r:?}");
+        assert!(r.mismatches >= 1, "{backend:?}: {r:?}");
+        assert_eq!(r.failed_conns, r.mismatches, "{backend:?}: {r:?}");
+    }
+    let addr = start(Server::Corrupt(100));
+    let t = echo::run_load_threads(&EchoLoadConfig {
+        pipeline: 1,
+        ..cfg(addr, Backend::Epoll)
+    })
+    .unwrap();
+    assert!(!t.ok() && t.mismatches >= 1, "threads: {t:?}");
+}
+
+#[test]
+fn a_server_that_closes_fails_the_run_on_both_backends() {
+    for backend in [Backend::Uring, Backend::Epoll] {
+        let addr = start(Server::CloseAfter(3000));
+        let Some(r) = ringkit_load(addr, backend) else {
+            continue;
+        };
+        assert!(!r.ok(), "{backend:?}: {r:?}");
+        assert_eq!(r.failed_conns, 4, "{backend:?}: {r:?}");
+        assert!(r.first_error.is_some(), "{backend:?}: {r:?}");
+    }
+}
