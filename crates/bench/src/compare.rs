@@ -358,6 +358,14 @@ fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result
                 .stderr(Stdio::null())
                 .spawn()
                 .ok();
+            // Let strace attach to every thread before the window opens
+            // (the load pauses meanwhile; the window starts when this hook
+            // returns). Without it the first ~0.4 s of syscalls went
+            // uncounted against a full window of responses: tokio read as
+            // 1.60 syscalls per request where perf counts 2.02.
+            if strace.is_some() {
+                std::thread::sleep(Duration::from_millis(500));
+            }
         }
         Phase::WindowEnd => {
             if let Some(s) = &strace {
