@@ -325,6 +325,29 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
     sample
 }
 
+/// Wait until every thread of `pid` is traced by `tracer` (`TracerPid` in
+/// /proc/PID/task/*/status); false on timeout.
+fn wait_traced(pid: u32, tracer: u32, timeout: Duration) -> bool {
+    let want = tracer.to_string();
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        let all = std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+            tasks.flatten().all(|task| {
+                std::fs::read_to_string(task.path().join("status")).is_ok_and(|st| {
+                    st.lines()
+                        .find_map(|l| l.strip_prefix("TracerPid:"))
+                        .is_some_and(|v| v.trim() == want)
+                })
+            })
+        });
+        if all {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
 /// Syscalls per request of a contender via `strace -c -f` (a separate run
 /// whose throughput is not used).
 fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result<f64> {
@@ -341,6 +364,7 @@ fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result
     let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
     let pid = server.pid();
     let mut strace: Option<Child> = None;
+    let mut attached = false;
     let load_cfg = EchoLoadConfig {
         addr,
         conns,
@@ -363,8 +387,8 @@ fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result
             // returns). Without it the first ~0.4 s of syscalls went
             // uncounted against a full window of responses: tokio read as
             // 1.60 syscalls per request where perf counts 2.02.
-            if strace.is_some() {
-                std::thread::sleep(Duration::from_millis(500));
+            if let Some(s) = &strace {
+                attached = wait_traced(pid, s.id(), Duration::from_secs(5));
             }
         }
         Phase::WindowEnd => {
@@ -378,6 +402,11 @@ fn strace_sample(cfg: &CompareConfig, c: &Contender, conns: usize) -> io::Result
         let _ = s.wait();
     }
     drop(server);
+    if !attached {
+        return Err(io::Error::other(
+            "strace did not attach to every thread within 5 s",
+        ));
+    }
     let text = std::fs::read_to_string(&out)?;
     let calls = text
         .lines()

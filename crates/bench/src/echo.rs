@@ -791,7 +791,7 @@ async fn conn_task(
     addr: SocketAddr,
     len: usize,
     pipeline: usize,
-    pooled: bool,
+    mut pooled: bool,
     sh: &Shared,
 ) -> io::Result<()> {
     let s = TcpStream::connect(addr).await?;
@@ -829,7 +829,23 @@ async fn conn_task(
                 Ok(n)
             };
             got += if pooled {
-                check(&s.read_pooled().await?)?
+                match s.read_pooled().await {
+                    Ok(back) => check(&back)?,
+                    // A kernel without buffer rings or multishot receive
+                    // (before 5.19 / 6.0) refuses the first one: read plainly.
+                    Err(e)
+                        if got == 0
+                            && matches!(
+                                e.raw_os_error(),
+                                Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS)
+                            ) =>
+                    {
+                        pooled = false;
+                        chunk.reserve(total.max(4096));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
             } else {
                 chunk.clear();
                 let (res, c) = s.read(chunk).await;

@@ -2,7 +2,7 @@
 //! a faithful echo is counted, a corrupted byte or a closed connection is a
 //! failed run. `ringkit` on both backends, and the `threads` generator.
 
-use std::io::{self, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::time::Duration;
 
@@ -69,27 +69,30 @@ fn cfg(addr: SocketAddr, backend: Backend) -> EchoLoadConfig {
     }
 }
 
-/// Run the ringkit generator on its own thread (it builds a runtime).
+/// Run the ringkit generator on its own thread (it builds a runtime);
+/// `None`, with the reason printed, when this kernel cannot build an
+/// io_uring runtime at all.
 fn ringkit_load(addr: SocketAddr, backend: Backend) -> Option<EchoLoadResult> {
+    if backend == Backend::Uring {
+        let probe = std::thread::spawn(|| {
+            ringkit::Builder::new()
+                .backend(Backend::Uring)
+                .ignore_env()
+                .build()
+                .map(drop)
+        })
+        .join()
+        .unwrap();
+        if let Err(e) = probe {
+            eprintln!("skipped: io_uring unavailable here: {e}");
+            return None;
+        }
+    }
     let c = cfg(addr, backend);
     let r = std::thread::spawn(move || echo::run_load(&c, &mut |_| {}))
         .join()
         .unwrap();
-    match r {
-        Ok(r) => Some(r),
-        Err(e) if backend == Backend::Uring && is_unavailable(&e) => {
-            eprintln!("skipping io_uring: {e}");
-            None
-        }
-        Err(e) => panic!("run_load on {backend:?}: {e}"),
-    }
-}
-
-fn is_unavailable(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ENOSYS) | Some(libc::EPERM) | Some(libc::EACCES)
-    ) || e.to_string().contains("io_uring")
+    Some(r.unwrap_or_else(|e| panic!("run_load on {backend:?}: {e}")))
 }
 
 #[test]
@@ -100,10 +103,9 @@ fn faithful_echo_is_counted_on_both_backends() {
             continue;
         };
         assert!(r.ok(), "{backend:?}: {r:?}");
+        assert_eq!((r.failed_conns, r.mismatches), (0, 0), "{r:?}");
         assert!(r.responses > 0 && r.responses <= r.requests, "{r:?}");
-        assert_eq!(r.responses % 2, 0, "pipeline 2 counts in pairs: {r:?}");
         assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
-        assert!(r.client_cpu_s > 0.0, "{r:?}");
     }
     let t = echo::run_load_threads(&EchoLoadConfig {
         pipeline: 1,

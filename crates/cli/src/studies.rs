@@ -123,8 +123,9 @@ pub struct BenchFileArgs {
     /// Job: RW[,bs=SIZE][,qd=N][,direct=0|1][,batch=N], RW one of read,
     /// write, randread, randwrite (defaults bs=4k, qd=32, direct=1,
     /// batch=1). batch: submit once N operations are queued (fio's
-    /// iodepth_batch_submit; 1 submits each at once). Repeat for several
-    /// jobs.
+    /// iodepth_batch_submit; 1 submits each at once); it applies to the
+    /// uring engines and fio's io_uring and libaio (rt-* submit once per
+    /// loop turn, psync one at a time). Repeat for several jobs.
     #[arg(long = "job", default_value = "randread,bs=4k,qd=32,direct=1", value_parser = Job::parse)]
     jobs: Vec<Job>,
     /// Engines: uring[-fixed][-sqpoll][-iopoll] (ringkit-uring directly;
