@@ -56,7 +56,15 @@ impl StreamCore {
         if self.multi.get().is_some() || self.leftover.borrow().is_some() {
             return self.read_via_pool(buf).await;
         }
-        Op::new(Recv::new(self.fd, true, buf, Some(self.stash.clone()))).await
+        Op::new(Recv::new(self.fd, true, buf, self.op_stash())).await
+    }
+
+    /// The stash for a receive: only io_uring can orphan one in flight and
+    /// owe its bytes to the next read. On epoll an attempt is synchronous,
+    /// so no clone (a touch of a cold cache line per read with many
+    /// connections).
+    fn op_stash(&self) -> Option<Rc<ReadStash>> {
+        crate::runtime::is_uring().then(|| self.stash.clone())
     }
 
     async fn read_via_pool<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
@@ -103,7 +111,7 @@ impl StreamCore {
             };
         }
         let uring = crate::runtime::is_uring();
-        let recv = Recv::new(self.fd, true, buf, Some(self.stash.clone()));
+        let recv = Recv::new(self.fd, true, buf, uring.then(|| self.stash.clone()));
         if uring {
             // The timeout is linked to the RECV: one completion says whether
             // data or the timeout came first, and data is never dropped.
@@ -265,7 +273,7 @@ impl StreamCore {
             self.fd,
             true,
             Vec::with_capacity(size),
-            Some(self.stash.clone()),
+            self.op_stash(),
         ))
         .await;
         res.map(|_| RecvBuf::heap(buf))
