@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::bars::Bars;
 use crate::compare::{free_addr, stat, Contender, Family, Server, Stat};
 use crate::echo::{self, EchoLoadConfig, EchoLoadResult};
+use crate::report::ratio;
 use crate::study::{Section, StudyOpts};
 use crate::sysinfo::SystemInfo;
 
@@ -262,10 +263,6 @@ fn summarize(cfg: &GenConfig, samples: &[GenSample]) -> Vec<GenRow> {
         rows.append(&mut mine);
     }
     rows
-}
-
-fn ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".into(), |x| format!("{x:.2}x"))
 }
 
 /// The target lines: per connection count, met or not.
