@@ -22,7 +22,7 @@ BUCKETS = [
     ("io_uring", r"^(__)?io_|io_uring|^llist_|^tctx_|task_work"),
     ("syscall+epoll", r"^(__)?(ep_|do_epoll|epoll|__x64_sys|x64_sys_call|__sys_|do_syscall|entry_SYSCALL|syscall_|fdget|__fget|fget|fput|sockfd_lookup|sock_poll|__fdget)"),
     ("sched", r"schedule|task_switch|_task_fair|_entity|select_task_rq|try_to_wake_up|ttwu|psi_|update_curr|update_load|pick_next|enqueue_|dequeue_|hrtimer|finish_task|switch_|cpuacct|resched"),
-    ("net+mm", r"tcp|ip_|inet|skb|(^|_)sk_|sock|net|napi|dev_|loopback|bbr|copy|check_object|kfree|kmem|slab|alloc|page_frag|raw_spin|rcu|_bh|softirq|read_tsc|ktime|dst|csum|nf_|mod_timer|fib|memcg|refill|virt_addr"),
+    ("net+mm", r"tcp|ip_|ipv4|inet|skb|backlog|_deliver|eth_type|(^|_)sk_|sock|net|napi|dev_|loopback|bbr|copy|check_object|kfree|kmem|slab|alloc|page_frag|raw_spin|rcu|_bh|softirq|read_tsc|ktime|dst|csum|nf_|mod_timer|fib|memcg|refill|virt_addr"),
 ]
 
 
