@@ -157,6 +157,10 @@ pub struct Summary {
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's (lower is better).
     pub cpu_vs_best_epoll: Option<f64>,
+    /// Paired: in each round, CPU per request / the lowest of the epoll
+    /// contenders in that same round; median and range over rounds. Less
+    /// sensitive to drift between rounds than the ratio of medians.
+    pub cpu_vs_best_epoll_paired: Option<Stat>,
 }
 
 /// Everything a comparison produced.
@@ -483,6 +487,46 @@ pub fn run(
     })
 }
 
+/// Per contender, its CPU per request over the best epoll contender's in
+/// the same round, for every round where both have a good sample.
+fn paired_cpu_ratios(
+    contenders: &[Contender],
+    rounds: usize,
+    conns: usize,
+    samples: &[Sample],
+) -> Vec<(String, Vec<f64>)> {
+    let cpu = |name: &str, round: usize| {
+        samples
+            .iter()
+            .find(|s| s.contender == name && s.conns == conns && s.round == round && s.ok())
+            .map(|s| {
+                let (u, y) = s.cpu_us_per_req();
+                u + y
+            })
+    };
+    let mut out: Vec<(String, Vec<f64>)> = contenders
+        .iter()
+        .map(|c| (c.name.clone(), Vec::new()))
+        .collect();
+    for round in 0..rounds {
+        let best = contenders
+            .iter()
+            .filter(|c| c.family == Family::Epoll)
+            .filter_map(|c| cpu(&c.name, round))
+            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.min(v))));
+        let Some(best) = best.filter(|b| *b > 0.0) else {
+            continue;
+        };
+        for (name, v) in &mut out {
+            if let Some(x) = cpu(name, round) {
+                v.push(x / best);
+            }
+        }
+    }
+    out.retain(|(_, v)| !v.is_empty());
+    out
+}
+
 fn summarize(
     contenders: &[Contender],
     cfg: &CompareConfig,
@@ -546,6 +590,7 @@ fn summarize(
                     },
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
+                    cpu_vs_best_epoll_paired: None,
                 }
             })
             .collect();
@@ -565,7 +610,80 @@ fn summarize(
                 r.cpu_vs_best_epoll = best_cpu.map(|b| r.cpu_us.median / b);
             }
         }
+        let paired = paired_cpu_ratios(contenders, cfg.rounds, conns, samples);
+        for r in &mut rows {
+            r.cpu_vs_best_epoll_paired = paired
+                .iter()
+                .find(|(name, _)| *name == r.contender)
+                .map(|(_, v)| stat(v.clone()));
+        }
         out.extend(rows);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contender(name: &str, family: Family) -> Contender {
+        Contender {
+            name: name.into(),
+            family,
+            cmd: vec![],
+            ringkit: false,
+        }
+    }
+
+    /// A sample of `us` µs of server CPU per request (1000 requests).
+    fn sample(name: &str, round: usize, us: f64, ok: bool) -> Sample {
+        Sample {
+            contender: name.into(),
+            conns: 50,
+            round,
+            load: EchoLoadResult {
+                requests: 1000,
+                responses: 1000,
+                secs: 1.0,
+                failed_conns: u64::from(!ok),
+                ..Default::default()
+            },
+            cpu_user_s: 0.0,
+            cpu_sys_s: us * 1000.0 / 1e6,
+            stats: None,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn paired_ratios_use_the_best_epoll_of_each_round() {
+        let cs = [
+            contender("u", Family::Uring),
+            contender("e1", Family::Epoll),
+            contender("e2", Family::Epoll),
+        ];
+        let samples = vec![
+            // Round 0: best epoll 5.0 (e2); round 1: best epoll 8.0 (e1, e2
+            // failed); round 2: u failed, so it has no ratio there.
+            sample("u", 0, 4.5, true),
+            sample("e1", 0, 6.0, true),
+            sample("e2", 0, 5.0, true),
+            sample("u", 1, 8.8, true),
+            sample("e1", 1, 8.0, true),
+            sample("e2", 1, 1.0, false),
+            sample("u", 2, 1.0, false),
+            sample("e1", 2, 7.0, true),
+            sample("e2", 2, 7.0, true),
+        ];
+        let got = paired_cpu_ratios(&cs, 3, 50, &samples);
+        let u = &got.iter().find(|(n, _)| n == "u").unwrap().1;
+        assert_eq!(u.len(), 2);
+        assert!(
+            (u[0] - 0.9).abs() < 1e-9 && (u[1] - 1.1).abs() < 1e-9,
+            "{u:?}"
+        );
+        let e2 = &got.iter().find(|(n, _)| n == "e2").unwrap().1;
+        assert_eq!(e2.len(), 2, "{e2:?}");
+        assert!((e2[0] - 1.0).abs() < 1e-9 && (e2[1] - 1.0).abs() < 1e-9);
+    }
 }

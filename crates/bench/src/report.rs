@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::bars::Bars;
-use crate::compare::{CompareResults, Summary};
+use crate::compare::{CompareResults, Family, Summary};
 use crate::study::Section;
 
 /// `v` with `prec` decimals, or "-" when absent (report cells).
@@ -52,7 +52,33 @@ pub fn table(res: &CompareResults) -> String {
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
+    let paired = paired_lines(res);
+    if !paired.is_empty() {
+        let _ = writeln!(
+            s,
+            "CPU per request vs the best epoll server of the same round (median, min-max over rounds):"
+        );
+        for l in paired {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
     s
+}
+
+/// One line per io_uring contender: its paired per-round CPU ratio.
+fn paired_lines(res: &CompareResults) -> Vec<String> {
+    res.summary
+        .iter()
+        .filter(|r| r.family == Family::Uring)
+        .filter_map(|r| {
+            r.cpu_vs_best_epoll_paired.map(|p| {
+                format!(
+                    "{} c={}: {:.2}x ({:.2}-{:.2})",
+                    r.contender, r.conns, p.median, p.min, p.max
+                )
+            })
+        })
+        .collect()
 }
 
 /// report.md.
@@ -102,6 +128,16 @@ pub fn markdown(res: &CompareResults) -> String {
             r.rps_vs_best_epoll.map_or("-".into(), |v| format!("{v:.2}x")),
             opt(r.syscalls_per_req, 2), opt(r.enters_per_req, 3), r.p99_us, r.ok_samples, r.samples
         );
+    }
+    let paired = paired_lines(res);
+    if !paired.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nPaired: CPU per request over the best epoll server's in the same round (median, min–max over rounds; drift between rounds cancels):\n"
+        );
+        for l in paired {
+            let _ = writeln!(s, "- {l}");
+        }
     }
     let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls; peers are counted by `strace -c -f` in a separate run whose throughput is not used.\n");
     let failed: Vec<_> = res
