@@ -35,7 +35,10 @@ use crate::runtime::{try_with_ctx, with_ctx};
 #[derive(Debug)]
 pub(crate) struct StreamCore {
     pub(crate) fd: RawFd,
-    stash: Rc<ReadStash>,
+    /// Bytes owed by dropped receives. Only io_uring can orphan a receive in
+    /// flight (an epoll attempt is synchronous), so epoll streams have none
+    /// and their reads clone nothing.
+    stash: Option<Rc<ReadStash>>,
     /// Key of the armed multishot RECV (io_uring).
     multi: Cell<Option<usize>>,
     /// Leftover of a pooled buffer that a `read` could not take whole.
@@ -44,9 +47,12 @@ pub(crate) struct StreamCore {
 
 impl StreamCore {
     pub(crate) fn new(fd: RawFd) -> StreamCore {
+        // A stream lives on the runtime that made it; without one (built
+        // outside a runtime), keep a stash to be safe.
+        let uring = try_with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
         StreamCore {
             fd,
-            stash: Rc::default(),
+            stash: uring.unwrap_or(true).then(Rc::default),
             multi: Cell::new(None),
             leftover: RefCell::new(None),
         }
@@ -56,15 +62,7 @@ impl StreamCore {
         if self.multi.get().is_some() || self.leftover.borrow().is_some() {
             return self.read_via_pool(buf).await;
         }
-        Op::new(Recv::new(self.fd, true, buf, self.op_stash())).await
-    }
-
-    /// The stash for a receive: only io_uring can orphan one in flight and
-    /// owe its bytes to the next read. On epoll an attempt is synchronous,
-    /// so no clone (a touch of a cold cache line per read with many
-    /// connections).
-    fn op_stash(&self) -> Option<Rc<ReadStash>> {
-        crate::runtime::is_uring().then(|| self.stash.clone())
+        Op::new(Recv::new(self.fd, true, buf, self.stash.clone())).await
     }
 
     async fn read_via_pool<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
@@ -111,7 +109,7 @@ impl StreamCore {
             };
         }
         let uring = crate::runtime::is_uring();
-        let recv = Recv::new(self.fd, true, buf, uring.then(|| self.stash.clone()));
+        let recv = Recv::new(self.fd, true, buf, self.stash.clone());
         if uring {
             // The timeout is linked to the RECV: one completion says whether
             // data or the timeout came first, and data is never dropped.
@@ -187,8 +185,10 @@ impl StreamCore {
         if let Some((rb, off)) = self.leftover.borrow_mut().take() {
             return Ok(rb.advance(off));
         }
-        if let Some(stashed) = poll_fn(|cx| self.stash.poll_take_all(cx)).await {
-            return Ok(RecvBuf::heap(stashed));
+        if let Some(stash) = &self.stash {
+            if let Some(stashed) = poll_fn(|cx| stash.poll_take_all(cx)).await {
+                return Ok(RecvBuf::heap(stashed));
+            }
         }
         enum Step {
             Got(RecvBuf),
@@ -273,7 +273,7 @@ impl StreamCore {
             self.fd,
             true,
             Vec::with_capacity(size),
-            self.op_stash(),
+            self.stash.clone(),
         ))
         .await;
         res.map(|_| RecvBuf::heap(buf))
