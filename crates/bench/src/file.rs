@@ -787,15 +787,12 @@ fn run_uring(
     let mut offs = Offsets::new(job, cfg.size, now_ns());
     let mut started = vec![0u64; qd];
     let mut inflight = 0usize;
-    // SQEs queued but not yet submitted: submitted once `batch` wait; the
-    // wait below submits the rest and resets the count. The last SQE queued
-    // before that wait is left to it (`last`): one enter instead of two.
-    let batch = job.batch.max(1) as usize;
-    let queued = std::cell::Cell::new(0usize);
+    // Submit once `batch` SQEs wait in the SQ; the wait below submits the
+    // rest. The last SQE queued before that wait is left to it (`last`):
+    // one enter instead of two.
+    let batch = job.batch.max(1);
     let flush = |ring: &mut IoUring, last: bool| -> io::Result<()> {
-        queued.set(queued.get() + 1);
-        if queued.get() >= batch && !last {
-            queued.set(0);
+        if !last && ring.sq().pending() >= batch {
             ring.submit()?;
         }
         Ok(())
@@ -814,7 +811,7 @@ fn run_uring(
         let mut done: Vec<(usize, i32)> = Vec::with_capacity(qd);
         loop {
             match ring.submit_and_wait(1) {
-                Ok(_) => queued.set(0),
+                Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
                 Err(e) => return Err(e),
             }
