@@ -143,7 +143,7 @@ impl EpollDriver {
         Metrics::add(&m.epoll_waits, 1);
         // SAFETY: `events` is a valid buffer of its length.
         let n = unsafe {
-            libc::epoll_wait(
+            super::op::raw::epoll_wait(
                 self.epfd.as_raw_fd(),
                 self.events.as_mut_ptr(),
                 self.events.len() as i32,

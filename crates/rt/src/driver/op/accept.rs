@@ -6,7 +6,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::cvt;
+use super::{cvt, raw};
 use crate::driver::{Dir, OpCode};
 
 /// Accept one connection. The address storage is boxed: the kernel writes it
@@ -51,7 +51,7 @@ impl OpCode for Accept {
         let (storage, len) = &mut *self.addr;
         // SAFETY: valid listener fd and writable address storage.
         cvt(unsafe {
-            libc::accept4(
+            raw::accept4(
                 self.fd,
                 (storage as *mut libc::sockaddr_storage).cast(),
                 len,

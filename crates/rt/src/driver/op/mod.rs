@@ -7,6 +7,7 @@ pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fsync;
 pub(crate) mod open;
+pub(crate) mod raw;
 pub(crate) mod read_at;
 pub(crate) mod readv;
 pub(crate) mod recv;

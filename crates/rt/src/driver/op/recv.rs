@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use ringkit_uring::opcode::{self, Entry, Target};
 use ringkit_uring::sys::KernelTimespec;
 
-use super::cvt;
+use super::{cvt, raw};
 use crate::buf::IoBufMut;
 use crate::driver::{Dir, OpCode};
 
@@ -142,9 +142,9 @@ impl<B: IoBufMut> OpCode for Recv<B> {
         // SAFETY: `ptr` is writable for `len` bytes (IoBufMut contract).
         let r = unsafe {
             if self.socket {
-                libc::recv(self.fd, ptr.cast(), len, 0)
+                raw::recv(self.fd, ptr.cast(), len, 0)
             } else {
-                libc::read(self.fd, ptr.cast(), len)
+                raw::read(self.fd, ptr.cast(), len)
             }
         };
         cvt(r)

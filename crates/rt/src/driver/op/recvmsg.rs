@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::cvt;
+use super::{cvt, raw};
 use crate::buf::IoBufMut;
 use crate::driver::{Dir, OpCode};
 
@@ -57,7 +57,7 @@ impl<B: IoBufMut> OpCode for RecvMsg<B> {
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         // SAFETY: the msghdr points at live storage owned by self.
-        cvt(unsafe { libc::recvmsg(self.fd, &mut self.msg.hdr, 0) })
+        cvt(unsafe { raw::recvmsg(self.fd, &mut self.msg.hdr, 0) })
     }
 
     fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {

@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::cvt;
+use super::{cvt, raw};
 use crate::buf::IoBuf;
 use crate::driver::{Dir, OpCode};
 
@@ -62,9 +62,9 @@ impl<B: IoBuf> OpCode for Send<B> {
         // SAFETY: `ptr` is readable for `len` initialised bytes (IoBuf contract).
         let r = unsafe {
             if self.socket {
-                libc::send(self.fd, ptr.cast(), len, libc::MSG_NOSIGNAL)
+                raw::send(self.fd, ptr.cast(), len, libc::MSG_NOSIGNAL)
             } else {
-                libc::write(self.fd, ptr.cast(), len)
+                raw::write(self.fd, ptr.cast(), len)
             }
         };
         cvt(r)

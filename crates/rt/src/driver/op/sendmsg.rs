@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::cvt;
+use super::{cvt, raw};
 use crate::buf::IoBuf;
 use crate::driver::{Dir, OpCode};
 
@@ -64,7 +64,7 @@ impl<B: IoBuf> OpCode for SendMsg<B> {
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         // SAFETY: the msghdr points at live iovecs/buffers owned by self.
-        cvt(unsafe { libc::sendmsg(self.fd, &self.msg.hdr, libc::MSG_NOSIGNAL) })
+        cvt(unsafe { raw::sendmsg(self.fd, &self.msg.hdr, libc::MSG_NOSIGNAL) })
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
