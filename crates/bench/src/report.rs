@@ -56,7 +56,7 @@ pub fn table(res: &CompareResults) -> String {
     if !paired.is_empty() {
         let _ = writeln!(
             s,
-            "CPU per request vs the best epoll server of the same round (median, min-max over rounds):"
+            "CPU per request vs the best epoll server (lowest median), paired round by round (median, min-max over rounds):"
         );
         for l in paired {
             let _ = writeln!(s, "  {l}");
@@ -133,7 +133,7 @@ pub fn markdown(res: &CompareResults) -> String {
     if !paired.is_empty() {
         let _ = writeln!(
             s,
-            "\nPaired: CPU per request over the best epoll server's in the same round (median, min–max over rounds; drift between rounds cancels):\n"
+            "\nPaired: CPU per request over that of the best epoll server (the one with the lowest median), round by round (median, min–max over rounds; drift between rounds cancels):\n"
         );
         for l in paired {
             let _ = writeln!(s, "- {l}");
