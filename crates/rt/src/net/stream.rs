@@ -60,7 +60,10 @@ impl StreamCore {
 
     pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
         if self.multi.get().is_some() || self.leftover.borrow().is_some() {
-            return self.read_via_pool(buf).await;
+            // Boxed: only a stream that mixes `read` with `read_pooled`
+            // comes here, and inline this path would more than double the
+            // size of every read future (and of every task awaiting one).
+            return Box::pin(self.read_via_pool(buf)).await;
         }
         Op::new(Recv::new(self.fd, true, buf, self.stash.clone())).await
     }

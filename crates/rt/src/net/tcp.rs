@@ -2,6 +2,7 @@
 
 use std::cell::Cell;
 use std::future::poll_fn;
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
@@ -218,41 +219,48 @@ impl TcpStream {
     }
 
     /// Read into `buf` (up to its capacity). `Ok(0)` is end of stream.
-    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.read(buf).await
+    pub fn read<B: IoBufMut>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.read(buf)
     }
 
     /// Read with a deadline. On timeout the result is `TimedOut` and no byte
     /// is lost: on io_uring the timeout is linked to the receive, so if data
     /// won the race it is returned here; otherwise nothing was read.
-    pub async fn read_timeout<B: IoBufMut>(&self, buf: B, dur: Duration) -> (io::Result<usize>, B) {
-        self.core.read_timeout(buf, dur).await
+    pub fn read_timeout<B: IoBufMut>(
+        &self,
+        buf: B,
+        dur: Duration,
+    ) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.read_timeout(buf, dur)
     }
 
     /// The next chunk of received data in a pooled buffer (io_uring: a
     /// provided-buffer ring slot from a multishot receive). Empty means EOF.
-    pub async fn read_pooled(&self) -> io::Result<RecvBuf> {
-        self.core.read_pooled().await
+    pub fn read_pooled(&self) -> impl Future<Output = io::Result<RecvBuf>> + '_ {
+        self.core.read_pooled()
     }
 
     /// Write some of `buf`; returns how much.
-    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.write(buf).await
+    pub fn write<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.write(buf)
     }
 
     /// Write all of `buf`.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
-        self.core.write_all(buf).await
+    pub fn write_all<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.write_all(buf)
     }
 
     /// Vectored write (`sendmsg`).
-    pub async fn writev<B: IoBuf>(&self, bufs: Vec<B>) -> (io::Result<usize>, Vec<B>) {
-        self.core.writev(bufs).await
+    pub fn writev<B: IoBuf>(
+        &self,
+        bufs: Vec<B>,
+    ) -> impl Future<Output = (io::Result<usize>, Vec<B>)> + '_ {
+        self.core.writev(bufs)
     }
 
     /// Shut down reading, writing or both.
-    pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
-        self.core.shutdown(how).await
+    pub fn shutdown(&self, how: std::net::Shutdown) -> impl Future<Output = io::Result<()>> + '_ {
+        self.core.shutdown(how)
     }
 
     /// `TCP_NODELAY`.
@@ -305,13 +313,13 @@ pub struct OwnedReadHalf {
 
 impl OwnedReadHalf {
     /// See [`TcpStream::read`].
-    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.read(buf).await
+    pub fn read<B: IoBufMut>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.read(buf)
     }
 
     /// See [`TcpStream::read_pooled`].
-    pub async fn read_pooled(&self) -> io::Result<RecvBuf> {
-        self.core.read_pooled().await
+    pub fn read_pooled(&self) -> impl Future<Output = io::Result<RecvBuf>> + '_ {
+        self.core.read_pooled()
     }
 }
 
@@ -323,17 +331,17 @@ pub struct OwnedWriteHalf {
 
 impl OwnedWriteHalf {
     /// See [`TcpStream::write`].
-    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.write(buf).await
+    pub fn write<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.write(buf)
     }
 
     /// See [`TcpStream::write_all`].
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
-        self.core.write_all(buf).await
+    pub fn write_all<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.write_all(buf)
     }
 
     /// Shut down the write side (the peer reads EOF).
-    pub async fn shutdown(&self) -> io::Result<()> {
-        self.core.shutdown(std::net::Shutdown::Write).await
+    pub fn shutdown(&self) -> impl Future<Output = io::Result<()>> + '_ {
+        self.core.shutdown(std::net::Shutdown::Write)
     }
 }

@@ -1,5 +1,6 @@
 //! Unix-domain stream sockets.
 
+use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::path::Path;
@@ -85,23 +86,23 @@ impl UnixStream {
     }
 
     /// Read into `buf`. `Ok(0)` is end of stream.
-    pub async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.read(buf).await
+    pub fn read<B: IoBufMut>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.read(buf)
     }
 
     /// Write some of `buf`.
-    pub async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        self.core.write(buf).await
+    pub fn write<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
+        self.core.write(buf)
     }
 
     /// Write all of `buf`.
-    pub async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
-        self.core.write_all(buf).await
+    pub fn write_all<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.write_all(buf)
     }
 
     /// Shut down reading, writing or both.
-    pub async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
-        self.core.shutdown(how).await
+    pub fn shutdown(&self, how: std::net::Shutdown) -> impl Future<Output = io::Result<()>> + '_ {
+        self.core.shutdown(how)
     }
 }
 
