@@ -360,19 +360,18 @@ impl Drain {
         self.free.borrow_mut().push(slot);
     }
 
-    /// Resolves when draining starts.
-    fn wait(&self, slot: usize) -> impl Future<Output = ()> + '_ {
-        poll_fn(move |cx| {
-            if self.on.get() {
-                return Poll::Ready(());
-            }
-            let mut wakers = self.wakers.borrow_mut();
-            let w = &mut wakers[slot];
-            if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *w = Some(cx.waker().clone());
-            }
-            Poll::Pending
-        })
+    /// Ready once draining has started; until then `cx`'s waker is kept
+    /// in `slot` for [`Drain::start`].
+    fn poll_wait(&self, slot: usize, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if self.on.get() {
+            return Poll::Ready(());
+        }
+        let mut wakers = self.wakers.borrow_mut();
+        let w = &mut wakers[slot];
+        if !w.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            *w = Some(cx.waker().clone());
+        }
+        Poll::Pending
     }
 
     fn start(&self) {
@@ -539,73 +538,87 @@ impl Drop for ConnGuard {
     }
 }
 
-async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
-    let guard = ConnGuard::new(st);
-    let res = echo_pooled(&s, &guard.st, guard.slot).await;
-    guard.finish(s, res);
-}
-
-async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
-    let guard = ConnGuard::new(st);
-    let res = echo_single(&s, &guard.st.drain, guard.slot).await;
-    guard.finish(s, res);
-}
-
 /// Await `read`. Before draining it races the drain switch (without
 /// dropping the read); once draining, it gives up (`None`) when nothing
 /// arrives for the idle time.
 ///
 /// `read` comes pinned by the caller: moved in by value, it would take room
-/// twice in this future (as the argument and as the pinned local).
-async fn next_read<F: Future>(
-    drain: &Drain,
+/// twice in the task (as the argument and as the pinned local). A plain
+/// `poll_fn` rather than an `async fn`: it is awaited once per message by
+/// every connection, and its state is three words and the idle timer's box
+/// (created only while draining).
+fn next_read<'a, F: Future>(
+    drain: &'a Drain,
     slot: usize,
-    mut read: std::pin::Pin<&mut F>,
-) -> Option<F::Output> {
-    if !drain.on.get() {
-        let wait = pin!(drain.wait(slot));
-        if let Either::Left(v) = select(read.as_mut(), wait).await {
-            return Some(v);
+    mut read: std::pin::Pin<&'a mut F>,
+) -> impl Future<Output = Option<F::Output>> + 'a {
+    let mut idle: Option<std::pin::Pin<Box<ringkit::time::Sleep>>> = None;
+    poll_fn(move |cx| {
+        if let Poll::Ready(v) = read.as_mut().poll(cx) {
+            return Poll::Ready(Some(v));
         }
-    }
-    // Boxed: the timer is needed only while draining, so an idle
-    // connection's task does not carry room for it.
-    Box::pin(ringkit::time::timeout(drain.idle, read))
-        .await
-        .ok()
+        let timer = match &mut idle {
+            Some(t) => t,
+            None => {
+                if drain.poll_wait(slot, cx).is_pending() {
+                    return Poll::Pending;
+                }
+                // Draining started: from now on the read gets the idle time.
+                idle.insert(Box::pin(ringkit::time::sleep(drain.idle)))
+            }
+        };
+        timer.as_mut().poll(cx).map(|()| None)
+    })
 }
 
-async fn echo_pooled(s: &TcpStream, st: &ThreadState, slot: usize) -> io::Result<()> {
-    loop {
+// One connection. Each is one task whose future stays in memory between
+// polls; with 1000 connections those futures are cache misses, one per
+// nested `async fn` level touched, so the loop is written inline here
+// rather than in a helper the task would await.
+async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
+    let guard = ConnGuard::new(st);
+    let (st, slot) = (&guard.st, guard.slot);
+    let res = loop {
         let Some(buf) = next_read(&st.drain, slot, pin!(s.read_pooled())).await else {
-            return Ok(());
+            break Ok(());
         };
-        let buf = buf?;
-        if buf.is_empty() {
-            return Ok(());
-        }
+        let buf = match buf {
+            Ok(b) if b.is_empty() => break Ok(()),
+            Ok(b) => b,
+            Err(e) => break Err(e),
+        };
         if !buf.is_ring_buffer() {
             st.heap_reads.set(st.heap_reads.get() + 1);
         }
-        s.write_all(buf).await.0?;
-    }
+        if let (Err(e), _) = s.write_all(buf).await {
+            break Err(e);
+        }
+    };
+    guard.finish(s, res);
 }
 
-async fn echo_single(s: &TcpStream, drain: &Drain, slot: usize) -> io::Result<()> {
+async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
+    let guard = ConnGuard::new(st);
+    let (drain, slot) = (&guard.st.drain, guard.slot);
     let mut buf = Vec::with_capacity(4096);
-    loop {
+    let res = loop {
         buf.clear();
         let Some((res, b)) = next_read(drain, slot, pin!(s.read(buf))).await else {
-            return Ok(());
+            break Ok(());
         };
         buf = b;
-        if res? == 0 {
-            return Ok(());
+        match res {
+            Ok(0) => break Ok(()),
+            Ok(_) => {}
+            Err(e) => break Err(e),
         }
         let (res, b) = s.write_all(buf).await;
         buf = b;
-        res?;
-    }
+        if let Err(e) = res {
+            break Err(e);
+        }
+    };
+    guard.finish(s, res);
 }
 
 /// Load generator settings.
