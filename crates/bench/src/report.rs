@@ -139,7 +139,7 @@ pub fn markdown(res: &CompareResults) -> String {
             let _ = writeln!(s, "- {l}");
         }
     }
-    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls; peers are counted by `strace -c -f` in a separate run whose throughput is not used.\n");
+    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls; peers are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (the kernel counts; the server keeps its speed) or, without perf, by `strace -c -f` (which slows the server, so an epoll server's `epoll_wait` batches fill up and its count reads low).\n");
     let failed: Vec<_> = res
         .samples
         .iter()

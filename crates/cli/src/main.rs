@@ -151,7 +151,7 @@ struct CompareArgs {
     /// Study to run: echo, generator, http, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
-    /// 2 s), no strace.
+    /// 2 s), peers' syscalls not counted.
     #[arg(long)]
     quick: bool,
     /// Rounds (each contender once per round).
@@ -172,7 +172,8 @@ struct CompareArgs {
     /// Output directory (default: results/compare-<date>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Skip the strace syscall count of peers.
+    /// Skip the separate runs that count peers' syscalls (echo: perf stat on
+    /// the syscall tracepoint, or strace without perf; HTTP: strace).
     #[arg(long)]
     no_strace: bool,
     /// CPU for servers.
@@ -579,12 +580,21 @@ fn compare_echo(
         }
     }
     let mut skipped = skipped;
-    if !has_strace && !a.no_strace && !a.quick {
-        skipped.push((
-            "strace syscall counts of peers".into(),
-            "strace not installed (apt-get install -y strace)".into(),
-        ));
-    }
+    let peer_syscalls = if a.no_strace || a.quick {
+        None
+    } else {
+        let tool = ringkit_bench::compare::SyscallTool::detect();
+        if tool.is_none() {
+            skipped.push((
+                "syscall counts of peers".into(),
+                format!(
+                    "neither perf (raw_syscalls tracepoint) nor strace works here{} (apt-get install -y linux-perf strace)",
+                    if has_strace { "" } else { "; strace not installed" }
+                ),
+            ));
+        }
+        tool
+    };
     let cfg = CompareConfig {
         conns: a.conns.clone(),
         len: a.len,
@@ -592,7 +602,7 @@ fn compare_echo(
         secs: a.secs.unwrap_or(if a.quick { 2.0 } else { 10.0 }),
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
-        strace: opts.strace,
+        peer_syscalls,
         out_dir: opts.out_dir.join("echo"),
     };
     eprintln!(
