@@ -400,6 +400,83 @@ impl SyscallTool {
             SyscallTool::Strace => "strace -c (separate run)",
         }
     }
+
+    /// Short name for file names and progress lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyscallTool::Perf => "perf-stat",
+            SyscallTool::Strace => "strace",
+        }
+    }
+
+    /// Start counting every syscall of `pid` (all its threads) into `out`.
+    /// Returns once the tool is attached; stop it with [`SyscallTool::stop`].
+    pub fn start(self, pid: u32, out: &Path) -> io::Result<Child> {
+        let pid_s = pid.to_string();
+        let mut cmd = match self {
+            SyscallTool::Perf => {
+                let mut c = Command::new("perf");
+                c.args([
+                    "stat",
+                    "-x,",
+                    "-e",
+                    "raw_syscalls:sys_enter",
+                    "-p",
+                    &pid_s,
+                    "-o",
+                ]);
+                c
+            }
+            SyscallTool::Strace => {
+                let mut c = Command::new("strace");
+                c.args(["-c", "-f", "-p", &pid_s, "-o"]);
+                c
+            }
+        };
+        let mut child = cmd
+            .arg(out)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let attached = match self {
+            // perf opens one counter per thread at once; give it time. An
+            // idle server makes no syscalls meanwhile.
+            SyscallTool::Perf => {
+                std::thread::sleep(Duration::from_millis(300));
+                true
+            }
+            // Without waiting for every thread to be traced, the first
+            // ~0.4 s of syscalls went uncounted against a full window of
+            // responses: tokio read as 1.60 syscalls per request.
+            SyscallTool::Strace => wait_traced(pid, child.id(), Duration::from_secs(5)),
+        };
+        if !attached || child.try_wait().is_ok_and(|s| s.is_some()) {
+            Self::stop(child);
+            return Err(io::Error::other(format!(
+                "{} did not attach to pid {pid}",
+                self.name()
+            )));
+        }
+        Ok(child)
+    }
+
+    /// Stop a counter from [`SyscallTool::start`]: both tools write their
+    /// counts on SIGINT.
+    pub fn stop(mut child: Child) {
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+        let _ = child.wait();
+    }
+
+    /// The syscall count in the tool's output file.
+    pub fn count(self, out: &Path) -> io::Result<f64> {
+        let text = std::fs::read_to_string(out)?;
+        match self {
+            SyscallTool::Perf => parse_perf_stat_count(&text),
+            SyscallTool::Strace => parse_strace_total(&text),
+        }
+        .ok_or_else(|| io::Error::other(format!("no syscall count in {}", out.display())))
+    }
 }
 
 /// Syscalls per request of a contender, counted by `tool` over the window
@@ -416,18 +493,12 @@ fn syscall_sample(
         .out_dir
         .join("logs")
         .join(format!("{}-{conns}-syscalls.log", c.name));
-    let out = cfg.out_dir.join("logs").join(format!(
-        "{}-{conns}-{}.txt",
-        c.name,
-        match tool {
-            SyscallTool::Perf => "perf-stat",
-            SyscallTool::Strace => "strace",
-        }
-    ));
+    let out = cfg
+        .out_dir
+        .join("logs")
+        .join(format!("{}-{conns}-{}.txt", c.name, tool.name()));
     let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
-    let pid = server.pid().to_string();
-    let mut counter: Option<Child> = None;
-    let mut attached = false;
+    let mut counter: Option<io::Result<Child>> = None;
     let load_cfg = EchoLoadConfig {
         addr,
         conns,
@@ -436,72 +507,24 @@ fn syscall_sample(
         pipeline: 1,
         backend: ringkit::Backend::Auto,
     };
+    // The load pauses while a hook runs; the window opens when it returns,
+    // so the counter is attached before the first counted request.
     let load = echo::run_load(&load_cfg, &mut |p| match p {
-        // The load pauses while this hook runs; the window opens when it
-        // returns, so the counter is attached before the first counted
-        // request.
-        Phase::WindowStart => match tool {
-            SyscallTool::Perf => {
-                counter = Command::new("perf")
-                    .args([
-                        "stat",
-                        "-x,",
-                        "-e",
-                        "raw_syscalls:sys_enter",
-                        "-p",
-                        &pid,
-                        "-o",
-                    ])
-                    .arg(&out)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .ok();
-                // perf opens one counter per thread at once; give it time.
-                // The idle server makes no syscalls meanwhile.
-                std::thread::sleep(Duration::from_millis(300));
-                attached = counter.is_some();
-            }
-            SyscallTool::Strace => {
-                counter = Command::new("strace")
-                    .args(["-c", "-f", "-p", &pid, "-o"])
-                    .arg(&out)
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn()
-                    .ok();
-                // Without waiting for every thread to be traced the first
-                // ~0.4 s of syscalls went uncounted against a full window
-                // of responses: tokio read as 1.60 syscalls per request.
-                if let Some(s) = &counter {
-                    attached = wait_traced(server.pid(), s.id(), Duration::from_secs(5));
-                }
-            }
-        },
+        Phase::WindowStart => counter = Some(tool.start(server.pid(), &out)),
         Phase::WindowEnd => {
-            if let Some(s) = &counter {
-                // SAFETY: signalling our own child; both tools print their
-                // counts on SIGINT.
-                unsafe { libc::kill(s.id() as i32, libc::SIGINT) };
+            if let Some(Ok(ch)) = counter.take() {
+                SyscallTool::stop(ch);
             }
         }
-    })?;
-    if let Some(mut s) = counter {
-        let _ = s.wait();
+    });
+    match counter.take() {
+        Some(Ok(ch)) => SyscallTool::stop(ch),
+        Some(Err(e)) => return Err(e),
+        None => {}
     }
+    let load = load?;
     drop(server);
-    if !attached {
-        return Err(io::Error::other(format!(
-            "{tool:?} did not attach to the server"
-        )));
-    }
-    let text = std::fs::read_to_string(&out)?;
-    let calls = match tool {
-        SyscallTool::Perf => parse_perf_stat_count(&text),
-        SyscallTool::Strace => parse_strace_total(&text),
-    }
-    .ok_or_else(|| io::Error::other(format!("no syscall count in {}", out.display())))?;
-    Ok(calls / load.responses.max(1) as f64)
+    Ok(tool.count(&out)? / load.responses.max(1) as f64)
 }
 
 /// The count of `perf stat -x,` output (`COUNT,UNIT,EVENT,...`).

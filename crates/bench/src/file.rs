@@ -1402,7 +1402,7 @@ mod tests {
             secs: None,
             server_cpu: 0,
             client_cpu: 0,
-            strace: false,
+            peer_syscalls: None,
             out_dir: PathBuf::new(),
             ringkit_bin: PathBuf::new(),
             peer_bin: Err(String::new()),

@@ -28,8 +28,8 @@ pub struct StudyOpts {
     pub server_cpu: usize,
     /// CPU for load generators / the other side.
     pub client_cpu: usize,
-    /// Run strace for peers' syscall counts.
-    pub strace: bool,
+    /// How to count peers' syscalls (`None`: not counted).
+    pub peer_syscalls: Option<crate::compare::SyscallTool>,
     /// Output directory of the whole compare run (a study may write logs
     /// under `out_dir/logs/<study>`).
     pub out_dir: PathBuf,

@@ -172,8 +172,8 @@ struct CompareArgs {
     /// Output directory (default: results/compare-<date>).
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Skip the separate runs that count peers' syscalls (echo: perf stat on
-    /// the syscall tracepoint, or strace without perf; HTTP: strace).
+    /// Skip the separate runs that count peers' syscalls (perf stat on the
+    /// syscall tracepoint, or strace without perf).
     #[arg(long)]
     no_strace: bool,
     /// CPU for servers.
@@ -487,7 +487,11 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         secs: a.secs,
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
-        strace: has_strace && !a.no_strace && !a.quick,
+        peer_syscalls: if a.no_strace || a.quick {
+            None
+        } else {
+            ringkit_bench::compare::SyscallTool::detect()
+        },
         out_dir: out.clone(),
         ringkit_bin: std::env::current_exe()?,
         peer_bin: peer_binary(),
@@ -580,21 +584,16 @@ fn compare_echo(
         }
     }
     let mut skipped = skipped;
-    let peer_syscalls = if a.no_strace || a.quick {
-        None
-    } else {
-        let tool = ringkit_bench::compare::SyscallTool::detect();
-        if tool.is_none() {
-            skipped.push((
-                "syscall counts of peers".into(),
-                format!(
-                    "neither perf (raw_syscalls tracepoint) nor strace works here{} (apt-get install -y linux-perf strace)",
-                    if has_strace { "" } else { "; strace not installed" }
-                ),
-            ));
-        }
-        tool
-    };
+    let peer_syscalls = opts.peer_syscalls;
+    if peer_syscalls.is_none() && !a.no_strace && !a.quick {
+        skipped.push((
+            "syscall counts of peers".into(),
+            format!(
+                "neither perf (raw_syscalls tracepoint) nor strace works here{} (apt-get install -y linux-perf strace)",
+                if has_strace { "" } else { "; strace not installed" }
+            ),
+        ));
+    }
     let cfg = CompareConfig {
         conns: a.conns.clone(),
         len: a.len,

@@ -154,7 +154,7 @@ pub fn markdown(res: &HttpResults) -> String {
             r.samples
         );
     }
-    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); nginx and hyper are counted by `strace -c -f -p PID` in a separate run whose throughput is not used.");
+    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); nginx and hyper are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (or, without perf, `strace -c -f`, which slows the server and so under-counts its `epoll_wait` calls).");
     for r in res
         .summary
         .iter()

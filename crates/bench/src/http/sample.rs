@@ -1,17 +1,17 @@
 //! One sample of the http study: start a server pinned, drive it with wrk
 //! or the built-in generator, sample its CPU time and counters, stop it by
-//! its pid; and the separate strace run for peers' syscalls.
+//! its pid; and the separate run that counts peers' syscalls.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use super::load::{self, HttpLoadConfig, HttpLoadResult};
 use super::study::{nginx_conf, HttpSample, LoadTool, Workload};
 use super::wrk;
-use crate::compare::{free_addr, Contender, Server};
+use crate::compare::{free_addr, Contender, Server, SyscallTool};
 use crate::echo::{Phase, ServerStats};
 use crate::study::StudyOpts;
 use crate::sysinfo::CpuTimes;
@@ -155,72 +155,50 @@ impl Run<'_> {
         s
     }
 
-    /// Syscalls per request of a peer: `strace -c -f -p PID` over a 2 s load
+    /// Syscalls per request of a peer, counted by `tool` over a 2 s load
     /// on a separate run whose throughput is not used.
-    pub(super) fn strace(&self, c: &Contender, w: &Workload) -> io::Result<f64> {
+    pub(super) fn syscalls(
+        &self,
+        c: &Contender,
+        w: &Workload,
+        tool: SyscallTool,
+    ) -> io::Result<f64> {
         let tag = format!(
-            "{}-{}-strace",
+            "{}-{}-{}",
             w.conns,
-            if w.close { "close" } else { "ka" }
+            if w.close { "close" } else { "ka" },
+            tool.name()
         );
         let (server, addr, _) = self.start(c, &tag)?;
         let out = self.dir.join("logs").join(format!("{}-{tag}.txt", c.name));
-        let spawn = || -> io::Result<Child> {
-            let child = Command::new("strace")
-                .args(["-c", "-f", "-p", &server.pid().to_string(), "-o"])
-                .arg(&out)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            // Give strace time to attach.
-            std::thread::sleep(Duration::from_millis(300));
-            Ok(child)
-        };
-        let stop = |child: Option<Child>| {
-            if let Some(mut ch) = child {
-                // SAFETY: signalling our own strace child by its pid.
-                unsafe { libc::kill(ch.id() as i32, libc::SIGINT) };
-                let _ = ch.wait();
-            }
-        };
         let requests = match self.tool {
             LoadTool::Wrk => {
-                let child = spawn()?;
+                let child = tool.start(server.pid(), &out)?;
                 let cmd = wrk::command(&format!("http://{addr}/"), w.conns, 2, w.close);
                 let r = wrk::run(&cmd, self.opts.client_cpu);
-                stop(Some(child));
+                SyscallTool::stop(child);
                 r?.0.requests
             }
             LoadTool::Builtin => {
-                let mut child: Option<Child> = None;
-                let mut err: Option<io::Error> = None;
+                let mut child: Option<io::Result<Child>> = None;
                 let r = self.builtin(addr, w, 2.0, &mut |p| match p {
-                    Phase::WindowStart => match spawn() {
-                        Ok(ch) => child = Some(ch),
-                        Err(e) => err = Some(e),
-                    },
-                    Phase::WindowEnd => stop(child.take()),
+                    Phase::WindowStart => child = Some(tool.start(server.pid(), &out)),
+                    Phase::WindowEnd => {
+                        if let Some(Ok(ch)) = child.take() {
+                            SyscallTool::stop(ch);
+                        }
+                    }
                 });
-                stop(child.take());
-                if let Some(e) = err {
-                    return Err(e);
+                match child.take() {
+                    Some(Ok(ch)) => SyscallTool::stop(ch),
+                    Some(Err(e)) => return Err(e),
+                    None => {}
                 }
                 r?.responses
             }
         };
         drop(server);
-        let text = std::fs::read_to_string(&out)?;
-        let calls = text
-            .lines()
-            .rev()
-            .find(|l| l.trim_end().ends_with("total"))
-            .and_then(|l| {
-                l.split_whitespace()
-                    .nth(3)
-                    .and_then(|v| v.parse::<f64>().ok())
-            })
-            .ok_or_else(|| io::Error::other("no total line in strace output"))?;
-        Ok(calls / requests.max(1) as f64)
+        Ok(tool.count(&out)? / requests.max(1) as f64)
     }
 }
 

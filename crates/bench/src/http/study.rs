@@ -13,7 +13,8 @@
 //! wrk's connects and warm-up are inside that span. With the built-in
 //! generator, CPU is sampled at the start and end of the measured window.
 //! ringkit servers' syscalls come from their `--stats` counters over the same
-//! span; nginx's and hyper's from `strace -c -f -p PID` on a separate run
+//! span; nginx's and hyper's from `perf stat -e raw_syscalls:sys_enter` (or
+//! `strace -c -f` without perf) on a separate run
 //! whose throughput is not used.
 
 use std::io;
@@ -27,6 +28,7 @@ use super::load::HttpLoadResult;
 use super::report;
 use super::sample::Run;
 use super::wrk::{self, WrkResult};
+use crate::compare::SyscallTool;
 use crate::compare::{stat, Contender, Family, Stat};
 use crate::echo::ServerStats;
 use crate::study::{Section, StudyOpts};
@@ -468,11 +470,11 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         }
     }
     let mut strace_calls: Vec<(String, String, Result<f64, String>)> = Vec::new();
-    if opts.strace {
+    if let Some(tool) = opts.peer_syscalls {
         for w in &workloads {
             for c in cs.iter().filter(|c| !c.ringkit) {
-                progress(&format!("strace {} {}", c.name, w.name));
-                let r = run.strace(c, w).map_err(|e| e.to_string());
+                progress(&format!("{} {} {}", tool.name(), c.name, w.name));
+                let r = run.syscalls(c, w, tool).map_err(|e| e.to_string());
                 strace_calls.push((c.name.clone(), w.name.clone(), r));
             }
         }
@@ -494,7 +496,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                 .and_then(|s| s.lines().next().map(|l| (c.name.clone(), l.to_string())))
         })
         .collect();
-    let summary = summarize(cs, &workloads, &samples, &strace_calls, opts.strace);
+    let summary = summarize(cs, &workloads, &samples, &strace_calls, opts.peer_syscalls);
     let _ = std::fs::remove_dir_all(dir.join("tmp"));
     let has_nginx = cs.iter().any(|c| c.name == "nginx");
     let res = HttpResults {
@@ -525,7 +527,7 @@ fn summarize(
     workloads: &[Workload],
     samples: &[HttpSample],
     strace_calls: &[(String, String, Result<f64, String>)],
-    strace_on: bool,
+    tool: Option<SyscallTool>,
 ) -> Vec<HttpSummary> {
     let mut out = Vec::new();
     for w in workloads {
@@ -556,12 +558,15 @@ fn summarize(
                         .iter()
                         .find(|(n, wl, _)| *n == c.name && *wl == w.name)
                     {
-                        Some((_, _, Ok(v))) => (Some(*v), "strace -c (separate run)".to_string()),
-                        Some((_, _, Err(e))) => (None, format!("strace failed: {e}")),
-                        None if strace_on => (None, "strace failed".to_string()),
+                        Some((_, _, Ok(v))) => {
+                            (Some(*v), tool.map_or("", |t| t.source()).to_string())
+                        }
+                        Some((_, _, Err(e))) => (None, format!("syscall count failed: {e}")),
+                        None if tool.is_some() => (None, "syscall count failed".to_string()),
                         None => (
                             None,
-                            "not measured (strace off or not installed)".to_string(),
+                            "not measured (counting off, or neither perf nor strace works here)"
+                                .to_string(),
                         ),
                     }
                 };
@@ -685,7 +690,7 @@ mod tests {
             s("hyper", 120.0, 8.0, 0),
             s("hyper", 1e9, 1.0, 3),
         ];
-        let sum = summarize(&cs, &w, &samples, &[], false);
+        let sum = summarize(&cs, &w, &samples, &[], None);
         let get = |n: &str| sum.iter().find(|r| r.contender == n).unwrap();
         let u = get("ringkit-uring");
         assert!((u.rps_vs_nginx.unwrap() - 1.5).abs() < 1e-9);

@@ -130,7 +130,9 @@ pub(crate) unsafe fn epoll_wait(
 mod tests {
     use super::*;
 
+    // Real syscalls: miri cannot run them.
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn errors_come_back_as_minus_one_and_errno() {
         let mut b = [0u8; 4];
         // SAFETY: a valid buffer; fd -1 is never open.
@@ -143,6 +145,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore)]
     fn send_and_recv_move_bytes_over_a_socketpair() {
         let mut fds = [0; 2];
         // SAFETY: a valid array for two fds.
