@@ -158,10 +158,22 @@ pub struct Summary {
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's (lower is better).
     pub cpu_vs_best_epoll: Option<f64>,
-    /// Paired: in each round, CPU per request / the lowest of the epoll
-    /// contenders in that same round; median and range over rounds. Less
-    /// sensitive to drift between rounds than the ratio of medians.
+    /// Paired: in each round, CPU per request / that of the best epoll
+    /// contender (lowest median over the run) in the same round; median and
+    /// range over rounds. Less sensitive to drift between rounds than the
+    /// ratio of medians.
     pub cpu_vs_best_epoll_paired: Option<Stat>,
+    /// The same paired ratio against every epoll contender.
+    pub cpu_paired_vs_epoll: Vec<PairedRatio>,
+}
+
+/// CPU per request over another contender's in the same round.
+#[derive(Debug, Clone, Serialize)]
+pub struct PairedRatio {
+    /// The contender divided by.
+    pub vs: String,
+    /// Median and range over the rounds where both had a good sample.
+    pub ratio: Stat,
 }
 
 /// Everything a comparison produced.
@@ -609,57 +621,81 @@ pub fn run(
     })
 }
 
-/// Per contender, its CPU per request over the reference epoll server's in
-/// the same round, for every round where both have a good sample. The
-/// reference is the epoll contender with the lowest median CPU per request
-/// over all rounds, chosen once. (Taking the lowest epoll sample of each
-/// round instead would pick, every round, whichever epoll server had the
-/// luckiest sample: with two epoll servers and noise of ±15%, that alone
-/// made equal servers look 5-10% apart, against io_uring.)
+/// CPU per request of `name` in `round` (good samples only).
+fn round_cpu(samples: &[Sample], name: &str, conns: usize, round: usize) -> Option<f64> {
+    samples
+        .iter()
+        .find(|s| s.contender == name && s.conns == conns && s.round == round && s.ok())
+        .map(|s| {
+            let (u, y) = s.cpu_us_per_req();
+            u + y
+        })
+}
+
+/// The epoll contender with the lowest median CPU per request over all
+/// rounds (the reference of the paired ratios).
+fn reference_epoll<'a>(
+    contenders: &'a [Contender],
+    rounds: usize,
+    conns: usize,
+    samples: &[Sample],
+) -> Option<&'a str> {
+    contenders
+        .iter()
+        .filter(|c| c.family == Family::Epoll)
+        .filter_map(|c| {
+            let v: Vec<f64> = (0..rounds)
+                .filter_map(|r| round_cpu(samples, &c.name, conns, r))
+                .collect();
+            (!v.is_empty()).then(|| (c.name.as_str(), stat(v).median))
+        })
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(n, _)| n)
+}
+
+/// Per contender, its CPU per request over `reference`'s in the same
+/// round, for every round where both have a good sample.
+fn paired_vs(
+    contenders: &[Contender],
+    rounds: usize,
+    conns: usize,
+    samples: &[Sample],
+    reference: &str,
+) -> Vec<(String, Vec<f64>)> {
+    let mut out: Vec<(String, Vec<f64>)> = contenders
+        .iter()
+        .map(|c| (c.name.clone(), Vec::new()))
+        .collect();
+    for round in 0..rounds {
+        let Some(base) = round_cpu(samples, reference, conns, round).filter(|b| *b > 0.0) else {
+            continue;
+        };
+        for (name, v) in &mut out {
+            if let Some(x) = round_cpu(samples, name, conns, round) {
+                v.push(x / base);
+            }
+        }
+    }
+    out.retain(|(_, v)| !v.is_empty());
+    out
+}
+
+/// Paired ratios against the reference epoll server: the epoll contender
+/// with the lowest median CPU per request, chosen once for all rounds.
+/// (Taking the lowest epoll sample of each round instead would pick, every
+/// round, whichever epoll server had the luckiest sample: with two epoll
+/// servers and noise of ±15%, that alone made equal servers look 5-10%
+/// apart, against io_uring.)
 fn paired_cpu_ratios(
     contenders: &[Contender],
     rounds: usize,
     conns: usize,
     samples: &[Sample],
 ) -> Vec<(String, Vec<f64>)> {
-    let cpu = |name: &str, round: usize| {
-        samples
-            .iter()
-            .find(|s| s.contender == name && s.conns == conns && s.round == round && s.ok())
-            .map(|s| {
-                let (u, y) = s.cpu_us_per_req();
-                u + y
-            })
-    };
-    let median_cpu = |name: &str| {
-        let v: Vec<f64> = (0..rounds).filter_map(|r| cpu(name, r)).collect();
-        (!v.is_empty()).then(|| stat(v).median)
-    };
-    let reference = contenders
-        .iter()
-        .filter(|c| c.family == Family::Epoll)
-        .filter_map(|c| median_cpu(&c.name).map(|m| (c.name.as_str(), m)))
-        .min_by(|a, b| a.1.total_cmp(&b.1))
-        .map(|(n, _)| n);
-    let Some(reference) = reference else {
-        return Vec::new();
-    };
-    let mut out: Vec<(String, Vec<f64>)> = contenders
-        .iter()
-        .map(|c| (c.name.clone(), Vec::new()))
-        .collect();
-    for round in 0..rounds {
-        let Some(best) = cpu(reference, round).filter(|b| *b > 0.0) else {
-            continue;
-        };
-        for (name, v) in &mut out {
-            if let Some(x) = cpu(name, round) {
-                v.push(x / best);
-            }
-        }
+    match reference_epoll(contenders, rounds, conns, samples) {
+        Some(reference) => paired_vs(contenders, rounds, conns, samples, reference),
+        None => Vec::new(),
     }
-    out.retain(|(_, v)| !v.is_empty());
-    out
 }
 
 fn summarize(
@@ -732,6 +768,7 @@ fn summarize(
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
                     cpu_vs_best_epoll_paired: None,
+                    cpu_paired_vs_epoll: Vec::new(),
                 }
             })
             .collect();
@@ -757,6 +794,16 @@ fn summarize(
                 .iter()
                 .find(|(name, _)| *name == r.contender)
                 .map(|(_, v)| stat(v.clone()));
+        }
+        for e in contenders.iter().filter(|c| c.family == Family::Epoll) {
+            for (name, v) in paired_vs(contenders, cfg.rounds, conns, samples, &e.name) {
+                if let Some(r) = rows.iter_mut().find(|r| r.contender == name) {
+                    r.cpu_paired_vs_epoll.push(PairedRatio {
+                        vs: e.name.clone(),
+                        ratio: stat(v),
+                    });
+                }
+            }
         }
         out.extend(rows);
     }
@@ -849,6 +896,51 @@ mod tests {
 100.00    1.000000           1    600500        10 total\n";
         assert_eq!(parse_strace_total(strace), Some(600500.0));
         assert_eq!(parse_strace_total("nothing"), None);
+    }
+
+    #[test]
+    fn summary_pairs_every_contender_with_every_epoll_server() {
+        let cs = vec![
+            contender("u", Family::Uring),
+            contender("e1", Family::Epoll),
+            contender("e2", Family::Epoll),
+        ];
+        let cfg = CompareConfig {
+            conns: vec![50],
+            len: 512,
+            rounds: 2,
+            secs: 1.0,
+            server_cpu: 0,
+            client_cpu: 1,
+            peer_syscalls: None,
+            out_dir: PathBuf::from("unused"),
+        };
+        let samples = vec![
+            sample("u", 0, 4.0, true),
+            sample("e1", 0, 5.0, true),
+            sample("e2", 0, 8.0, true),
+            sample("u", 1, 6.0, true),
+            sample("e1", 1, 6.0, true),
+            sample("e2", 1, 6.0, true),
+        ];
+        let sum = summarize(&cs, &cfg, &samples, &[]);
+        let row = |n: &str| sum.iter().find(|r| r.contender == n).unwrap();
+        let vs = |n: &str, e: &str| {
+            row(n)
+                .cpu_paired_vs_epoll
+                .iter()
+                .find(|p| p.vs == e)
+                .map(|p| p.ratio.median)
+                .unwrap()
+        };
+        // u over e1: 0.8 and 1.0; over e2: 0.5 and 1.0.
+        assert!((vs("u", "e1") - 0.9).abs() < 1e-9);
+        assert!((vs("u", "e2") - 0.75).abs() < 1e-9);
+        assert!((vs("e1", "e1") - 1.0).abs() < 1e-9);
+        // e1 has the lower median (5.5 against 7.0), so it is the reference.
+        let best = row("u").cpu_vs_best_epoll_paired.unwrap();
+        assert!((best.median - 0.9).abs() < 1e-9);
+        assert_eq!(row("e2").cpu_paired_vs_epoll.len(), 2);
     }
 
     #[test]

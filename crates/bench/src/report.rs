@@ -62,7 +62,83 @@ pub fn table(res: &CompareResults) -> String {
             let _ = writeln!(s, "  {l}");
         }
     }
+    for (conns, m) in paired_matrices(res) {
+        let _ = writeln!(
+            s,
+            "Paired CPU per request, row over column, median over rounds (c={conns}):"
+        );
+        for row in m.to_rows() {
+            let _ = writeln!(
+                s,
+                "  {:<20}{}",
+                row[0],
+                row[1..]
+                    .iter()
+                    .map(|c| format!("{c:>16}"))
+                    .collect::<String>()
+            );
+        }
+    }
     s
+}
+
+/// Paired ratios of every contender over every epoll contender, for one
+/// connection count.
+struct PairedMatrix {
+    cols: Vec<String>,
+    rows: Vec<(String, Vec<Option<f64>>)>,
+}
+
+impl PairedMatrix {
+    /// Header row, then one row per contender, as cells.
+    fn to_rows(&self) -> Vec<Vec<String>> {
+        let mut out = vec![std::iter::once(String::new())
+            .chain(self.cols.iter().map(|c| format!("/ {c}")))
+            .collect::<Vec<_>>()];
+        for (name, cells) in &self.rows {
+            out.push(
+                std::iter::once(name.clone())
+                    .chain(cells.iter().map(|c| ratio(*c)))
+                    .collect(),
+            );
+        }
+        out
+    }
+}
+
+/// One matrix per connection count (when there is an epoll contender).
+fn paired_matrices(res: &CompareResults) -> Vec<(usize, PairedMatrix)> {
+    res.config
+        .conns
+        .iter()
+        .filter_map(|&conns| {
+            let rows: Vec<&Summary> = res.summary.iter().filter(|r| r.conns == conns).collect();
+            let cols: Vec<String> = rows
+                .iter()
+                .filter(|r| r.family == Family::Epoll)
+                .map(|r| r.contender.clone())
+                .collect();
+            if cols.is_empty() {
+                return None;
+            }
+            let rows = rows
+                .iter()
+                .map(|r| {
+                    let cells = cols
+                        .iter()
+                        .map(|c| {
+                            r.cpu_paired_vs_epoll
+                                .iter()
+                                .find(|p| p.vs == *c)
+                                .map(|p| p.ratio.median)
+                        })
+                        .collect();
+                    (r.contender.clone(), cells)
+                })
+                .collect();
+            Some((conns, PairedMatrix { cols, rows }))
+        })
+        .collect()
 }
 
 /// One line per io_uring contender: its paired per-round CPU ratio.
@@ -137,6 +213,18 @@ pub fn markdown(res: &CompareResults) -> String {
         );
         for l in paired {
             let _ = writeln!(s, "- {l}");
+        }
+    }
+    for (conns, m) in paired_matrices(res) {
+        let _ = writeln!(
+            s,
+            "\nPaired CPU per request at {conns} connections: row over column, round by round, median over rounds:\n"
+        );
+        for (i, row) in m.to_rows().iter().enumerate() {
+            let _ = writeln!(s, "| {} |", row.join(" | "));
+            if i == 0 {
+                let _ = writeln!(s, "|{}", "---|".repeat(row.len()));
+            }
         }
     }
     let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls; peers are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (the kernel counts; the server keeps its speed) or, without perf, by `strace -c -f` (which slows the server, so an epoll server's `epoll_wait` batches fill up and its count reads low).\n");
