@@ -65,6 +65,9 @@ pub struct EchoServerConfig {
     pub cpus: Vec<usize>,
     /// Receive path.
     pub recv: RecvMode,
+    /// io_uring: registered file table slots that busy connections are
+    /// promoted into ([`ringkit::Builder::fixed_files`]); 0 = plain fds.
+    pub fixed_files: u32,
     /// Write runtime counters to `PATH.<thread>` every 50 ms.
     pub stats: Option<PathBuf>,
     /// Resource limits (for fault injection) and shutdown timing.
@@ -211,6 +214,7 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     if let Some((want, min)) = cfg.limits.batch_wait {
         builder = builder.batch_wait(want, min);
     }
+    builder = builder.fixed_files(cfg.fixed_files);
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);

@@ -68,6 +68,12 @@ struct EchoArgs {
     /// connection's own buffer (the plain path).
     #[arg(long, default_value = "multishot")]
     recv: RecvMode,
+    /// io_uring: slots of the registered file table that connections are
+    /// promoted into after 16 operations (their receives and sends then skip
+    /// the kernel's per-operation file lookup); 0 = plain fds. The plain
+    /// path is `--recv single --fixed-files 0`.
+    #[arg(long, default_value_t = 4096)]
+    fixed_files: u32,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -194,6 +200,7 @@ fn main() -> ExitCode {
             threads: a.threads,
             cpus: a.cpus,
             recv: a.recv,
+            fixed_files: a.fixed_files,
             stats: a.stats,
             limits: echo::EchoLimits {
                 entries: a.entries,
@@ -417,15 +424,21 @@ fn contenders(quick: bool) -> (Vec<Contender>, Vec<(String, String)>) {
         rk("ringkit-epoll", "epoll", "single", Family::Epoll),
     ];
     if !quick {
-        v.insert(
-            1,
-            rk("ringkit-uring-plain", "uring", "single", Family::Uring),
-        );
+        let mut plain = rk("ringkit-uring-plain", "uring", "single", Family::Uring);
+        plain
+            .cmd
+            .extend(["--fixed-files".to_string(), "0".to_string()]);
+        v.insert(1, plain);
+        let mut nofixed = rk("ringkit-uring-nofixed", "uring", "multishot", Family::Uring);
+        nofixed
+            .cmd
+            .extend(["--fixed-files".to_string(), "0".to_string()]);
+        v.insert(2, nofixed);
         let mut batch = rk("ringkit-uring-batch", "uring", "multishot", Family::Uring);
         batch
             .cmd
             .extend(["--batch-wait".to_string(), "32:50".to_string()]);
-        v.insert(2, batch);
+        v.insert(3, batch);
     }
     let mut skipped = Vec::new();
     match peer_binary() {

@@ -148,6 +148,9 @@ pub(crate) struct DriverConfig {
     /// io_uring only: wait for this many CQEs with a minimum wait window
     /// (`IORING_FEAT_MIN_TIMEOUT`); `None` = wait for one.
     pub(crate) batch_wait: Option<(u32, std::time::Duration)>,
+    /// io_uring only: slots of the registered (fixed) file table that busy
+    /// sockets are promoted into; 0 = off.
+    pub(crate) fixed_files: u32,
 }
 
 impl Default for DriverConfig {
@@ -158,6 +161,7 @@ impl Default for DriverConfig {
             buf_count: 1024,
             buf_size: 4096,
             batch_wait: None,
+            fixed_files: 0,
         }
     }
 }
@@ -245,6 +249,23 @@ impl Driver {
         match self {
             Driver::Uring(d) => d.close_now(fd, m),
             Driver::Epoll(d) => d.close_fd(fd, m),
+        }
+    }
+
+    /// io_uring: put `fd` in a slot of the registered file table (so its
+    /// operations skip the kernel's per-operation file lookup and reference
+    /// count); `None` on epoll, when off, or when the table is full.
+    pub(crate) fn register_fixed(&mut self, fd: RawFd, m: &Metrics) -> Option<u32> {
+        match self {
+            Driver::Uring(d) => d.register_fixed(fd, m),
+            Driver::Epoll(_) => None,
+        }
+    }
+
+    /// io_uring: give up a slot from [`Driver::register_fixed`].
+    pub(crate) fn release_fixed(&mut self, slot: u32, m: &Metrics) {
+        if let Driver::Uring(d) = self {
+            d.release_fixed(slot, m);
         }
     }
 

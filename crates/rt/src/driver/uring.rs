@@ -144,6 +144,26 @@ pub(crate) struct UringDriver {
     skip_success: bool,
     /// (want, min_wait) for blocking waits, when the kernel supports it.
     batch_wait: Option<(u32, Duration)>,
+    /// The registered file table (created on first use).
+    fixed: FixedFiles,
+}
+
+/// Slots of the registered file table that sockets are promoted into.
+///
+/// A released slot is closed by an `IORING_OP_CLOSE` SQE; it is reused only
+/// once that SQE has been submitted (`pending` -> `free` after a submit that
+/// left the SQ empty), so a new registration can never be closed by an old
+/// stream's late close.
+#[derive(Debug, Default)]
+struct FixedFiles {
+    /// Table size to register (0 = off).
+    want: u32,
+    /// Whether the sparse table is registered.
+    registered: bool,
+    /// Registration failed once; do not retry.
+    failed: bool,
+    free: Vec<u32>,
+    pending: Vec<u32>,
 }
 
 impl UringDriver {
@@ -219,6 +239,10 @@ impl UringDriver {
             buf_size: cfg.buf_size,
             skip_success,
             batch_wait: None,
+            fixed: FixedFiles {
+                want: cfg.fixed_files,
+                ..FixedFiles::default()
+            },
         };
         if let Some(bw) = cfg.batch_wait {
             if d.ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
@@ -262,6 +286,64 @@ impl UringDriver {
         let b = Rc::new(RefCell::new(br));
         self.bufs = Some(b.clone());
         Ok(b)
+    }
+
+    /// Put `fd` in a free slot of the registered file table (registering a
+    /// sparse table on first use, no larger than `RLIMIT_NOFILE` allows).
+    pub(crate) fn register_fixed(&mut self, fd: RawFd, m: &Metrics) -> Option<u32> {
+        let f = &mut self.fixed;
+        if f.want == 0 || f.failed {
+            return None;
+        }
+        if !f.registered {
+            let mut lim = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes into the struct we pass.
+            let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+                lim.rlim_cur
+            } else {
+                1024
+            };
+            let n = (f.want as u64).min(cur).min(u32::MAX as u64) as u32;
+            Metrics::add(&m.syscalls, 1);
+            if let Err(e) = self.ring.register_files_sparse(n) {
+                tracing::debug!("ringkit: no registered file table ({e}); sockets use plain fds");
+                f.failed = true;
+                return None;
+            }
+            f.registered = true;
+            f.free = (0..n).rev().collect();
+        }
+        let slot = f.free.pop()?;
+        Metrics::add(&m.syscalls, 1);
+        match self.ring.register_files_update(slot, &[fd]) {
+            Ok(1) => Some(slot),
+            _ => {
+                self.fixed.free.push(slot);
+                None
+            }
+        }
+    }
+
+    /// Close a slot from [`UringDriver::register_fixed`] through the ring.
+    pub(crate) fn release_fixed(&mut self, slot: u32, m: &Metrics) {
+        let mut e = opcode::Close::new(Target::Fixed(slot))
+            .build()
+            .user_data(CLOSE_UD);
+        if self.skip_success {
+            e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
+        }
+        if self.push(e, m).is_ok() {
+            self.fixed.pending.push(slot);
+        } else {
+            // Could not queue the close: empty the slot now.
+            Metrics::add(&m.syscalls, 1);
+            if self.ring.register_files_update(slot, &[-1]).is_ok() {
+                self.fixed.free.push(slot);
+            }
+        }
     }
 
     fn arm_wake(&mut self, m: &Metrics) -> io::Result<()> {
@@ -524,7 +606,15 @@ impl UringDriver {
                 },
             };
             match res {
-                Ok(_) => break,
+                Ok(_) => {
+                    if !self.fixed.pending.is_empty() && self.ring.sq().pending() == 0 {
+                        // Every queued slot close has been submitted (and
+                        // ran inline): those slots are empty now.
+                        let done = std::mem::take(&mut self.fixed.pending);
+                        self.fixed.free.extend(done);
+                    }
+                    break;
+                }
                 Err(e) if e.raw_os_error() == Some(libc::EINTR) => break,
                 Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
                     // CQ overflowing: reap to make room, then submit again.

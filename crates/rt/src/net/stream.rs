@@ -43,7 +43,15 @@ pub(crate) struct StreamCore {
     multi: Cell<Option<usize>>,
     /// Leftover of a pooled buffer that a `read` could not take whole.
     leftover: RefCell<Option<(RecvBuf, usize)>>,
+    /// io_uring: the registered-file slot of `fd`, once promoted.
+    fixed: Cell<Option<u32>>,
+    /// Operations before promotion is tried; 0 once tried (or never: epoll).
+    until_fixed: Cell<u8>,
 }
+
+/// A stream asks for a registered-file slot at its 16th operation: a
+/// short connection never pays the `io_uring_register` call.
+const OPS_BEFORE_FIXED: u8 = 16;
 
 impl StreamCore {
     pub(crate) fn new(fd: RawFd) -> StreamCore {
@@ -55,7 +63,35 @@ impl StreamCore {
             stash: uring.unwrap_or(true).then(Rc::default),
             multi: Cell::new(None),
             leftover: RefCell::new(None),
+            fixed: Cell::new(None),
+            until_fixed: Cell::new(if uring == Some(true) {
+                OPS_BEFORE_FIXED
+            } else {
+                0
+            }),
         }
+    }
+
+    pub(crate) fn registered_file(&self) -> Option<u32> {
+        self.fixed.get()
+    }
+
+    /// The registered-file slot to address `fd` by (io_uring), promoting
+    /// the stream at its [`OPS_BEFORE_FIXED`]th operation if the runtime
+    /// has a table ([`crate::Builder::fixed_files`]).
+    fn slot(&self) -> Option<u32> {
+        let left = self.until_fixed.get();
+        if left == 0 {
+            return self.fixed.get();
+        }
+        self.until_fixed.set(left - 1);
+        if left == 1 {
+            let slot =
+                try_with_ctx(|rt| rt.driver.borrow_mut().register_fixed(self.fd, &rt.metrics))
+                    .flatten();
+            self.fixed.set(slot);
+        }
+        self.fixed.get()
     }
 
     pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
@@ -65,7 +101,7 @@ impl StreamCore {
             // size of every read future (and of every task awaiting one).
             return Box::pin(self.read_via_pool(buf)).await;
         }
-        Op::new(Recv::new(self.fd, true, buf, self.stash.clone())).await
+        Op::new(Recv::new(self.fd, true, buf, self.stash.clone()).fixed(self.slot())).await
     }
 
     async fn read_via_pool<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
@@ -112,7 +148,7 @@ impl StreamCore {
             };
         }
         let uring = crate::runtime::is_uring();
-        let recv = Recv::new(self.fd, true, buf, self.stash.clone());
+        let recv = Recv::new(self.fd, true, buf, self.stash.clone()).fixed(self.slot());
         if uring {
             // The timeout is linked to the RECV: one completion says whether
             // data or the timeout came first, and data is never dropped.
@@ -145,13 +181,13 @@ impl StreamCore {
     }
 
     pub(crate) async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        Op::new(Send::new(self.fd, true, buf, 0)).await
+        Op::new(Send::new(self.fd, true, buf, 0).fixed(self.slot())).await
     }
 
     pub(crate) async fn write_all<B: IoBuf>(&self, mut buf: B) -> (io::Result<()>, B) {
         let mut done = 0;
         while done < buf.bytes_init() {
-            let (res, b) = Op::new(Send::new(self.fd, true, buf, done)).await;
+            let (res, b) = Op::new(Send::new(self.fd, true, buf, done).fixed(self.slot())).await;
             buf = b;
             match res {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
@@ -203,6 +239,15 @@ impl StreamCore {
             return self.read_pooled_single().await;
         }
         let step = poll_fn(|cx| {
+            // Where a new multishot receive would point, decided before the
+            // driver is borrowed (promotion borrows it too).
+            let target = match self.multi.get() {
+                Some(_) => None,
+                None => Some(match self.slot() {
+                    Some(i) => ringkit_uring::opcode::Target::Fixed(i),
+                    None => ringkit_uring::opcode::Target::Fd(self.fd),
+                }),
+            };
             with_ctx(|rt| {
                 let mut drv = rt.driver.borrow_mut();
                 let Driver::Uring(u) = &mut *drv else {
@@ -212,14 +257,11 @@ impl StreamCore {
                     Ok(r) => r,
                     Err(e) => return Poll::Ready(Step::Err(e)),
                 };
-                let key = match self.multi.get() {
-                    Some(k) => k,
-                    None => {
-                        let e = ringkit_uring::opcode::RecvMulti::new(
-                            ringkit_uring::opcode::Target::Fd(self.fd),
-                            BGID,
-                        )
-                        .build();
+                let key = match (self.multi.get(), target) {
+                    (Some(k), _) => k,
+                    (None, target) => {
+                        let target = target.unwrap_or(ringkit_uring::opcode::Target::Fd(self.fd));
+                        let e = ringkit_uring::opcode::RecvMulti::new(target, BGID).build();
                         match u.submit_multi(e, &rt.metrics) {
                             Ok(k) => {
                                 self.multi.set(Some(k));
@@ -272,12 +314,10 @@ impl StreamCore {
 
     async fn read_pooled_single(&self) -> io::Result<RecvBuf> {
         let size = 4096;
-        let (res, buf) = Op::new(Recv::new(
-            self.fd,
-            true,
-            Vec::with_capacity(size),
-            self.stash.clone(),
-        ))
+        let (res, buf) = Op::new(
+            Recv::new(self.fd, true, Vec::with_capacity(size), self.stash.clone())
+                .fixed(self.slot()),
+        )
         .await;
         res.map(|_| RecvBuf::heap(buf))
     }
@@ -287,10 +327,14 @@ impl Drop for StreamCore {
     fn drop(&mut self) {
         let fd = self.fd;
         let multi = self.multi.take();
+        let fixed = self.fixed.take();
         let closed = try_with_ctx(|rt| {
             let mut drv = rt.driver.borrow_mut();
             if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
                 u.drop_multi(k, MultiKind::Recv, &rt.metrics);
+            }
+            if let Some(slot) = fixed {
+                drv.release_fixed(slot, &rt.metrics);
             }
             drv.close_fd(fd, &rt.metrics);
         });

@@ -263,6 +263,14 @@ impl TcpStream {
         self.core.shutdown(how)
     }
 
+    /// io_uring: the slot of the registered file table this stream's
+    /// operations address its socket by, once it has been promoted (see
+    /// [`crate::Builder::fixed_files`]); `None` before, on epoll, or when
+    /// the table is off or full.
+    pub fn registered_file(&self) -> Option<u32> {
+        self.core.registered_file()
+    }
+
     /// `TCP_NODELAY`.
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         with_sock(self.core.fd, |s| s.set_nodelay(on))

@@ -59,6 +59,8 @@ impl ReadStash {
 
 pub(crate) struct Recv<B> {
     fd: RawFd,
+    /// io_uring: the registered-file slot of `fd`, if it has one.
+    fixed: Option<u32>,
     socket: bool,
     buf: B,
     stash: Option<Rc<ReadStash>>,
@@ -70,12 +72,19 @@ impl<B: IoBufMut> Recv<B> {
     pub(crate) fn new(fd: RawFd, socket: bool, buf: B, stash: Option<Rc<ReadStash>>) -> Self {
         Recv {
             fd,
+            fixed: None,
             socket,
             buf,
             stash,
             orphaned: false,
             timeout: None,
         }
+    }
+
+    /// io_uring: address the fd by its registered-file slot.
+    pub(crate) fn fixed(mut self, slot: Option<u32>) -> Self {
+        self.fixed = slot;
+        self
     }
 
     pub(crate) fn with_timeout(mut self, dur: std::time::Duration) -> Self {
@@ -121,7 +130,8 @@ impl<B: IoBufMut> OpCode for Recv<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = (self.buf.stable_mut_ptr(), self.total() as u32);
         if self.socket {
-            opcode::Recv::new(Target::Fd(self.fd), ptr, len).build()
+            let t = self.fixed.map_or(Target::Fd(self.fd), Target::Fixed);
+            opcode::Recv::new(t, ptr, len).build()
         } else {
             opcode::Read::new(Target::Fd(self.fd), ptr, len)
                 .offset(u64::MAX)

@@ -13,6 +13,8 @@ use crate::driver::{Dir, OpCode};
 
 pub(crate) struct Send<B> {
     fd: RawFd,
+    /// io_uring: the registered-file slot of `fd`, if it has one.
+    fixed: Option<u32>,
     socket: bool,
     buf: B,
     /// Send `buf[start..bytes_init]` (used by `write_all`).
@@ -23,10 +25,21 @@ impl<B: IoBuf> Send<B> {
     pub(crate) fn new(fd: RawFd, socket: bool, buf: B, start: usize) -> Self {
         Send {
             fd,
+            fixed: None,
             socket,
             buf,
             start,
         }
+    }
+
+    /// io_uring: address the fd by its registered-file slot.
+    pub(crate) fn fixed(mut self, slot: Option<u32>) -> Self {
+        self.fixed = slot;
+        self
+    }
+
+    fn target(&self) -> Target {
+        self.fixed.map_or(Target::Fd(self.fd), Target::Fixed)
     }
 
     fn slice(&self) -> (*const u8, usize) {
@@ -43,7 +56,7 @@ impl<B: IoBuf> OpCode for Send<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = self.slice();
         if self.socket {
-            opcode::Send::new(Target::Fd(self.fd), ptr, len as u32)
+            opcode::Send::new(self.target(), ptr, len as u32)
                 .flags(libc::MSG_NOSIGNAL)
                 .build()
         } else {
