@@ -21,7 +21,7 @@ pub fn table(res: &CompareResults) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<20} {:>6} {:>10} {:>21} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>5}",
+        "{:<22} {:>6} {:>10} {:>21} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>5}",
         "contender",
         "conns",
         "req/s",
@@ -37,7 +37,7 @@ pub fn table(res: &CompareResults) -> String {
     for r in &res.summary {
         let _ = writeln!(
             s,
-            "{:<20} {:>6} {:>10.0} {:>21} {:>9.2} {:>13} {:>9} {:>8} {:>8.0} {:>8} {:>5}",
+            "{:<22} {:>6} {:>10.0} {:>21} {:>9.2} {:>13} {:>9} {:>8} {:>8.0} {:>8} {:>5}",
             r.contender,
             r.conns,
             r.rps.median,
@@ -67,10 +67,12 @@ pub fn table(res: &CompareResults) -> String {
             s,
             "Paired CPU per request, row over column, median over rounds (c={conns}):"
         );
-        for row in m.to_rows() {
+        let rows = m.to_rows();
+        let w = rows.iter().map(|r| r[0].len()).max().unwrap_or(0) + 2;
+        for row in rows {
             let _ = writeln!(
                 s,
-                "  {:<20}{}",
+                "  {:<w$}{}",
                 row[0],
                 row[1..]
                     .iter()

@@ -46,6 +46,11 @@ pub struct ServerArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body: u64,
+    /// io_uring: slots of the registered file table that connections are
+    /// promoted into after 16 operations (keep-alive connections; a
+    /// one-request connection never is); 0 = plain fds.
+    #[arg(long, default_value_t = 4096)]
+    fixed_files: u32,
 }
 
 impl ServerArgs {
@@ -139,6 +144,7 @@ where
     ringkit::signal::install()?;
     let launch = LaunchConfig::new(args.threads)
         .cpus(args.cpus.clone())
+        .builder(ringkit::Builder::new().fixed_files(args.fixed_files))
         .backend(args.backend);
     let (addr, config) = (args.addr, args.config());
     let handles = ringkit::launch(launch, move |i| {
