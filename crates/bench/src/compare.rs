@@ -342,6 +342,33 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
     sample
 }
 
+/// Wait until `perf` (pid `perf`) holds at least one perf_event fd per
+/// thread of `pid`; false on timeout.
+fn wait_perf_counters(pid: u32, perf: u32, timeout: Duration) -> bool {
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| d.count())
+        .unwrap_or(1)
+        .max(1);
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        let counters = std::fs::read_dir(format!("/proc/{perf}/fd"))
+            .map(|d| {
+                d.flatten()
+                    .filter(|e| {
+                        std::fs::read_link(e.path())
+                            .is_ok_and(|l| l.to_string_lossy().contains("perf_event"))
+                    })
+                    .count()
+            })
+            .unwrap_or(0);
+        if counters >= threads {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
 /// Wait until every thread of `pid` is traced by `tracer` (`TracerPid` in
 /// /proc/PID/task/*/status); false on timeout.
 fn wait_traced(pid: u32, tracer: u32, timeout: Duration) -> bool {
@@ -451,19 +478,20 @@ impl SyscallTool {
             .stderr(Stdio::null())
             .spawn()?;
         let attached = match self {
-            // perf opens one counter per thread at once; give it time. An
-            // idle server makes no syscalls meanwhile.
-            SyscallTool::Perf => {
-                std::thread::sleep(Duration::from_millis(300));
-                true
-            }
+            // perf has attached once it holds a counter for each of the
+            // server's threads (perf_event fds); the idle server makes no
+            // syscalls meanwhile.
+            SyscallTool::Perf => wait_perf_counters(pid, child.id(), Duration::from_secs(5)),
             // Without waiting for every thread to be traced, the first
             // ~0.4 s of syscalls went uncounted against a full window of
             // responses: tokio read as 1.60 syscalls per request.
             SyscallTool::Strace => wait_traced(pid, child.id(), Duration::from_secs(5)),
         };
-        if !attached || child.try_wait().is_ok_and(|s| s.is_some()) {
-            Self::stop(child);
+        let exited = child.try_wait().is_ok_and(|s| s.is_some());
+        if !attached || exited {
+            if !exited {
+                Self::stop(child);
+            }
             return Err(io::Error::other(format!(
                 "{} did not attach to pid {pid}",
                 self.name()

@@ -283,7 +283,10 @@ struct Plan {
 fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
     let mut contenders = Vec::new();
     let mut skipped = Vec::new();
-    let nginx_dir = dir.join("nginx");
+    // Absolute: nginx resolves relative -c/-e paths against its prefix
+    // (-p), so a relative --out directory used to double every path and
+    // nginx failed to start.
+    let nginx_dir = std::path::absolute(dir.join("nginx")).unwrap_or_else(|_| dir.join("nginx"));
     if Path::new(NGINX).exists() {
         let d = nginx_dir.display().to_string();
         contenders.push(Contender {

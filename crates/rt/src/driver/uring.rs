@@ -306,7 +306,8 @@ impl UringDriver {
             } else {
                 1024
             };
-            let n = (f.want as u64).min(cur).min(u32::MAX as u64) as u32;
+            // The kernel's cap is IORING_MAX_FIXED_FILES (1 << 20).
+            let n = (f.want as u64).min(cur).min(1 << 20) as u32;
             Metrics::add(&m.syscalls, 1);
             if let Err(e) = self.ring.register_files_sparse(n) {
                 tracing::debug!("ringkit: no registered file table ({e}); sockets use plain fds");
@@ -335,15 +336,18 @@ impl UringDriver {
         if self.skip_success {
             e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
         }
-        if self.push(e, m).is_ok() {
-            self.fixed.pending.push(slot);
-        } else {
+        if self.push(e, m).is_err() {
             // Could not queue the close: empty the slot now.
             Metrics::add(&m.syscalls, 1);
-            if self.ring.register_files_update(slot, &[-1]).is_ok() {
-                self.fixed.free.push(slot);
+            if let Err(err) = self.ring.register_files_update(slot, &[-1]) {
+                // The slot keeps the socket open until it is reused (a
+                // registration replaces, and so releases, what it held).
+                tracing::error!("ringkit: could not empty registered file slot {slot}: {err}");
             }
         }
+        // Either way the slot waits in `pending`: SQEs queued before this
+        // point may still address it, and must be submitted first.
+        self.fixed.pending.push(slot);
     }
 
     fn arm_wake(&mut self, m: &Metrics) -> io::Result<()> {

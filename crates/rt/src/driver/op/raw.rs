@@ -104,7 +104,9 @@ pub(crate) unsafe fn accept4(
     unsafe { libc::syscall(libc::SYS_accept4, fd as c_long, addr, len, flags as c_long) as i32 }
 }
 
-/// `epoll_wait(epfd, events, max, timeout_ms)`.
+/// `epoll_wait(epfd, events, max, timeout_ms)`, made as `epoll_pwait` with
+/// no signal mask (the same call; every architecture has it, while
+/// `epoll_wait` itself is x86-only).
 ///
 /// # Safety
 /// `events` is writable for `max` entries.
@@ -117,11 +119,14 @@ pub(crate) unsafe fn epoll_wait(
     // SAFETY: the caller's contract.
     unsafe {
         libc::syscall(
-            libc::SYS_epoll_wait,
+            libc::SYS_epoll_pwait,
             epfd as c_long,
             events,
             max as c_long,
             timeout_ms as c_long,
+            // No mask (the kernel then ignores the size; 8 is its sigset).
+            std::ptr::null::<libc::sigset_t>(),
+            8 as c_long,
         ) as i32
     }
 }
