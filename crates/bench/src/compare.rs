@@ -519,6 +519,55 @@ impl SyscallTool {
     }
 }
 
+/// Counts a server's syscalls over a load's measured window: give it the
+/// load's phases, then [`WindowCounter::finish`]. The load pauses while a
+/// phase hook runs and the window opens when it returns, so the counter is
+/// attached before the first counted request.
+#[derive(Debug)]
+pub struct WindowCounter<'a> {
+    tool: SyscallTool,
+    pid: u32,
+    out: &'a Path,
+    child: Option<io::Result<Child>>,
+}
+
+impl<'a> WindowCounter<'a> {
+    /// Count `pid`'s syscalls with `tool` into `out`.
+    pub fn new(tool: SyscallTool, pid: u32, out: &'a Path) -> Self {
+        WindowCounter {
+            tool,
+            pid,
+            out,
+            child: None,
+        }
+    }
+
+    /// Start counting at the window's start, stop at its end.
+    pub fn phase(&mut self, p: Phase) {
+        match p {
+            Phase::WindowStart => self.child = Some(self.tool.start(self.pid, self.out)),
+            Phase::WindowEnd => {
+                if let Some(Ok(ch)) = self.child.take() {
+                    SyscallTool::stop(ch);
+                }
+            }
+        }
+    }
+
+    /// Stop the counter if the load ended early; the error if it never
+    /// attached.
+    pub fn finish(mut self) -> io::Result<()> {
+        match self.child.take() {
+            Some(Ok(ch)) => {
+                SyscallTool::stop(ch);
+                Ok(())
+            }
+            Some(Err(e)) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Syscalls per request of a contender, counted by `tool` over the window
 /// of a separate run whose throughput is not used.
 fn syscall_sample(
@@ -538,7 +587,7 @@ fn syscall_sample(
         .join("logs")
         .join(format!("{}-{conns}-{}.txt", c.name, tool.name()));
     let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
-    let mut counter: Option<io::Result<Child>> = None;
+    let mut counter = WindowCounter::new(tool, server.pid(), &out);
     let load_cfg = EchoLoadConfig {
         addr,
         conns,
@@ -547,21 +596,8 @@ fn syscall_sample(
         pipeline: 1,
         backend: ringkit::Backend::Auto,
     };
-    // The load pauses while a hook runs; the window opens when it returns,
-    // so the counter is attached before the first counted request.
-    let load = echo::run_load(&load_cfg, &mut |p| match p {
-        Phase::WindowStart => counter = Some(tool.start(server.pid(), &out)),
-        Phase::WindowEnd => {
-            if let Some(Ok(ch)) = counter.take() {
-                SyscallTool::stop(ch);
-            }
-        }
-    });
-    match counter.take() {
-        Some(Ok(ch)) => SyscallTool::stop(ch),
-        Some(Err(e)) => return Err(e),
-        None => {}
-    }
+    let load = echo::run_load(&load_cfg, &mut |p| counter.phase(p));
+    counter.finish()?;
     let load = load?;
     drop(server);
     Ok(tool.count(&out)? / load.responses.max(1) as f64)

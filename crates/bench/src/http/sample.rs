@@ -5,13 +5,12 @@
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Child;
 use std::time::Duration;
 
 use super::load::{self, HttpLoadConfig, HttpLoadResult};
 use super::study::{nginx_conf, HttpSample, LoadTool, Workload};
 use super::wrk;
-use crate::compare::{free_addr, Contender, Server, SyscallTool};
+use crate::compare::{free_addr, Contender, Server, SyscallTool, WindowCounter};
 use crate::echo::{Phase, ServerStats};
 use crate::study::StudyOpts;
 use crate::sysinfo::CpuTimes;
@@ -180,20 +179,9 @@ impl Run<'_> {
                 r?.0.requests
             }
             LoadTool::Builtin => {
-                let mut child: Option<io::Result<Child>> = None;
-                let r = self.builtin(addr, w, 2.0, &mut |p| match p {
-                    Phase::WindowStart => child = Some(tool.start(server.pid(), &out)),
-                    Phase::WindowEnd => {
-                        if let Some(Ok(ch)) = child.take() {
-                            SyscallTool::stop(ch);
-                        }
-                    }
-                });
-                match child.take() {
-                    Some(Ok(ch)) => SyscallTool::stop(ch),
-                    Some(Err(e)) => return Err(e),
-                    None => {}
-                }
+                let mut counter = WindowCounter::new(tool, server.pid(), &out);
+                let r = self.builtin(addr, w, 2.0, &mut |p| counter.phase(p));
+                counter.finish()?;
                 r?.responses
             }
         };
