@@ -349,8 +349,7 @@ fn wait_perf_counters(pid: u32, perf: u32, timeout: Duration) -> bool {
         .map(|d| d.count())
         .unwrap_or(1)
         .max(1);
-    let t = Instant::now();
-    while t.elapsed() < timeout {
+    poll_until(timeout, || {
         let counters = std::fs::read_dir(format!("/proc/{perf}/fd"))
             .map(|d| {
                 d.flatten()
@@ -361,7 +360,15 @@ fn wait_perf_counters(pid: u32, perf: u32, timeout: Duration) -> bool {
                     .count()
             })
             .unwrap_or(0);
-        if counters >= threads {
+        counters >= threads
+    })
+}
+
+/// Check `done` every 10 ms until it holds (true) or `timeout` passes.
+fn poll_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < timeout {
+        if done() {
             return true;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -373,9 +380,8 @@ fn wait_perf_counters(pid: u32, perf: u32, timeout: Duration) -> bool {
 /// /proc/PID/task/*/status); false on timeout.
 fn wait_traced(pid: u32, tracer: u32, timeout: Duration) -> bool {
     let want = tracer.to_string();
-    let t = Instant::now();
-    while t.elapsed() < timeout {
-        let all = std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
+    poll_until(timeout, || {
+        std::fs::read_dir(format!("/proc/{pid}/task")).is_ok_and(|tasks| {
             tasks.flatten().all(|task| {
                 std::fs::read_to_string(task.path().join("status")).is_ok_and(|st| {
                     st.lines()
@@ -383,13 +389,8 @@ fn wait_traced(pid: u32, tracer: u32, timeout: Duration) -> bool {
                         .is_some_and(|v| v.trim() == want)
                 })
             })
-        });
-        if all {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    false
+        })
+    })
 }
 
 /// How peers' syscalls are counted (in a separate run whose throughput is
@@ -401,8 +402,8 @@ pub enum SyscallTool {
     Perf,
     /// `strace -c -f`: stops the server at every syscall, so an epoll
     /// server finds fuller `epoll_wait` batches than untraced and its wait
-    /// count reads low (tokio: 2.02 syscalls per request under strace, 2.11
-    /// by perf at 50 connections).
+    /// count reads low (tokio: 2.02 syscalls per request under strace,
+    /// 2.08-2.18 by perf at 50 connections).
     Strace,
 }
 
@@ -744,12 +745,9 @@ fn paired_vs(
     out
 }
 
-/// Paired ratios against the reference epoll server: the epoll contender
-/// with the lowest median CPU per request, chosen once for all rounds.
-/// (Taking the lowest epoll sample of each round instead would pick, every
-/// round, whichever epoll server had the luckiest sample: with two epoll
-/// servers and noise of ±15%, that alone made equal servers look 5-10%
-/// apart, against io_uring.)
+/// Paired ratios against the reference epoll server (what `summarize`
+/// reports as `cpu_vs_best_epoll_paired`).
+#[cfg(test)]
 fn paired_cpu_ratios(
     contenders: &[Contender],
     rounds: usize,
@@ -852,19 +850,24 @@ fn summarize(
                 r.cpu_vs_best_epoll = best_cpu.map(|b| r.cpu_us.median / b);
             }
         }
-        let paired = paired_cpu_ratios(contenders, cfg.rounds, conns, samples);
-        for r in &mut rows {
-            r.cpu_vs_best_epoll_paired = paired
-                .iter()
-                .find(|(name, _)| *name == r.contender)
-                .map(|(_, v)| stat(v.clone()));
-        }
+        // Paired ratios against every epoll server; the one against the
+        // reference (the epoll contender with the lowest median, chosen
+        // once for all rounds) is also the headline `cpu_vs_best_epoll_paired`.
+        // (Taking the lowest epoll sample of each round instead would pick,
+        // every round, whichever epoll server had the luckiest sample: with
+        // two epoll servers and noise of ±15%, that alone made equal servers
+        // look 5-10% apart, against io_uring.)
+        let reference = reference_epoll(contenders, cfg.rounds, conns, samples);
         for e in contenders.iter().filter(|c| c.family == Family::Epoll) {
             for (name, v) in paired_vs(contenders, cfg.rounds, conns, samples, &e.name) {
                 if let Some(r) = rows.iter_mut().find(|r| r.contender == name) {
+                    let ratio = stat(v);
+                    if reference == Some(e.name.as_str()) {
+                        r.cpu_vs_best_epoll_paired = Some(ratio);
+                    }
                     r.cpu_paired_vs_epoll.push(PairedRatio {
                         vs: e.name.clone(),
-                        ratio: stat(v),
+                        ratio,
                     });
                 }
             }

@@ -47,8 +47,7 @@ pub fn table(res: &CompareResults) -> String {
             opt(r.syscalls_per_req, 2),
             opt(r.enters_per_req, 3),
             r.p99_us,
-            r.cpu_vs_best_epoll
-                .map_or("-".into(), |v| format!("{v:.2}x")),
+            ratio(r.cpu_vs_best_epoll),
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
@@ -62,12 +61,11 @@ pub fn table(res: &CompareResults) -> String {
             let _ = writeln!(s, "  {l}");
         }
     }
-    for (conns, m) in paired_matrices(res) {
+    for (conns, rows) in paired_matrices(res) {
         let _ = writeln!(
             s,
             "Paired CPU per request, row over column, median over rounds (c={conns}):"
         );
-        let rows = m.to_rows();
         let w = rows.iter().map(|r| r[0].len()).max().unwrap_or(0) + 2;
         for row in rows {
             let _ = writeln!(
@@ -84,32 +82,10 @@ pub fn table(res: &CompareResults) -> String {
     s
 }
 
-/// Paired ratios of every contender over every epoll contender, for one
-/// connection count.
-struct PairedMatrix {
-    cols: Vec<String>,
-    rows: Vec<(String, Vec<Option<f64>>)>,
-}
-
-impl PairedMatrix {
-    /// Header row, then one row per contender, as cells.
-    fn to_rows(&self) -> Vec<Vec<String>> {
-        let mut out = vec![std::iter::once(String::new())
-            .chain(self.cols.iter().map(|c| format!("/ {c}")))
-            .collect::<Vec<_>>()];
-        for (name, cells) in &self.rows {
-            out.push(
-                std::iter::once(name.clone())
-                    .chain(cells.iter().map(|c| ratio(*c)))
-                    .collect(),
-            );
-        }
-        out
-    }
-}
-
-/// One matrix per connection count (when there is an epoll contender).
-fn paired_matrices(res: &CompareResults) -> Vec<(usize, PairedMatrix)> {
+/// Per connection count (with an epoll contender): the paired ratio of
+/// every contender over every epoll contender, as cells: a header row
+/// ("", "/ epoll server", ...), then one row per contender.
+fn paired_matrices(res: &CompareResults) -> Vec<(usize, Vec<Vec<String>>)> {
     res.config
         .conns
         .iter()
@@ -123,22 +99,22 @@ fn paired_matrices(res: &CompareResults) -> Vec<(usize, PairedMatrix)> {
             if cols.is_empty() {
                 return None;
             }
-            let rows = rows
-                .iter()
-                .map(|r| {
-                    let cells = cols
-                        .iter()
-                        .map(|c| {
+            let header = std::iter::once(String::new())
+                .chain(cols.iter().map(|c| format!("/ {c}")))
+                .collect();
+            let body = rows.iter().map(|r| {
+                std::iter::once(r.contender.clone())
+                    .chain(cols.iter().map(|c| {
+                        ratio(
                             r.cpu_paired_vs_epoll
                                 .iter()
                                 .find(|p| p.vs == *c)
-                                .map(|p| p.ratio.median)
-                        })
-                        .collect();
-                    (r.contender.clone(), cells)
-                })
-                .collect();
-            Some((conns, PairedMatrix { cols, rows }))
+                                .map(|p| p.ratio.median),
+                        )
+                    }))
+                    .collect()
+            });
+            Some((conns, std::iter::once(header).chain(body).collect()))
         })
         .collect()
 }
@@ -202,8 +178,8 @@ pub fn markdown(res: &CompareResults) -> String {
             "| {} | {} | {:.0} | {:.0}–{:.0} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {:.0} | {}/{} |",
             r.contender, r.conns, r.rps.median, r.rps.min, r.rps.max, r.cpu_us.median,
             r.cpu_user_us, r.cpu_sys_us,
-            r.cpu_vs_best_epoll.map_or("-".into(), |v| format!("{v:.2}x")),
-            r.rps_vs_best_epoll.map_or("-".into(), |v| format!("{v:.2}x")),
+            ratio(r.cpu_vs_best_epoll),
+            ratio(r.rps_vs_best_epoll),
             opt(r.syscalls_per_req, 2), opt(r.enters_per_req, 3), r.p99_us, r.ok_samples, r.samples
         );
     }
@@ -222,7 +198,7 @@ pub fn markdown(res: &CompareResults) -> String {
             s,
             "\nPaired CPU per request at {conns} connections: row over column, round by round, median over rounds:\n"
         );
-        for (i, row) in m.to_rows().iter().enumerate() {
+        for (i, row) in m.iter().enumerate() {
             let _ = writeln!(s, "| {} |", row.join(" | "));
             if i == 0 {
                 let _ = writeln!(s, "|{}", "---|".repeat(row.len()));

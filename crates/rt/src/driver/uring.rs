@@ -330,13 +330,7 @@ impl UringDriver {
 
     /// Close a slot from [`UringDriver::register_fixed`] through the ring.
     pub(crate) fn release_fixed(&mut self, slot: u32, m: &Metrics) {
-        let mut e = opcode::Close::new(Target::Fixed(slot))
-            .build()
-            .user_data(CLOSE_UD);
-        if self.skip_success {
-            e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
-        }
-        if self.push(e, m).is_err() {
+        if self.push_close(Target::Fixed(slot), m).is_err() {
             // Could not queue the close: empty the slot now.
             Metrics::add(&m.syscalls, 1);
             if let Err(err) = self.ring.register_files_update(slot, &[-1]) {
@@ -572,15 +566,18 @@ impl UringDriver {
         Metrics::add(&m.syscalls, 1);
     }
 
-    /// Close `fd` through the ring (batched with the next enter).
-    pub(crate) fn close_fd(&mut self, fd: RawFd, m: &Metrics) {
-        let mut e = opcode::Close::new(Target::Fd(fd))
-            .build()
-            .user_data(CLOSE_UD);
+    /// Queue a CLOSE of `t` whose success posts no CQE (when the kernel can).
+    fn push_close(&mut self, t: Target, m: &Metrics) -> io::Result<()> {
+        let mut e = opcode::Close::new(t).build().user_data(CLOSE_UD);
         if self.skip_success {
             e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
         }
-        if self.push(e, m).is_err() {
+        self.push(e, m)
+    }
+
+    /// Close `fd` through the ring (batched with the next enter).
+    pub(crate) fn close_fd(&mut self, fd: RawFd, m: &Metrics) {
+        if self.push_close(Target::Fd(fd), m).is_err() {
             // SAFETY: we own fd and nobody uses it any more.
             unsafe { libc::close(fd) };
             Metrics::add(&m.syscalls, 1);

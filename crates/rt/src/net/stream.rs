@@ -243,10 +243,7 @@ impl StreamCore {
             // driver is borrowed (promotion borrows it too).
             let target = match self.multi.get() {
                 Some(_) => None,
-                None => Some(match self.slot() {
-                    Some(i) => ringkit_uring::opcode::Target::Fixed(i),
-                    None => ringkit_uring::opcode::Target::Fd(self.fd),
-                }),
+                None => Some(crate::driver::op::target(self.fd, self.slot())),
             };
             with_ctx(|rt| {
                 let mut drv = rt.driver.borrow_mut();

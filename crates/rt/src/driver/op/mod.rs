@@ -20,6 +20,13 @@ pub(crate) mod write_at;
 pub(crate) mod writev;
 
 use std::io;
+use std::os::fd::RawFd;
+
+/// What an SQE addresses: `fd`, or its registered-file slot if it has one.
+pub(crate) fn target(fd: RawFd, fixed: Option<u32>) -> ringkit_uring::opcode::Target {
+    use ringkit_uring::opcode::Target;
+    fixed.map_or(Target::Fd(fd), Target::Fixed)
+}
 
 /// `ret` of a libc call as `io::Result<u32>`.
 pub(crate) fn cvt(ret: isize) -> io::Result<u32> {

@@ -19,7 +19,7 @@ use std::task::{Context, Poll, Waker};
 use ringkit_uring::opcode::{self, Entry, Target};
 use ringkit_uring::sys::KernelTimespec;
 
-use super::{cvt, raw};
+use super::{cvt, raw, target};
 use crate::buf::IoBufMut;
 use crate::driver::{Dir, OpCode};
 
@@ -130,8 +130,7 @@ impl<B: IoBufMut> OpCode for Recv<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = (self.buf.stable_mut_ptr(), self.total() as u32);
         if self.socket {
-            let t = self.fixed.map_or(Target::Fd(self.fd), Target::Fixed);
-            opcode::Recv::new(t, ptr, len).build()
+            opcode::Recv::new(target(self.fd, self.fixed), ptr, len).build()
         } else {
             opcode::Read::new(Target::Fd(self.fd), ptr, len)
                 .offset(u64::MAX)

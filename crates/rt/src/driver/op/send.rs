@@ -7,7 +7,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::{cvt, raw};
+use super::{cvt, raw, target};
 use crate::buf::IoBuf;
 use crate::driver::{Dir, OpCode};
 
@@ -38,10 +38,6 @@ impl<B: IoBuf> Send<B> {
         self
     }
 
-    fn target(&self) -> Target {
-        self.fixed.map_or(Target::Fd(self.fd), Target::Fixed)
-    }
-
     fn slice(&self) -> (*const u8, usize) {
         let init = self.buf.bytes_init();
         let start = self.start.min(init);
@@ -56,7 +52,7 @@ impl<B: IoBuf> OpCode for Send<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = self.slice();
         if self.socket {
-            opcode::Send::new(self.target(), ptr, len as u32)
+            opcode::Send::new(target(self.fd, self.fixed), ptr, len as u32)
                 .flags(libc::MSG_NOSIGNAL)
                 .build()
         } else {
