@@ -28,17 +28,16 @@
 //! as nginx does): closing with unread bytes would make the kernel send a
 //! reset, which can destroy the error response before the client reads it.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use ringkit::net::{RecvBuf, TcpStream};
+use ringkit::sync::{Drain, DrainGuard};
 use ringkit::time::Sleep;
 
 use crate::decode::RequestDecoder;
@@ -67,13 +66,8 @@ pub(crate) struct Shared {
     /// Read with `read_pooled` (io_uring) rather than into a buffer of the
     /// connection's own (epoll).
     pooled_reads: bool,
-    active: Cell<usize>,
-    shutting_down: Cell<bool>,
-    next_id: Cell<u64>,
-    /// Wakers of connection tasks, to wake idle ones on shutdown.
-    conns: RefCell<HashMap<u64, Waker>>,
-    /// The accept loop, waiting for the last connection on shutdown.
-    drained: RefCell<Option<Waker>>,
+    /// Open connections, and the shutdown broadcast they watch.
+    pub(crate) drain: Rc<Drain>,
 }
 
 impl Shared {
@@ -81,71 +75,12 @@ impl Shared {
         Shared {
             config,
             pooled_reads: ringkit::backend_report().chosen == ringkit::Backend::Uring,
-            active: Cell::new(0),
-            shutting_down: Cell::new(false),
-            next_id: Cell::new(0),
-            conns: RefCell::new(HashMap::new()),
-            drained: RefCell::new(None),
+            drain: Drain::new(),
         }
     }
 
-    /// Connections being served.
-    pub(crate) fn active(&self) -> usize {
-        self.active.get()
-    }
-
-    /// Start shutdown: idle connections close now, busy ones after their
-    /// current response.
-    pub(crate) fn begin_shutdown(&self) {
-        self.shutting_down.set(true);
-        let wakers: Vec<Waker> = self.conns.borrow().values().cloned().collect();
-        for w in wakers {
-            w.wake();
-        }
-    }
-
-    /// Resolves when no connection is left.
-    pub(crate) async fn drained(&self) {
-        poll_fn(|cx| {
-            if self.active.get() == 0 {
-                Poll::Ready(())
-            } else {
-                *self.drained.borrow_mut() = Some(cx.waker().clone());
-                Poll::Pending
-            }
-        })
-        .await
-    }
-
-    /// Count a new connection; the guard uncounts it when dropped.
-    pub(crate) fn enter(self: &Rc<Self>) -> ConnGuard {
-        self.active.set(self.active.get() + 1);
-        let id = self.next_id.get();
-        self.next_id.set(id + 1);
-        ConnGuard {
-            shared: self.clone(),
-            id,
-        }
-    }
-}
-
-/// One counted connection.
-#[derive(Debug)]
-pub(crate) struct ConnGuard {
-    shared: Rc<Shared>,
-    id: u64,
-}
-
-impl Drop for ConnGuard {
-    fn drop(&mut self) {
-        let s = &self.shared;
-        s.conns.borrow_mut().remove(&self.id);
-        s.active.set(s.active.get() - 1);
-        if s.active.get() == 0 {
-            if let Some(w) = s.drained.borrow_mut().take() {
-                w.wake();
-            }
-        }
+    fn shutting_down(&self) -> bool {
+        self.drain.is_draining()
     }
 }
 
@@ -213,11 +148,11 @@ pub(crate) async fn serve<H: Handler>(
     stream: TcpStream,
     handler: Rc<H>,
     shared: Rc<Shared>,
-    guard: ConnGuard,
+    guard: DrainGuard,
 ) {
     // Register this task's waker once, so shutdown can wake it when idle.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-    shared.conns.borrow_mut().insert(guard.id, waker);
+    guard.set_waker(waker);
     let now = Instant::now();
     let mut c = Conn {
         pooled: shared.pooled_reads,
@@ -306,7 +241,7 @@ impl<H: Handler> Conn<H> {
                 // destroy the responses just written.
                 let unread =
                     unanswered > 0 || more || !self.pending.is_empty() || self.decoder.in_body();
-                if linger || unread || self.shared.shutting_down.get() {
+                if linger || unread || self.shared.shutting_down() {
                     self.linger().await;
                 }
                 return Ok(());
@@ -318,7 +253,7 @@ impl<H: Handler> Conn<H> {
             }
             if self.mid_request() {
                 self.request_since.get_or_insert(now);
-            } else if self.shared.shutting_down.get() && !more {
+            } else if self.shared.shutting_down() && !more {
                 return Ok(());
             }
         }
@@ -367,7 +302,7 @@ impl<H: Handler> Conn<H> {
             ),
         };
         let close =
-            !keep_alive || resp.wants_close() || panicked || self.shared.shutting_down.get();
+            !keep_alive || resp.wants_close() || panicked || self.shared.shutting_down();
         let framing = encode::Framing {
             content_length: resp.body_ref().len(),
             close,
@@ -521,7 +456,7 @@ impl<H: Handler> Conn<H> {
             }
         });
         poll_fn(|cx| {
-            if !mid && shared.shutting_down.get() {
+            if !mid && shared.shutting_down() {
                 return Poll::Ready(Input::Shutdown);
             }
             if let Poll::Ready(r) = read.as_mut().poll(cx) {

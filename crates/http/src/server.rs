@@ -159,25 +159,25 @@ impl Server {
             if let Some(c) = &accepted {
                 c.set(c.get() + 1);
             }
-            if shared.active() >= max {
+            if shared.drain.active() >= max {
                 drop(stream);
                 continue;
             }
             if nodelay {
                 let _ = stream.set_nodelay(true);
             }
-            let guard = shared.enter();
+            let guard = shared.drain.enter();
             ringkit::spawn(conn::serve(stream, handler.clone(), shared.clone(), guard));
         }
         drop(listener);
-        shared.begin_shutdown();
-        if ringkit::time::timeout(grace, shared.drained())
+        shared.drain.start();
+        if ringkit::time::timeout(grace, shared.drain.drained())
             .await
             .is_err()
         {
             tracing::warn!(
                 "ringkit-http: {} connections still open after the {grace:?} shutdown grace",
-                shared.active()
+                shared.drain.active()
             );
         }
         Ok(())

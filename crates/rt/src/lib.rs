@@ -28,7 +28,9 @@
 //! - [`launch`]: thread-per-core, with CPU pinning.
 //! - [`net`], [`fs`], [`time`], [`buf`]: I/O with owned buffers.
 //! - [`driver`]: the backend contract and the cancellation guarantees.
-//! - [`metrics()`]: per-thread syscall and ring counters.
+//! - [`sync::Drain`]: the graceful-shutdown broadcast of a server thread.
+//! - [`metrics()`]: per-thread syscall and ring counters; with the `publish`
+//!   feature, `publish` writes them to a file for a benchmark to read.
 
 #![warn(missing_docs)]
 
@@ -38,8 +40,11 @@ pub mod fs;
 mod launcher;
 mod metrics;
 pub mod net;
+#[cfg(feature = "publish")]
+pub mod publish;
 mod runtime;
 pub mod signal;
+pub mod sync;
 mod task;
 pub mod time;
 

@@ -29,6 +29,7 @@ impl Metrics {
 
 /// A copy of a runtime's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "publish", derive(serde::Serialize, serde::Deserialize))]
 pub struct MetricsSnapshot {
     /// `io_uring_enter` syscalls (io_uring backend).
     pub uring_enters: u64,
@@ -62,19 +63,33 @@ impl MetricsSnapshot {
         self.uring_enters + self.epoll_waits + self.other_syscalls
     }
 
-    /// Counter-wise difference `self - earlier`.
+    /// Counter-wise difference `self - earlier` (0 where `earlier` is
+    /// larger, as when a reading is missing); `ops_in_flight` is `self`'s.
     pub fn since(&self, earlier: &MetricsSnapshot) -> MetricsSnapshot {
+        self.zip(earlier, u64::saturating_sub, self.ops_in_flight)
+    }
+
+    /// Counter-wise sum (of several threads); `ops_in_flight` summed too.
+    pub fn add(&self, other: &MetricsSnapshot) -> MetricsSnapshot {
+        self.zip(
+            other,
+            u64::saturating_add,
+            self.ops_in_flight + other.ops_in_flight,
+        )
+    }
+
+    fn zip(&self, o: &MetricsSnapshot, f: fn(u64, u64) -> u64, gauge: u64) -> MetricsSnapshot {
         MetricsSnapshot {
-            uring_enters: self.uring_enters - earlier.uring_enters,
-            sqes_submitted: self.sqes_submitted - earlier.sqes_submitted,
-            cqes_reaped: self.cqes_reaped - earlier.cqes_reaped,
-            cq_overflows: self.cq_overflows - earlier.cq_overflows,
-            epoll_waits: self.epoll_waits - earlier.epoll_waits,
-            other_syscalls: self.other_syscalls - earlier.other_syscalls,
-            parks: self.parks - earlier.parks,
-            task_polls: self.task_polls - earlier.task_polls,
-            tasks_spawned: self.tasks_spawned - earlier.tasks_spawned,
-            ops_in_flight: self.ops_in_flight,
+            uring_enters: f(self.uring_enters, o.uring_enters),
+            sqes_submitted: f(self.sqes_submitted, o.sqes_submitted),
+            cqes_reaped: f(self.cqes_reaped, o.cqes_reaped),
+            cq_overflows: f(self.cq_overflows, o.cq_overflows),
+            epoll_waits: f(self.epoll_waits, o.epoll_waits),
+            other_syscalls: f(self.other_syscalls, o.other_syscalls),
+            parks: f(self.parks, o.parks),
+            task_polls: f(self.task_polls, o.task_polls),
+            tasks_spawned: f(self.tasks_spawned, o.tasks_spawned),
+            ops_in_flight: gauge,
         }
     }
 }

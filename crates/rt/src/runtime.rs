@@ -47,7 +47,7 @@ pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
 
 /// Whether the current thread's runtime runs on io_uring.
 pub(crate) fn is_uring() -> bool {
-    with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)))
+    with_ctx(|cx| cx.driver.borrow().is_uring())
 }
 
 /// Per-thread runtime state. Fields are in cells: tasks, driver and timers are

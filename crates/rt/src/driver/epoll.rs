@@ -23,6 +23,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::task::Waker;
 use std::time::Duration;
 
+use super::op::cvt;
 use super::Dir;
 use crate::metrics::Metrics;
 
@@ -52,10 +53,7 @@ pub(crate) struct EpollDriver {
 impl EpollDriver {
     pub(crate) fn new(wake_fd: RawFd) -> io::Result<EpollDriver> {
         // SAFETY: plain epoll_create1.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) } as isize)? as RawFd;
         // SAFETY: a fresh fd we own.
         let epfd = unsafe { OwnedFd::from_raw_fd(fd) };
         let mut ev = libc::epoll_event {
@@ -63,9 +61,7 @@ impl EpollDriver {
             u64: WAKE_TOKEN,
         };
         // SAFETY: valid epoll fd, eventfd and event.
-        if unsafe { libc::epoll_ctl(fd, libc::EPOLL_CTL_ADD, wake_fd, &mut ev) } < 0 {
-            return Err(io::Error::last_os_error());
-        }
+        cvt(unsafe { libc::epoll_ctl(fd, libc::EPOLL_CTL_ADD, wake_fd, &mut ev) } as isize)?;
         Ok(EpollDriver {
             epfd,
             fds: Vec::new(),
@@ -119,9 +115,7 @@ impl EpollDriver {
             };
             Metrics::add(&m.syscalls, 1);
             // SAFETY: valid epoll fd and event; `fd` is open (owned by the caller's object).
-            if unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            cvt(unsafe { libc::epoll_ctl(epfd, libc::EPOLL_CTL_ADD, fd, &mut ev) } as isize)?;
             st.registered = true;
             // Edge-triggered ADD reports the current state at once, so start "not ready".
             st.ready = [false, false];

@@ -4,6 +4,10 @@
 //! becomes on io_uring, and on epoll the readiness it waits for and the
 //! non-blocking syscall it makes. [`Op`] is the future that drives an
 //! `OpCode` on whichever backend this runtime chose; [`Driver`] dispatches.
+//! Multishot operations (`op/accept_multi.rs`, `op/recv_multi.rs`) keep
+//! their key in a [`multishot::Multishot`] (see its slot rule) and carry
+//! their epoll fallback inside the op file. Nothing outside `driver/`
+//! matches on the backend.
 //!
 //! # Choosing the backend
 //! Once per runtime. `Backend::Auto` tries io_uring with the best flags
@@ -30,6 +34,7 @@
 //! nothing (or everything, if it returned `Ready`).
 
 pub(crate) mod epoll;
+pub(crate) mod multishot;
 pub(crate) mod op;
 pub(crate) mod uring;
 
@@ -210,6 +215,23 @@ impl Driver {
                     "io_uring backend unavailable: {reason}"
                 ))),
             },
+        }
+    }
+
+    pub(crate) fn is_uring(&self) -> bool {
+        matches!(self, Driver::Uring(_))
+    }
+
+    /// io_uring: the runtime's provided-buffer ring (created on first use).
+    pub(crate) fn buf_ring(
+        &mut self,
+    ) -> io::Result<std::rc::Rc<std::cell::RefCell<ringkit_uring::BufRing>>> {
+        match self {
+            Driver::Uring(d) => d.buf_ring(),
+            Driver::Epoll(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "provided-buffer rings need the io_uring backend",
+            )),
         }
     }
 

@@ -10,7 +10,7 @@ mod tcp;
 mod udp;
 mod unix;
 
-pub use stream::RecvBuf;
+pub use crate::buf::RecvBuf;
 pub use tcp::{Incoming, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixListener, UnixStream};

@@ -21,16 +21,15 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use ringkit_uring::BufRing;
-
-use crate::buf::{IoBuf, IoBufMut};
+use crate::buf::{IoBuf, IoBufMut, RecvBuf};
 use crate::driver::op::recv::{ReadStash, Recv};
+use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
-use crate::driver::uring::{MultiKind, BGID};
-use crate::driver::{Driver, Op};
-use crate::runtime::{try_with_ctx, with_ctx};
+use crate::driver::op::target;
+use crate::driver::Op;
+use crate::runtime::try_with_ctx;
 
 #[derive(Debug)]
 pub(crate) struct StreamCore {
@@ -39,8 +38,8 @@ pub(crate) struct StreamCore {
     /// flight (an epoll attempt is synchronous), so epoll streams have none
     /// and their reads clone nothing.
     stash: Option<Rc<ReadStash>>,
-    /// Key of the armed multishot RECV (io_uring).
-    multi: Cell<Option<usize>>,
+    /// Pooled reads (a multishot RECV on io_uring).
+    multi: RecvMulti,
     /// Leftover of a pooled buffer that a `read` could not take whole.
     leftover: RefCell<Option<(RecvBuf, usize)>>,
     /// io_uring: the registered-file slot of `fd`, once promoted.
@@ -57,11 +56,11 @@ impl StreamCore {
     pub(crate) fn new(fd: RawFd) -> StreamCore {
         // A stream lives on the runtime that made it; without one (built
         // outside a runtime), keep a stash to be safe.
-        let uring = try_with_ctx(|cx| matches!(&*cx.driver.borrow(), Driver::Uring(_)));
+        let uring = try_with_ctx(|cx| cx.driver.borrow().is_uring());
         StreamCore {
             fd,
             stash: uring.unwrap_or(true).then(Rc::default),
-            multi: Cell::new(None),
+            multi: RecvMulti::new(),
             leftover: RefCell::new(None),
             fixed: Cell::new(None),
             until_fixed: Cell::new(if uring == Some(true) {
@@ -95,7 +94,7 @@ impl StreamCore {
     }
 
     pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
-        if self.multi.get().is_some() || self.leftover.borrow().is_some() {
+        if self.multi.is_armed() || self.leftover.borrow().is_some() {
             // Boxed: only a stream that mixes `read` with `read_pooled`
             // comes here, and inline this path would more than double the
             // size of every read future (and of every task awaiting one).
@@ -138,7 +137,7 @@ impl StreamCore {
         dur: Duration,
     ) -> (io::Result<usize>, B) {
         let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
-        if self.multi.get().is_some() || self.leftover.borrow().is_some() {
+        if self.multi.is_armed() || self.leftover.borrow().is_some() {
             // Pooled mode: wait for a chunk (a pooled read is cancel-safe:
             // a dropped one loses nothing) and only then touch `buf`, so a
             // timeout can hand `buf` back untouched.
@@ -229,107 +228,23 @@ impl StreamCore {
                 return Ok(RecvBuf::heap(stashed));
             }
         }
-        enum Step {
-            Got(RecvBuf),
-            Single,
-            Err(io::Error),
-        }
-        let uring = crate::runtime::is_uring();
-        if !uring {
-            return self.read_pooled_single().await;
-        }
-        let step = poll_fn(|cx| {
-            // Where a new multishot receive would point, decided before the
-            // driver is borrowed (promotion borrows it too).
-            let target = match self.multi.get() {
-                Some(_) => None,
-                None => Some(crate::driver::op::target(self.fd, self.slot())),
-            };
-            with_ctx(|rt| {
-                let mut drv = rt.driver.borrow_mut();
-                let Driver::Uring(u) = &mut *drv else {
-                    unreachable!("checked above")
-                };
-                let ring = match u.buf_ring() {
-                    Ok(r) => r,
-                    Err(e) => return Poll::Ready(Step::Err(e)),
-                };
-                let key = match (self.multi.get(), target) {
-                    (Some(k), _) => k,
-                    (None, target) => {
-                        let target = target.unwrap_or(ringkit_uring::opcode::Target::Fd(self.fd));
-                        let e = ringkit_uring::opcode::RecvMulti::new(target, BGID).build();
-                        match u.submit_multi(e, &rt.metrics) {
-                            Ok(k) => {
-                                self.multi.set(Some(k));
-                                k
-                            }
-                            Err(e) => return Poll::Ready(Step::Err(e)),
-                        }
-                    }
-                };
-                match u.poll_multi(key, cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(None) => {
-                        self.multi.set(None);
-                        Poll::Ready(Step::Single)
-                    }
-                    Poll::Ready(Some((res, flags))) => {
-                        let cqe = ringkit_uring::Cqe {
-                            user_data: 0,
-                            res,
-                            flags,
-                        };
-                        if !cqe.more() {
-                            self.multi.set(None);
-                        }
-                        if res == -libc::ENOBUFS {
-                            // The ring ran dry: make progress with one plain recv.
-                            return Poll::Ready(Step::Single);
-                        }
-                        if res < 0 {
-                            return Poll::Ready(Step::Err(io::Error::from_raw_os_error(-res)));
-                        }
-                        match cqe.buffer_id() {
-                            Some(bid) => {
-                                let ptr = ring.borrow().buffer(bid, 0).as_ptr();
-                                Poll::Ready(Step::Got(RecvBuf::ring(ring, bid, ptr, res as usize)))
-                            }
-                            None => Poll::Ready(Step::Got(RecvBuf::heap(Vec::new()))),
-                        }
-                    }
-                }
-            })
-        })
-        .await;
-        match step {
-            Step::Got(b) => Ok(b),
-            Step::Err(e) => Err(e),
-            Step::Single => self.read_pooled_single().await,
-        }
-    }
-
-    async fn read_pooled_single(&self) -> io::Result<RecvBuf> {
-        let size = 4096;
-        let (res, buf) = Op::new(
-            Recv::new(self.fd, true, Vec::with_capacity(size), self.stash.clone())
-                .fixed(self.slot()),
-        )
-        .await;
-        res.map(|_| RecvBuf::heap(buf))
+        self.multi
+            .next(
+                || target(self.fd, self.slot()),
+                |buf| Recv::new(self.fd, true, buf, self.stash.clone()).fixed(self.slot()),
+            )
+            .await
     }
 }
 
 impl Drop for StreamCore {
     fn drop(&mut self) {
         let fd = self.fd;
-        let multi = self.multi.take();
+        // Before the close: an armed multishot holds the file open.
+        self.multi.cancel();
         let fixed = self.fixed.take();
         let closed = try_with_ctx(|rt| {
             let mut drv = rt.driver.borrow_mut();
-            if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
-                u.drop_multi(k, MultiKind::Recv, &rt.metrics);
-            }
             if let Some(slot) = fixed {
                 drv.release_fixed(slot, &rt.metrics);
             }
@@ -342,103 +257,3 @@ impl Drop for StreamCore {
     }
 }
 
-/// Received bytes in a pooled buffer: a slot of the runtime's provided-buffer
-/// ring (io_uring multishot) or a heap buffer. Dropping it gives a ring slot
-/// back to the kernel. It can be written back out as it is (it is an [`IoBuf`]).
-pub struct RecvBuf {
-    // INVARIANT: for `Ring`, `ptr..ptr+len` is buffer `bid` of `ring`, which
-    // the kernel does not touch until we recycle it on drop.
-    inner: RecvInner,
-}
-
-enum RecvInner {
-    Ring {
-        ring: Rc<RefCell<BufRing>>,
-        bid: u16,
-        ptr: *const u8,
-        len: usize,
-    },
-    Heap(Vec<u8>),
-}
-
-impl std::fmt::Debug for RecvBuf {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecvBuf").field("len", &self.len()).finish()
-    }
-}
-
-impl RecvBuf {
-    fn ring(ring: Rc<RefCell<BufRing>>, bid: u16, ptr: *const u8, len: usize) -> RecvBuf {
-        RecvBuf {
-            inner: RecvInner::Ring {
-                ring,
-                bid,
-                ptr,
-                len,
-            },
-        }
-    }
-
-    fn heap(v: Vec<u8>) -> RecvBuf {
-        RecvBuf {
-            inner: RecvInner::Heap(v),
-        }
-    }
-
-    /// Drop the first `off` bytes (at most `len`).
-    fn advance(mut self, off: usize) -> RecvBuf {
-        match &mut self.inner {
-            RecvInner::Ring { ptr, len, .. } => {
-                let off = off.min(*len);
-                // SAFETY: `off <= len`: the result stays inside slot `bid`,
-                // so the INVARIANT holds; `bid` is still what gets recycled.
-                *ptr = unsafe { ptr.add(off) };
-                *len -= off;
-            }
-            RecvInner::Heap(v) => {
-                v.drain(..off.min(v.len()));
-            }
-        }
-        self
-    }
-
-    /// Whether the data sits in a provided-buffer ring slot.
-    pub fn is_ring_buffer(&self) -> bool {
-        matches!(self.inner, RecvInner::Ring { .. })
-    }
-}
-
-impl std::ops::Deref for RecvBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match &self.inner {
-            // SAFETY: INVARIANT: the kernel is done with this slot until recycled.
-            RecvInner::Ring { ptr, len, .. } => unsafe { std::slice::from_raw_parts(*ptr, *len) },
-            RecvInner::Heap(v) => v,
-        }
-    }
-}
-
-impl Drop for RecvBuf {
-    fn drop(&mut self) {
-        if let RecvInner::Ring { ring, bid, .. } = &self.inner {
-            if let Ok(mut r) = ring.try_borrow_mut() {
-                r.recycle(*bid);
-            }
-        }
-    }
-}
-
-// SAFETY: ring slots and Vec heap blocks do not move with the RecvBuf, and
-// a ring slot is not recycled before the RecvBuf (and any op owning it) drops.
-unsafe impl IoBuf for RecvBuf {
-    fn stable_ptr(&self) -> *const u8 {
-        self.as_ptr()
-    }
-    fn bytes_init(&self) -> usize {
-        self.len()
-    }
-    fn bytes_total(&self) -> usize {
-        self.len()
-    }
-}

@@ -1,23 +1,19 @@
 //! TCP listener and stream.
 
-use std::cell::Cell;
-use std::future::poll_fn;
 use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
-use super::stream::{RecvBuf, StreamCore};
+use super::stream::StreamCore;
 use super::{into_raw, socket, with_sock};
-use crate::buf::{IoBuf, IoBufMut};
-use crate::driver::op::accept::{self, Accept};
+use crate::buf::{IoBuf, IoBufMut, RecvBuf};
+use crate::driver::op::accept_multi::AcceptMulti;
 use crate::driver::op::connect::Connect;
-use crate::driver::uring::MultiKind;
-use crate::driver::{Driver, Op};
-use crate::runtime::{try_with_ctx, with_ctx};
+use crate::driver::Op;
+use crate::runtime::try_with_ctx;
 
 fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?
@@ -35,7 +31,7 @@ fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
 pub struct TcpListener {
     fd: RawFd,
     local: SocketAddr,
-    multi: Cell<Option<usize>>,
+    accept: AcceptMulti,
 }
 
 impl TcpListener {
@@ -62,10 +58,11 @@ impl TcpListener {
             .local_addr()?
             .as_socket()
             .ok_or_else(|| io::Error::other("listener has no IP address"))?;
+        let fd = into_raw(s);
         Ok(TcpListener {
-            fd: into_raw(s),
+            fd,
             local,
-            multi: Cell::new(None),
+            accept: AcceptMulti::new(fd),
         })
     }
 
@@ -73,10 +70,11 @@ impl TcpListener {
     pub fn from_std(l: std::net::TcpListener) -> io::Result<TcpListener> {
         l.set_nonblocking(true)?;
         let local = l.local_addr()?;
+        let fd = l.into_raw_fd();
         Ok(TcpListener {
-            fd: l.into_raw_fd(),
+            fd,
             local,
-            multi: Cell::new(None),
+            accept: AcceptMulti::new(fd),
         })
     }
 
@@ -100,55 +98,7 @@ impl TcpListener {
     /// Accept a connection without asking for the peer address (saves a
     /// `getpeername` on io_uring's multishot path).
     pub async fn accept_stream(&self) -> io::Result<TcpStream> {
-        let uring = crate::runtime::is_uring();
-        if !uring {
-            let (fd, _) = Op::new(Accept::new(self.fd)).await?;
-            return Ok(TcpStream::from_fd(fd.into_raw_fd()));
-        }
-        let res = poll_fn(|cx| {
-            with_ctx(|rt| {
-                let mut drv = rt.driver.borrow_mut();
-                let Driver::Uring(u) = &mut *drv else {
-                    unreachable!("checked above")
-                };
-                let key = match self.multi.get() {
-                    Some(k) => k,
-                    None => match u.submit_multi(accept::multishot_entry(self.fd), &rt.metrics) {
-                        Ok(k) => {
-                            self.multi.set(Some(k));
-                            k
-                        }
-                        Err(e) => return Poll::Ready(Err(e)),
-                    },
-                };
-                match u.poll_multi(key, cx) {
-                    Poll::Pending => Poll::Pending,
-                    Poll::Ready(None) => {
-                        self.multi.set(None);
-                        Poll::Ready(Err(io::ErrorKind::Interrupted.into()))
-                    }
-                    Poll::Ready(Some((res, flags))) => {
-                        if flags & ringkit_uring::sys::IORING_CQE_F_MORE == 0 {
-                            self.multi.set(None);
-                        }
-                        if res < 0 {
-                            Poll::Ready(Err(io::Error::from_raw_os_error(-res)))
-                        } else {
-                            Poll::Ready(Ok(res))
-                        }
-                    }
-                }
-            })
-        })
-        .await;
-        match res {
-            Ok(fd) => Ok(TcpStream::from_fd(fd)),
-            // The multishot ended without a connection: re-arm once.
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                Box::pin(self.accept_stream()).await
-            }
-            Err(e) => Err(e),
-        }
+        Ok(TcpStream::from_fd(self.accept.next().await?))
     }
 }
 
@@ -175,14 +125,9 @@ impl AsRawFd for TcpListener {
 impl Drop for TcpListener {
     fn drop(&mut self) {
         let fd = self.fd;
-        let multi = self.multi.take();
-        let done = try_with_ctx(|rt| {
-            let mut drv = rt.driver.borrow_mut();
-            if let (Some(k), Driver::Uring(u)) = (multi, &mut *drv) {
-                u.drop_multi(k, MultiKind::Accept, &rt.metrics);
-            }
-            drv.close_now(fd, &rt.metrics);
-        });
+        // Before the close: an armed multishot holds the file open.
+        self.accept.cancel();
+        let done = try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics));
         if done.is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };

@@ -1,5 +1,6 @@
-//! `accept4(2)`: io_uring `IORING_OP_ACCEPT` (single or multishot); epoll:
-//! wait readable, then `accept4(SOCK_NONBLOCK|SOCK_CLOEXEC)`.
+//! `accept4(2)`: io_uring `IORING_OP_ACCEPT`; epoll: wait readable, then
+//! `accept4(SOCK_NONBLOCK|SOCK_CLOEXEC)`. The multishot form, which a
+//! listener keeps armed, is [`super::accept_multi`].
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -76,12 +77,4 @@ impl OpCode for Accept {
             unsafe { libc::close(res) };
         }
     }
-}
-
-/// The SQE of a multishot accept (one CQE per connection, fds non-blocking).
-pub(crate) fn multishot_entry(fd: RawFd) -> Entry {
-    opcode::Accept::new(Target::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
-        .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
-        .multishot(true)
-        .build()
 }

@@ -3,6 +3,7 @@
 //! waits for and the syscall it makes.
 
 pub(crate) mod accept;
+pub(crate) mod accept_multi;
 pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fsync;
@@ -11,6 +12,7 @@ pub(crate) mod raw;
 pub(crate) mod read_at;
 pub(crate) mod readv;
 pub(crate) mod recv;
+pub(crate) mod recv_multi;
 pub(crate) mod recvmsg;
 pub(crate) mod send;
 pub(crate) mod sendmsg;

@@ -10,9 +10,14 @@
 //! - [`IoBufMut`]: memory the kernel may write (reads, receives).
 //! - [`AlignedBuf`]: page-aligned memory for `O_DIRECT`.
 //! - [`BufPool`] / [`PooledBuf`]: reusable buffers that return to their pool on drop.
+//! - [`RecvBuf`]: what a pooled read returns (a provided-buffer ring slot on
+//!   io_uring, recycled on drop).
 
 use std::cell::RefCell;
 use std::rc::Rc;
+
+mod recv_buf;
+pub use recv_buf::RecvBuf;
 
 /// A buffer the kernel may read from while an operation is in flight.
 ///

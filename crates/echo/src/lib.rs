@@ -1,0 +1,190 @@
+//! ringkit-echo: a TCP echo server on the ringkit runtime.
+//!
+//! Thread-per-core, one `SO_REUSEPORT` listener per thread; each connection
+//! echoes what it reads until end of stream. Accept errors (`EMFILE`, ...)
+//! back off and retry; `SIGTERM`/`SIGINT` drain and exit (see [`run_server`]).
+//! [`EchoLimits`] shrinks resources on purpose for fault injection. With
+//! [`EchoServerConfig::stats`] each thread publishes its counters
+//! ([`ringkit::publish`]) for a benchmark to read.
+//!
+//! `ringkit echo` runs it; `ringkit compare echo` measures it against epoll
+//! and the peers.
+
+#![warn(missing_docs)]
+
+mod conn;
+mod thread;
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ringkit::{Backend, LaunchConfig};
+
+use thread::serve_thread;
+
+/// How the echo server receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecvMode {
+    /// io_uring: one multishot RECV per connection into the provided-buffer
+    /// ring, and the send goes straight from that buffer (epoll: pooled reads).
+    Multishot,
+    /// One RECV per read into the connection's own buffer (the plain path).
+    Single,
+}
+
+impl std::str::FromStr for RecvMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "multishot" => Ok(RecvMode::Multishot),
+            "single" => Ok(RecvMode::Single),
+            o => Err(format!("unknown recv mode {o:?} (multishot|single)")),
+        }
+    }
+}
+
+/// Echo server settings.
+#[derive(Debug, Clone)]
+pub struct EchoServerConfig {
+    /// Listen address.
+    pub addr: SocketAddr,
+    /// Backend for every thread.
+    pub backend: Backend,
+    /// Runtime threads (one listener each, `SO_REUSEPORT`).
+    pub threads: usize,
+    /// CPUs to pin threads to.
+    pub cpus: Vec<usize>,
+    /// Receive path.
+    pub recv: RecvMode,
+    /// io_uring: registered file table slots that busy connections are
+    /// promoted into ([`ringkit::Builder::fixed_files`]); 0 = plain fds.
+    pub fixed_files: u32,
+    /// Write runtime counters to `PATH.<thread>` every 50 ms.
+    pub stats: Option<PathBuf>,
+    /// Resource limits (for fault injection) and shutdown timing.
+    pub limits: EchoLimits,
+}
+
+/// Resource limits and graceful-shutdown timing of the echo server. The
+/// defaults are what a production server wants; the knobs exist so that
+/// `ringkit torture` and the fault tests can shrink a resource on purpose.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoLimits {
+    /// io_uring SQ entries (the CQ gets 4x): a tiny ring makes the SQ fill
+    /// and the CQ overflow. `None`: the runtime default (256).
+    pub entries: Option<u32>,
+    /// Provided-buffer ring of the multishot receive: count (a power of two)
+    /// and bytes per buffer. A tiny ring runs dry (`ENOBUFS`). `None`: the
+    /// runtime default.
+    pub recv_buffers: Option<(u16, u32)>,
+    /// Set the soft `RLIMIT_NOFILE` to this (accept then fails with `EMFILE`
+    /// once it is reached). `None`: raise it to the hard limit.
+    pub nofile: Option<u64>,
+    /// io_uring batch wait (`Builder::batch_wait`): wait for up to this many
+    /// completions, returning after the minimum wait once one is ready.
+    /// `None`: wait for one (the default).
+    pub batch_wait: Option<(u32, Duration)>,
+    /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
+    /// closed (its in-flight data has been echoed by then).
+    pub drain_idle: Duration,
+    /// After `SIGTERM`/`SIGINT`, connections still open after this long are
+    /// closed and the server exits anyway.
+    pub drain_timeout: Duration,
+}
+
+impl Default for EchoLimits {
+    fn default() -> Self {
+        EchoLimits {
+            entries: None,
+            recv_buffers: None,
+            nofile: None,
+            batch_wait: None,
+            drain_idle: Duration::from_millis(1000),
+            drain_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Run the echo server until `SIGTERM` or `SIGINT`, then shut down
+/// gracefully and return `Ok`. Prints the backend of each thread once it is
+/// listening, and a summary per thread at the end.
+///
+/// # Shutdown
+/// On the first `SIGTERM`/`SIGINT` every thread: closes its listener (new
+/// connections are refused from then on); wakes its connections, which keep
+/// echoing whatever arrives and close once idle for
+/// [`EchoLimits::drain_idle`] (or at end of stream), so a message in flight
+/// is echoed whole; waits until all are closed or
+/// [`EchoLimits::drain_timeout`] has passed; and returns.
+///
+/// `SIGPIPE` is ignored (sends use `MSG_NOSIGNAL` anyway; this covers any
+/// other write to a closed socket).
+pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
+    ignore_sigpipe();
+    match cfg.limits.nofile {
+        Some(n) => set_nofile_limit(n)?,
+        None => {
+            ringkit::raise_nofile_limit();
+        }
+    }
+    ringkit::signal::install()?;
+    let mut builder = ringkit::Builder::new().backend(cfg.backend);
+    if let Some(n) = cfg.limits.entries {
+        builder = builder.entries(n);
+    }
+    if let Some((count, size)) = cfg.limits.recv_buffers {
+        builder = builder.recv_buffers(count, size);
+    }
+    if let Some((want, min)) = cfg.limits.batch_wait {
+        builder = builder.batch_wait(want, min);
+    }
+    builder = builder.fixed_files(cfg.fixed_files);
+    let launch = LaunchConfig::new(cfg.threads)
+        .cpus(cfg.cpus.clone())
+        .builder(builder);
+    let cfg2 = cfg.clone();
+    let handles = ringkit::launch(launch, move |i| {
+        let cfg = cfg2.clone();
+        async move {
+            if let Err(e) = serve_thread(i, cfg).await {
+                eprintln!("ringkit echo: thread {i}: {e}");
+                std::process::exit(1);
+            }
+        }
+    })?;
+    for h in handles {
+        h.join()
+            .map_err(|_| io::Error::other("server thread panicked"))??;
+    }
+    eprintln!(
+        "ringkit echo: shut down cleanly (signal {})",
+        ringkit::signal::requested_by().unwrap_or(0)
+    );
+    Ok(())
+}
+
+/// Ignore `SIGPIPE` for the whole process.
+fn ignore_sigpipe() {
+    // SAFETY: setting a signal's disposition to SIG_IGN has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_IGN) };
+}
+
+/// Set the soft `RLIMIT_NOFILE` to `n` (at most the hard limit).
+fn set_nofile_limit(n: u64) -> io::Result<()> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into a valid rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    r.rlim_cur = n.min(r.rlim_max);
+    // SAFETY: setrlimit reads a valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

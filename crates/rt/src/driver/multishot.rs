@@ -1,0 +1,113 @@
+//! The owner's side of a multishot operation (io_uring): one SQE that keeps
+//! posting CQEs, each taken by a later call.
+//!
+//! # The slot rule
+//! A multishot operation holds one slot of the uring driver's slab for as
+//! long as the kernel may post CQEs for it. Its owner keeps the key here and:
+//! - forgets the key when it is handed the last CQE (one without
+//!   `IORING_CQE_F_MORE`): the driver freed the slot as it handed it out, and
+//!   the key may already belong to another operation;
+//! - forgets the key when the driver says the operation ended
+//!   (`Ready(None)`): the slot was freed then too;
+//! - on [`Multishot::cancel`] (and on drop) hands the slot back to the
+//!   driver, which queues an `ASYNC_CANCEL` and cleans up whatever CQEs still
+//!   come (closing late accepted fds, recycling late buffers) until the last.
+//!
+//! Cancel before closing the fd the operation works on: a queued multishot
+//! holds a reference to the file, so a close alone would leave it armed.
+//!
+//! The per-operation files [`super::op::accept_multi`] and
+//! [`super::op::recv_multi`] build on this and carry the epoll fallback.
+
+use std::cell::Cell;
+use std::io;
+use std::task::{Context, Poll};
+
+use ringkit_uring::opcode::Entry;
+
+use super::uring::MultiKind;
+use super::Driver;
+use crate::runtime::{try_with_ctx, with_ctx};
+
+/// The key of an armed multishot operation, if any.
+#[derive(Debug)]
+pub(crate) struct Multishot {
+    key: Cell<Option<usize>>,
+    kind: MultiKind,
+}
+
+impl Multishot {
+    pub(crate) const fn new(kind: MultiKind) -> Multishot {
+        Multishot {
+            key: Cell::new(None),
+            kind,
+        }
+    }
+
+    pub(crate) fn is_armed(&self) -> bool {
+        self.key.get().is_some()
+    }
+
+    /// The next CQE `(res, flags)`, arming the operation with `entry()` if it
+    /// is not armed. `Ready(None)`: it ended without another CQE (the next
+    /// call arms a new one). Must be called with the driver not borrowed.
+    ///
+    /// io_uring only: on epoll arming fails with `Unsupported`.
+    pub(crate) fn poll_next(
+        &self,
+        cx: &mut Context<'_>,
+        entry: impl FnOnce() -> Entry,
+    ) -> Poll<io::Result<Option<(i32, u32)>>> {
+        with_ctx(|rt| {
+            let mut drv = rt.driver.borrow_mut();
+            let Driver::Uring(u) = &mut *drv else {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "multishot operations need the io_uring backend",
+                )));
+            };
+            let key = match self.key.get() {
+                Some(k) => k,
+                None => match u.submit_multi(entry(), &rt.metrics) {
+                    Ok(k) => {
+                        self.key.set(Some(k));
+                        k
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                },
+            };
+            match u.poll_multi(key, cx) {
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(None) => {
+                    self.key.set(None);
+                    Poll::Ready(Ok(None))
+                }
+                Poll::Ready(Some((res, flags))) => {
+                    if flags & ringkit_uring::sys::IORING_CQE_F_MORE == 0 {
+                        // The slot went with this last CQE (the slot rule).
+                        self.key.set(None);
+                    }
+                    Poll::Ready(Ok(Some((res, flags))))
+                }
+            }
+        })
+    }
+
+    /// Cancel the armed operation, if any (see the module docs). Must be
+    /// called with the driver not borrowed.
+    pub(crate) fn cancel(&self) {
+        let Some(key) = self.key.take() else { return };
+        let kind = self.kind;
+        try_with_ctx(|rt| {
+            if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
+                u.drop_multi(key, kind, &rt.metrics);
+            }
+        });
+    }
+}
+
+impl Drop for Multishot {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}

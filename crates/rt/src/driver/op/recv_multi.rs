@@ -1,0 +1,110 @@
+//! Pooled receives on a stream.
+//!
+//! io_uring: one multishot `IORING_OP_RECV` with buffer select stays armed
+//! across calls; each arrival lands in a slot of the runtime's
+//! provided-buffer ring, so an idle connection holds no buffer. When the
+//! ring runs dry (`ENOBUFS`, which also ends the multishot) or the multishot
+//! ends without data, one plain receive stands in and the next call arms a
+//! new multishot.
+//!
+//! epoll: each call is one plain receive into a fresh heap buffer.
+
+use std::future::poll_fn;
+use std::io;
+use std::task::Poll;
+
+use ringkit_uring::opcode::{self, Target};
+
+use super::recv::Recv;
+use crate::buf::RecvBuf;
+use crate::driver::multishot::Multishot;
+use crate::driver::uring::{MultiKind, BGID};
+use crate::driver::Op;
+use crate::runtime::with_ctx;
+
+/// Bytes a stand-in plain receive asks for.
+const SINGLE_RECV: usize = 4096;
+
+/// The pooled-receive side of one stream (which owns the fd).
+#[derive(Debug)]
+pub(crate) struct RecvMulti {
+    shot: Multishot,
+}
+
+impl RecvMulti {
+    pub(crate) fn new() -> RecvMulti {
+        RecvMulti {
+            shot: Multishot::new(MultiKind::Recv),
+        }
+    }
+
+    /// Whether a multishot receive is armed (its data must be read through
+    /// [`RecvMulti::next`] to keep order).
+    pub(crate) fn is_armed(&self) -> bool {
+        self.shot.is_armed()
+    }
+
+    /// The next chunk; an empty one is end of stream. `target` says what a
+    /// new multishot receive addresses (called only when arming) and
+    /// `single` builds the plain receive that stands in (given its buffer).
+    /// Neither may borrow the driver while the other runs: both are called
+    /// outside it.
+    pub(crate) async fn next(
+        &self,
+        mut target: impl FnMut() -> Target,
+        single: impl FnOnce(Vec<u8>) -> Recv<Vec<u8>>,
+    ) -> io::Result<RecvBuf> {
+        if crate::runtime::is_uring() {
+            if let Some(got) = self.next_multi(&mut target).await? {
+                return Ok(got);
+            }
+        }
+        let (res, buf) = Op::new(single(Vec::with_capacity(SINGLE_RECV))).await;
+        res.map(|_| RecvBuf::heap(buf))
+    }
+
+    /// `None`: make progress with one plain receive instead.
+    async fn next_multi(&self, target: &mut impl FnMut() -> Target) -> io::Result<Option<RecvBuf>> {
+        let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring())?;
+        poll_fn(|cx| {
+            // Decided before the driver is borrowed (promotion to a
+            // registered file borrows it too).
+            let t = (!self.shot.is_armed()).then(&mut *target);
+            let cqe = match self.shot.poll_next(cx, || {
+                let t = t.expect("target computed when not armed");
+                opcode::RecvMulti::new(t, BGID).build()
+            }) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(r) => r?,
+            };
+            let Some((res, flags)) = cqe else {
+                return Poll::Ready(Ok(None));
+            };
+            if res == -libc::ENOBUFS {
+                // The ring ran dry: make progress with one plain receive.
+                return Poll::Ready(Ok(None));
+            }
+            if res < 0 {
+                return Poll::Ready(Err(io::Error::from_raw_os_error(-res)));
+            }
+            let cqe = ringkit_uring::Cqe {
+                user_data: 0,
+                res,
+                flags,
+            };
+            Poll::Ready(Ok(Some(match cqe.buffer_id() {
+                Some(bid) => {
+                    let ptr = ring.borrow().buffer(bid, 0).as_ptr();
+                    RecvBuf::ring(ring.clone(), bid, ptr, res as usize)
+                }
+                None => RecvBuf::heap(Vec::new()),
+            })))
+        })
+        .await
+    }
+
+    /// Cancel the armed multishot, before the stream's fd is closed.
+    pub(crate) fn cancel(&self) {
+        self.shot.cancel();
+    }
+}
