@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::echo::{self, EchoLoadConfig, EchoLoadResult, Phase, ServerStats};
-use crate::sysinfo::{CpuTimes, SystemInfo};
+use crate::harness::sysinfo::{CpuTimes, SystemInfo};
 
 /// Which family a contender belongs to (for "ratio to the best epoll").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

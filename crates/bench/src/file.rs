@@ -53,11 +53,12 @@ use ringkit_uring::opcode::{self, Target};
 use ringkit_uring::{sys, IoUring};
 use serde::Serialize;
 
-use crate::compare::{stat, Stat};
 use crate::fio::{self, FioEngine, FioJob};
-use crate::latency::{now_ns, process_cpu, rotation, LatencySummary, Rng};
-use crate::study::{Section, StudyOpts};
-use crate::sysinfo::SystemInfo;
+use crate::harness::latency::{now_ns, process_cpu, rotation, LatencySummary};
+use crate::harness::rng::Rng;
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
 
 /// Direction and pattern of a job (fio's `--rw` names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1406,6 +1407,10 @@ mod tests {
             out_dir: PathBuf::new(),
             ringkit_bin: PathBuf::new(),
             peer_bin: Err(String::new()),
+            want_peer_syscalls: false,
+            conns: Vec::new(),
+            msg_len: 512,
+            only: Vec::new(),
         });
         let e: Engine = "uring-sqpoll".parse().unwrap();
         assert_eq!(sqpoll_check(&cfg, e).map(|x| x.1), Some(false));

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use crate::bars::Bars;
 use crate::file::{Engine, FileResults, FileRow, FileSample, Rw};
-use crate::report::{opt, ratio};
-use crate::study::Section;
+use crate::harness::bars::Bars;
+use crate::harness::fmt::{opt, ratio};
+use crate::harness::study::Section;
 
 /// The targets: 4 KiB randread qd32 O_DIRECT (each I/O submitted at once,
 /// fio's default), uring vs fio io_uring with the same options: IOPS >=

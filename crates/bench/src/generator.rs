@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::bars::Bars;
-use crate::compare::{free_addr, stat, Contender, Family, Server, Stat};
-use crate::echo::{self, EchoLoadConfig, EchoLoadResult};
-use crate::report::ratio;
-use crate::study::{Section, StudyOpts};
-use crate::sysinfo::SystemInfo;
+use crate::echo::load::{self as echo, EchoLoadConfig, EchoLoadResult};
+use crate::harness::bars::Bars;
+use crate::harness::fmt::ratio;
+use crate::harness::server::{free_addr, Family, RingkitServer, Server};
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
 
 /// The target: ringkit's generator drives this many times the threads
 /// generator's round trips per CPU-second.
@@ -164,19 +165,9 @@ pub fn run(cfg: &GenConfig, progress: &mut dyn FnMut(&str)) -> io::Result<GenRes
     ringkit::raise_nofile_limit();
     let logs = cfg.out_dir.join("logs");
     std::fs::create_dir_all(&logs)?;
-    let server = Contender {
-        name: "ringkit-uring".into(),
-        family: Family::Uring,
-        cmd: vec![
-            cfg.ringkit_bin.display().to_string(),
-            "echo".into(),
-            "--addr".into(),
-            "{addr}".into(),
-            "--backend".into(),
-            "uring".into(),
-        ],
-        ringkit: false,
-    };
+    let server = RingkitServer::echo(&cfg.ringkit_bin)
+        .backend("uring")
+        .contender("ringkit-uring", Family::Uring);
     let addr = free_addr()?;
     let log = logs.join("generator-server.log");
     let srv = Server::start(&server, addr, &cfg.out_dir, cfg.server_cpu, &log)?;

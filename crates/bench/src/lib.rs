@@ -1,21 +1,21 @@
-//! ringkit-bench: load generators, workloads, the comparison harness and
-//! its reports. See BENCHMARKING.md for the rules these follow.
+//! ringkit-bench: the studies `ringkit compare` runs, their load generators
+//! and the harness they share. docs/ARCHITECTURE.md says how they measure.
+//!
+//! - [`harness`]: what every study shares (nothing in it imports a study).
+//! - [`raw`]: the studies' code that pushes SQEs on a bare ring itself.
+//! - one module per study: [`echo`], [`generator`], [`http`], [`wakeup`],
+//!   [`nop`], [`file`]; and [`torture`], the chaos load.
 
 #![warn(missing_docs)]
 
-pub mod bars;
-pub mod compare;
 pub mod echo;
 pub mod file;
 pub mod file_report;
 pub mod fio;
 pub mod generator;
+pub mod harness;
 pub mod http;
-pub mod latency;
 pub mod nop;
-pub mod report;
-pub mod study;
-pub mod sysinfo;
 pub mod torture;
 pub mod wakeup;
 pub mod wakeup_report;

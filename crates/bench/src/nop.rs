@@ -24,11 +24,11 @@ use std::time::{Duration, Instant};
 use ringkit_uring::{opcode, sys, IoUring};
 use serde::Serialize;
 
-use crate::bars::Bars;
-use crate::compare::{stat, Stat};
-use crate::latency::rotation;
-use crate::study::{Section, StudyOpts};
-use crate::sysinfo::SystemInfo;
+use crate::harness::bars::Bars;
+use crate::harness::latency::rotation;
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
 
 /// SQ entries of every ring (CQ: twice that).
 pub const RING_ENTRIES: u32 = 256;

@@ -29,7 +29,6 @@
 pub mod echo;
 pub mod http;
 pub mod idle;
-pub mod rng;
 pub mod server;
 
 use std::io;
@@ -41,7 +40,9 @@ use std::time::{Duration, Instant};
 use ringkit::Backend;
 use serde::Serialize;
 
-use crate::echo::EchoLimits;
+use ringkit_echo::EchoLimits;
+
+use crate::harness::server::RingkitServer;
 use server::{ProcSample, ServerProc, ServerSpec};
 
 /// Which server a torture run attacks.
@@ -89,7 +90,7 @@ impl TortureConfig {
     /// Defaults for `exe`: auto backend, 30 s, seed 1, 64 connections, one
     /// server thread on CPU 0, clients on CPU 1 (when there are two CPUs).
     pub fn new(exe: PathBuf) -> TortureConfig {
-        let two = crate::sysinfo::SystemInfo::gather().cores >= 2;
+        let two = crate::harness::sysinfo::SystemInfo::gather().cores >= 2;
         TortureConfig {
             mode: TortureMode::Echo,
             exe,
@@ -108,46 +109,30 @@ impl TortureConfig {
     }
 
     fn server_cmd(&self, addr: SocketAddr, dir: Option<&std::path::Path>) -> Vec<String> {
-        let common = [
-            "--addr".into(),
-            addr.to_string(),
-            "--backend".into(),
-            self.backend.to_string(),
-            "--threads".into(),
-            self.server_threads.to_string(),
-        ];
-        if let Some(dir) = dir {
-            let mut v = vec![
-                self.exe.display().to_string(),
-                "serve".into(),
-                dir.display().to_string(),
-            ];
-            v.extend(common);
-            return v;
+        let s = match dir {
+            Some(dir) => RingkitServer::serve(&self.exe, dir),
+            None => RingkitServer::echo(&self.exe),
+        };
+        let mut s = s
+            .addr(addr)
+            .backend(self.backend)
+            .threads(self.server_threads);
+        if dir.is_some() {
+            return s.cmd();
         }
-        let mut v: Vec<String> = vec![self.exe.display().to_string(), "echo".into()];
-        v.extend(common);
-        v.extend([
-            "--drain-idle-ms".into(),
-            self.limits.drain_idle.as_millis().to_string(),
-            "--drain-secs".into(),
-            self.limits.drain_timeout.as_secs_f64().to_string(),
-        ]);
+        s = s
+            .flag("--drain-idle-ms", self.limits.drain_idle.as_millis())
+            .flag("--drain-secs", self.limits.drain_timeout.as_secs_f64());
         if let Some(n) = self.limits.entries {
-            v.extend(["--entries".into(), n.to_string()]);
+            s = s.flag("--entries", n);
         }
         if let Some((n, size)) = self.limits.recv_buffers {
-            v.extend([
-                "--recv-buffers".into(),
-                n.to_string(),
-                "--recv-buffer-size".into(),
-                size.to_string(),
-            ]);
+            s = s.flag("--recv-buffers", n).flag("--recv-buffer-size", size);
         }
         if let Some(n) = self.limits.nofile {
-            v.extend(["--nofile".into(), n.to_string()]);
+            s = s.flag("--nofile", n);
         }
-        v
+        s.cmd()
     }
 }
 
@@ -737,7 +722,7 @@ pub fn final_check(addr: SocketAddr, limit: Duration) -> io::Result<()> {
         let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
         s.set_read_timeout(Some(limit))?;
         s.set_write_timeout(Some(limit))?;
-        let msg = rng::ByteGen::message(u64::MAX - i as u64, 1, len);
+        let msg = crate::harness::rng::ByteGen::message(u64::MAX - i as u64, 1, len);
         let writer = {
             let mut w = s.try_clone()?;
             let msg = msg.clone();

@@ -44,10 +44,11 @@ use ringkit::Backend;
 use ringkit_uring::{opcode, sys, IoUring};
 use serde::Serialize;
 
-use crate::compare::{stat, Stat};
-use crate::latency::{now_ns, rotation, spin_for, LatencySummary, Rng};
-use crate::study::{Section, StudyOpts};
-use crate::sysinfo::SystemInfo;
+use crate::harness::latency::{now_ns, rotation, spin_for, LatencySummary};
+use crate::harness::rng::Rng;
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
 
 /// What carries the 8 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

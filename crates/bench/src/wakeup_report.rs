@@ -3,9 +3,9 @@
 
 use std::fmt::Write as _;
 
-use crate::bars::Bars;
-use crate::report::opt;
-use crate::study::Section;
+use crate::harness::bars::Bars;
+use crate::harness::fmt::opt;
+use crate::harness::study::Section;
 use crate::wakeup::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
 
 /// The rows as a fixed-width terminal table.

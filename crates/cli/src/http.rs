@@ -113,7 +113,7 @@ pub fn http(a: HttpArgs) -> io::Result<()> {
     run("ringkit http", &a.server, move |server, i| {
         let accepted = Rc::new(Cell::new(0u64));
         if let Some(path) = stats.clone() {
-            ringkit_bench::echo::spawn_stats_writer(path, i, accepted.clone());
+            ringkit::publish::spawn_writer(path, i, accepted.clone());
         }
         (server.count_accepted(accepted), bench)
     })

@@ -1,7 +1,7 @@
 //! `ringkit`: probe the kernel, run the servers, generate load, compare.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -13,9 +13,9 @@ mod torture;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use ringkit::Backend;
-use ringkit_bench::compare::{self, CompareConfig, Contender, Family};
-use ringkit_bench::echo::{self, EchoLoadConfig, EchoServerConfig, RecvMode};
-use ringkit_bench::study::StudyOpts;
+use ringkit_bench::echo::load::{self as echo_load, EchoLoadConfig};
+use ringkit_bench::harness::study::{Section, StudyOpts};
+use ringkit_echo::{EchoLimits, EchoServerConfig, RecvMode};
 use ringkit_uring::KernelReport;
 
 /// ringkit: io_uring toolkit, runtime, servers and an honest io_uring-vs-epoll benchmark.
@@ -194,7 +194,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Probe { json } => probe(json),
-        Cmd::Echo(a) => echo::run_server(EchoServerConfig {
+        Cmd::Echo(a) => ringkit_echo::run_server(EchoServerConfig {
             addr: a.addr,
             backend: a.backend,
             threads: a.threads,
@@ -202,7 +202,7 @@ fn main() -> ExitCode {
             recv: a.recv,
             fixed_files: a.fixed_files,
             stats: a.stats,
-            limits: echo::EchoLimits {
+            limits: EchoLimits {
                 entries: a.entries,
                 recv_buffers: a.recv_buffers.map(|n| (n, a.recv_buffer_size)),
                 nofile: a.nofile,
@@ -318,8 +318,8 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
             .unwrap_or_default()
     );
     let r = match a.client.as_str() {
-        "ringkit" => echo::run_load(&cfg, &mut |_| {})?,
-        "threads" => echo::run_load_threads(&cfg)?,
+        "ringkit" => echo_load::run_load(&cfg, &mut |_| {})?,
+        "threads" => echo_load::run_load_threads(&cfg)?,
         other => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -358,140 +358,37 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The peer binary next to ours, building it with cargo when missing.
-fn peer_binary() -> Result<PathBuf, String> {
-    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-    let path = me.with_file_name("ringkit-peer");
-    if path.exists() {
-        return Ok(path);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    if !root.join("peers/Cargo.toml").exists() {
-        return Err("peers/ sources not found next to this build".into());
-    }
-    let profile = if me
-        .parent()
-        .and_then(|p| p.file_name())
-        .is_some_and(|n| n == "release")
-    {
-        vec!["--release"]
-    } else {
-        vec![]
-    };
-    eprintln!("ringkit: building the tokio/monoio peers (cargo build -p ringkit-peers), once...");
-    let st = std::process::Command::new("cargo")
-        .arg("build")
-        .args(&profile)
-        .args(["-p", "ringkit-peers"])
-        .current_dir(&root)
-        .status()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if st.success() && path.exists() {
-        Ok(path)
-    } else {
-        Err(format!("cargo build -p ringkit-peers failed ({st})"))
-    }
-}
+type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
-fn contenders(quick: bool) -> (Vec<Contender>, Vec<(String, String)>) {
-    let me = std::env::current_exe()
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| "ringkit".into());
-    let rk = |name: &str, backend: &str, recv: &str, family| Contender {
-        name: name.into(),
-        family,
-        cmd: [
-            me.as_str(),
-            "echo",
-            "--addr",
-            "{addr}",
-            "--backend",
-            backend,
-            "--threads",
-            "1",
-            "--recv",
-            recv,
-            "--stats",
-            "{stats}",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
-        ringkit: true,
-    };
-    let mut v = vec![
-        rk("ringkit-uring", "uring", "multishot", Family::Uring),
-        rk("ringkit-epoll", "epoll", "single", Family::Epoll),
-    ];
-    if !quick {
-        let mut plain = rk("ringkit-uring-plain", "uring", "single", Family::Uring);
-        plain
-            .cmd
-            .extend(["--fixed-files".to_string(), "0".to_string()]);
-        v.insert(1, plain);
-        let mut nofixed = rk("ringkit-uring-nofixed", "uring", "multishot", Family::Uring);
-        nofixed
-            .cmd
-            .extend(["--fixed-files".to_string(), "0".to_string()]);
-        v.insert(2, nofixed);
-        let mut batch = rk("ringkit-uring-batch", "uring", "multishot", Family::Uring);
-        batch
-            .cmd
-            .extend(["--batch-wait".to_string(), "32:50".to_string()]);
-        v.insert(3, batch);
-    }
-    let mut skipped = Vec::new();
-    match peer_binary() {
-        Ok(p) => {
-            let p = p.display().to_string();
-            let peer = |name: &str, sub: &str, family| Contender {
-                name: name.into(),
-                family,
-                cmd: vec![p.clone(), sub.into(), "{addr}".into()],
-                ringkit: false,
-            };
-            v.push(peer("tokio", "tokio-echo", Family::Epoll));
-            v.push(peer("monoio-uring", "monoio-echo", Family::Uring));
-            if !quick {
-                v.push(peer("monoio-legacy", "monoio-legacy-echo", Family::Epoll));
-            }
-        }
-        Err(e) => {
-            for n in ["tokio", "monoio-uring", "monoio-legacy"] {
-                skipped.push((n.to_string(), e.clone()));
-            }
-        }
-    }
-    (v, skipped)
-}
-
-/// Studies `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [&str; 6] = ["echo", "generator", "http", "wakeup", "nop", "file"];
+/// Every study `compare` knows, in the order `compare` (all) runs them.
+const STUDIES: [(&str, StudyFn); 6] = [
+    ("echo", ringkit_bench::echo::study),
+    ("generator", ringkit_bench::generator::study),
+    ("http", ringkit_bench::http::study),
+    ("wakeup", ringkit_bench::wakeup::study),
+    ("nop", ringkit_bench::nop::study),
+    ("file", ringkit_bench::file::study),
+];
 
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
-    let studies: Vec<&str> = match a.study.as_deref() {
+    let names = || STUDIES.map(|(n, _)| n).join(", ");
+    let studies: Vec<(&str, StudyFn)> = match a.study.as_deref() {
         None | Some("all") => STUDIES.to_vec(),
-        Some(s) if STUDIES.contains(&s) => {
-            vec![STUDIES[STUDIES.iter().position(|x| *x == s).unwrap_or(0)]]
-        }
-        Some(other) => {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                format!(
-                    "unknown study {other:?}: available: {} (or all)",
-                    STUDIES.join(", ")
-                ),
-            ))
-        }
+        Some(s) => match STUDIES.iter().find(|(n, _)| *n == s) {
+            Some(&study) => vec![study],
+            None => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("unknown study {s:?}: available: {} (or all)", names()),
+                ))
+            }
+        },
     };
-    let has_strace = std::process::Command::new("strace")
-        .arg("-V")
-        .output()
-        .is_ok_and(|o| o.status.success());
+    let me = std::env::current_exe()?;
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
             "compare-{}",
-            ringkit_bench::sysinfo::utc_now().replace(':', "")
+            ringkit_bench::harness::sysinfo::utc_now().replace(':', "")
         ))
     });
     let opts = StudyOpts {
@@ -503,24 +400,20 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         peer_syscalls: if a.no_strace || a.quick {
             None
         } else {
-            ringkit_bench::compare::SyscallTool::detect()
+            ringkit_bench::harness::syscalls::SyscallTool::detect()
         },
         out_dir: out.clone(),
-        ringkit_bin: std::env::current_exe()?,
-        peer_bin: peer_binary(),
+        ringkit_bin: me.clone(),
+        peer_bin: ringkit_bench::harness::peers::peer_binary(&me),
+        want_peer_syscalls: !a.no_strace && !a.quick,
+        conns: a.conns.clone(),
+        msg_len: a.len,
+        only: a.only.clone(),
     };
     let mut sections = Vec::new();
     let mut failed = Vec::new();
-    for study in studies {
-        let r = match study {
-            "echo" => compare_echo(&a, &opts, has_strace),
-            "http" => run_study(study, &opts, ringkit_bench::http::study),
-            "wakeup" => run_study(study, &opts, ringkit_bench::wakeup::study),
-            "nop" => run_study(study, &opts, ringkit_bench::nop::study),
-            "file" => run_study(study, &opts, ringkit_bench::file::study),
-            "generator" => run_study(study, &opts, ringkit_bench::generator::study),
-            _ => unreachable!("study names come from STUDIES"),
-        };
+    for (study, f) in studies {
+        let r = run_study(study, &opts, f);
         match r {
             Ok(sec) => {
                 println!("\n== {} ==\n{}", sec.study, sec.table);
@@ -528,7 +421,7 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
             }
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
                 eprintln!("ringkit compare: skipped study {study}: {e}");
-                sections.push(ringkit_bench::study::Section {
+                sections.push(Section {
                     study: study.into(),
                     markdown: format!("## {study}\n\nSkipped: {e}\n"),
                     json: serde_json::json!({ "skipped": e.to_string() }),
@@ -541,8 +434,8 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
             }
         }
     }
-    ringkit_bench::study::write_sections(
-        &ringkit_bench::sysinfo::SystemInfo::gather(),
+    ringkit_bench::harness::study::write_sections(
+        &ringkit_bench::harness::sysinfo::SystemInfo::gather(),
         &sections,
         &out,
     )?;
@@ -560,15 +453,8 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
     }
 }
 
-type StudyFn =
-    fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<ringkit_bench::study::Section>;
-
 /// Run one study with a spinner showing its progress messages.
-fn run_study(
-    name: &str,
-    opts: &StudyOpts,
-    f: StudyFn,
-) -> std::io::Result<ringkit_bench::study::Section> {
+fn run_study(name: &str, opts: &StudyOpts, f: StudyFn) -> std::io::Result<Section> {
     let pb = ProgressBar::new_spinner();
     pb.set_style(
         ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix}: {msg}")
@@ -579,71 +465,4 @@ fn run_study(
     let r = f(opts, &mut |m| pb.set_message(m.to_string()));
     pb.finish_and_clear();
     r
-}
-
-fn compare_echo(
-    a: &CompareArgs,
-    opts: &StudyOpts,
-    has_strace: bool,
-) -> std::io::Result<ringkit_bench::study::Section> {
-    let (mut list, skipped) = contenders(a.quick);
-    if !a.only.is_empty() {
-        list.retain(|c| a.only.contains(&c.name));
-        if list.is_empty() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                "--only matched no echo contender",
-            ));
-        }
-    }
-    let mut skipped = skipped;
-    let peer_syscalls = opts.peer_syscalls;
-    if peer_syscalls.is_none() && !a.no_strace && !a.quick {
-        skipped.push((
-            "syscall counts of peers".into(),
-            format!(
-                "neither perf (raw_syscalls tracepoint) nor strace works here{} (apt-get install -y linux-perf strace)",
-                if has_strace { "" } else { "; strace not installed" }
-            ),
-        ));
-    }
-    let cfg = CompareConfig {
-        conns: a.conns.clone(),
-        len: a.len,
-        rounds: a.rounds.unwrap_or(3).max(1),
-        secs: a.secs.unwrap_or(if a.quick { 2.0 } else { 10.0 }),
-        server_cpu: a.server_cpu,
-        client_cpu: a.client_cpu,
-        peer_syscalls,
-        out_dir: opts.out_dir.join("echo"),
-    };
-    eprintln!(
-        "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load on CPU {}",
-        list.len(), cfg.conns, cfg.rounds, cfg.secs, cfg.server_cpu, cfg.client_cpu
-    );
-    for (n, why) in &skipped {
-        eprintln!("  skipped {n}: {why}");
-    }
-    let total = (cfg.conns.len() * cfg.rounds * list.len()) as u64;
-    let pb = ProgressBar::new(total);
-    pb.set_style(
-        ProgressStyle::with_template("{bar:40} {pos}/{len} {elapsed_precise} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    let res = compare::run(&cfg, list, skipped, &mut |s, _, _| {
-        pb.inc(1);
-        pb.set_message(format!(
-            "{} c={} {:.0} req/s{}",
-            s.contender,
-            s.conns,
-            s.load.rps(),
-            if s.error.is_some() || !s.load.ok() {
-                " FAILED"
-            } else {
-                ""
-            }
-        ));
-    })?;
-    pb.finish_and_clear();
-    Ok(ringkit_bench::report::section(&res))
 }

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ringkit_bench::file::{self, Engine, FileConfig, Job, JobPlan};
+use ringkit_bench::harness::study::Section;
+use ringkit_bench::harness::sysinfo::SystemInfo;
 use ringkit_bench::nop::{self, NopConfig, NopVariant};
-use ringkit_bench::study::Section;
-use ringkit_bench::sysinfo::SystemInfo;
 use ringkit_bench::wakeup::{self, Channel, WakeConfig};
 
 /// `ringkit bench wakeup`: wake-up latency through a pipe or an eventfd.
@@ -198,7 +198,7 @@ fn finish(sec: &Section, json: bool, out: Option<&PathBuf>) -> std::io::Result<(
         println!("{}", serde_json::to_string_pretty(&sec.json)?);
     }
     if let Some(dir) = out {
-        ringkit_bench::study::write_sections(
+        ringkit_bench::harness::study::write_sections(
             &SystemInfo::gather(),
             std::slice::from_ref(sec),
             dir,

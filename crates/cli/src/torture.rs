@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use ringkit::Backend;
-use ringkit_bench::echo::EchoLimits;
 use ringkit_bench::torture::{self, TortureConfig};
+use ringkit_echo::EchoLimits;
 
 /// What to torture.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -120,11 +120,8 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
 
 /// `ringkit torture idle`: bytes per idle connection, per server.
 fn idle(a: &TortureArgs, exe: std::path::PathBuf, log: &mut dyn FnMut(&str)) -> io::Result<()> {
-    let mut cfg = torture::idle::IdleConfig::standard(
-        exe,
-        crate::peer_binary(),
-        a.conns.unwrap_or(10_000).max(1),
-    );
+    let peer = ringkit_bench::harness::peers::peer_binary(&exe);
+    let mut cfg = torture::idle::IdleConfig::standard(exe, peer, a.conns.unwrap_or(10_000).max(1));
     if a.server_cpu.is_some() {
         cfg.server_cpu = a.server_cpu;
     }

@@ -301,8 +301,7 @@ impl<H: Handler> Conn<H> {
                 true,
             ),
         };
-        let close =
-            !keep_alive || resp.wants_close() || panicked || self.shared.shutting_down();
+        let close = !keep_alive || resp.wants_close() || panicked || self.shared.shutting_down();
         let framing = encode::Framing {
             content_length: resp.body_ref().len(),
             close,

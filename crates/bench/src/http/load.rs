@@ -30,7 +30,7 @@ use ringkit::Backend;
 use serde::{Deserialize, Serialize};
 
 use super::response::{parse_response, Parse};
-use crate::echo::Phase;
+use crate::harness::phase::Phase;
 
 /// Largest response the generator buffers.
 const MAX_RESPONSE: usize = 16 << 20;

@@ -3,9 +3,9 @@
 use std::fmt::Write as _;
 
 use super::study::{HttpResults, HttpSummary, LoadTool};
-use crate::bars::Bars;
-use crate::report::{opt, ratio};
-use crate::study::Section;
+use crate::harness::bars::Bars;
+use crate::harness::fmt::{opt, ratio};
+use crate::harness::study::Section;
 
 /// The summary as a fixed-width table.
 pub fn table(res: &HttpResults) -> String {

@@ -10,10 +10,12 @@ use std::time::Duration;
 use super::load::{self, HttpLoadConfig, HttpLoadResult};
 use super::study::{nginx_conf, HttpSample, LoadTool, Workload};
 use super::wrk;
-use crate::compare::{free_addr, Contender, Server, SyscallTool, WindowCounter};
-use crate::echo::{Phase, ServerStats};
-use crate::study::StudyOpts;
-use crate::sysinfo::CpuTimes;
+use crate::harness::phase::Phase;
+use crate::harness::server::{free_addr, Contender, Server};
+use crate::harness::study::StudyOpts;
+use crate::harness::syscalls::{SyscallTool, WindowCounter};
+use crate::harness::sysinfo::CpuTimes;
+use ringkit::publish::Published;
 
 /// Settings of one run of the study.
 pub(super) struct Run<'a> {
@@ -102,11 +104,11 @@ impl Run<'_> {
                         w.close,
                     );
                     let cpu0 = CpuTimes::of(pid)?;
-                    let st0 = ServerStats::read_all(&stats_path);
+                    let st0 = Published::read_all(&stats_path);
                     let (r, _) = wrk::run(&cmd, self.opts.client_cpu)?;
                     std::thread::sleep(Duration::from_millis(120));
                     let cpu = CpuTimes::of(pid)?.since(&cpu0);
-                    let st = ServerStats::read_all(&stats_path).since(&st0);
+                    let st = Published::read_all(&stats_path).since(&st0);
                     s.requests = r.requests;
                     s.rps = r.rps;
                     s.p50_us = r.p50_us;
@@ -118,17 +120,17 @@ impl Run<'_> {
                 LoadTool::Builtin => {
                     let mut c0 = CpuTimes::default();
                     let mut c1 = CpuTimes::default();
-                    let mut st0 = ServerStats::default();
-                    let mut st1 = ServerStats::default();
+                    let mut st0 = Published::default();
+                    let mut st1 = Published::default();
                     let sp = stats_path.clone();
                     let r = self.builtin(addr, w, self.secs, &mut |p| match p {
                         Phase::WindowStart => {
                             c0 = CpuTimes::of(pid).unwrap_or_default();
-                            st0 = ServerStats::read_all(&sp);
+                            st0 = Published::read_all(&sp);
                         }
                         Phase::WindowEnd => {
                             c1 = CpuTimes::of(pid).unwrap_or_default();
-                            st1 = ServerStats::read_all(&sp);
+                            st1 = Published::read_all(&sp);
                         }
                     })?;
                     s.requests = r.responses;

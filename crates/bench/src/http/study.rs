@@ -28,11 +28,12 @@ use super::load::HttpLoadResult;
 use super::report;
 use super::sample::Run;
 use super::wrk::{self, WrkResult};
-use crate::compare::SyscallTool;
-use crate::compare::{stat, Contender, Family, Stat};
-use crate::echo::ServerStats;
-use crate::study::{Section, StudyOpts};
-use crate::sysinfo::SystemInfo;
+use crate::harness::server::{Contender, Family, RingkitServer};
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::syscalls::SyscallTool;
+use crate::harness::sysinfo::SystemInfo;
+use ringkit::publish::Published;
 
 /// Where Debian's nginx lives.
 pub const NGINX: &str = "/usr/sbin/nginx";
@@ -92,7 +93,7 @@ pub struct HttpSample {
     /// Server system CPU seconds over the span.
     pub cpu_sys_s: f64,
     /// ringkit counters over the span.
-    pub stats: Option<ServerStats>,
+    pub stats: Option<Published>,
     /// wrk's report.
     pub wrk: Option<WrkResult>,
     /// The built-in generator's result.
@@ -109,7 +110,7 @@ impl HttpSample {
     pub fn ok(&self) -> bool {
         self.error.is_none() && self.errors == 0 && self.requests > 0
     }
-    fn cpu_us_per_req(&self) -> (f64, f64) {
+    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
         let r = self.requests.max(1) as f64;
         (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
     }
@@ -237,27 +238,6 @@ fn nginx_version() -> Option<String> {
     s.lines().next().map(|l| l.trim().to_string())
 }
 
-/// Whether `ringkit http` takes the flags we pass (it is built separately).
-fn ringkit_http_ready(bin: &Path) -> Result<(), String> {
-    let o = Command::new(bin)
-        .args(["http", "--help"])
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let help = String::from_utf8_lossy(&o.stdout);
-    if o.status.success()
-        && ["--addr", "--backend", "--threads", "--stats"]
-            .iter()
-            .all(|f| help.contains(f))
-    {
-        Ok(())
-    } else {
-        Err(
-            "`ringkit http` with --addr/--backend/--threads/--stats is not built in this binary"
-                .into(),
-        )
-    }
-}
-
 /// Whether the `ringkit-peer` binary knows `hyper-http` (one built before it
 /// existed prints a usage line without it).
 fn peer_has_hyper(peer: &Path) -> Result<(), String> {
@@ -309,40 +289,15 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
             format!("{NGINX} not found (apt-get install -y nginx)"),
         ));
     }
-    let bin = opts.ringkit_bin.display().to_string();
-    match ringkit_http_ready(&opts.ringkit_bin) {
-        Ok(()) => {
-            for (name, backend, family) in [
-                ("ringkit-uring", "uring", Family::Uring),
-                ("ringkit-epoll", "epoll", Family::Epoll),
-            ] {
-                contenders.push(Contender {
-                    name: name.into(),
-                    family,
-                    cmd: [
-                        bin.as_str(),
-                        "http",
-                        "--addr",
-                        "{addr}",
-                        "--backend",
-                        backend,
-                        "--threads",
-                        "1",
-                        "--stats",
-                        "{stats}",
-                    ]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect(),
-                    ringkit: true,
-                });
-            }
-        }
-        Err(why) => {
-            for n in ["ringkit-uring", "ringkit-epoll"] {
-                skipped.push((n.into(), why.clone()));
-            }
-        }
+    for (name, backend, family) in [
+        ("ringkit-uring", "uring", Family::Uring),
+        ("ringkit-epoll", "epoll", Family::Epoll),
+    ] {
+        let server = RingkitServer::http(&opts.ringkit_bin)
+            .backend(backend)
+            .threads(1)
+            .stats();
+        contenders.push(server.contender(name, family));
     }
     match opts
         .peer_bin
@@ -543,7 +498,7 @@ fn summarize(
                     .collect();
                 let good: Vec<&&HttpSample> = mine.iter().filter(|s| s.ok()).collect();
                 let cpu: Vec<(f64, f64)> = good.iter().map(|s| s.cpu_us_per_req()).collect();
-                let per_req = |f: &dyn Fn(&ServerStats) -> u64| {
+                let per_req = |f: &dyn Fn(&Published) -> u64| {
                     let v: Vec<f64> = good
                         .iter()
                         .filter_map(|s| {
@@ -555,7 +510,10 @@ fn summarize(
                     (!v.is_empty()).then(|| stat(v).median)
                 };
                 let (syscalls, source) = if c.ringkit {
-                    (per_req(&|s| s.syscalls()), "ringkit counters".to_string())
+                    (
+                        per_req(&|s| s.metrics.syscalls()),
+                        "ringkit counters".to_string(),
+                    )
                 } else {
                     match strace_calls
                         .iter()
@@ -588,7 +546,7 @@ fn summarize(
                     syscalls_per_req: syscalls,
                     syscalls_source: source,
                     enters_per_req: if c.ringkit && c.family == Family::Uring {
-                        per_req(&|s| s.uring_enters)
+                        per_req(&|s| s.metrics.uring_enters)
                     } else {
                         None
                     },

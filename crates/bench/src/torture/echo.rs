@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
-use super::rng::{ByteGen, Rng};
+use crate::harness::rng::{ByteGen, Rng};
 
 /// Largest message.
 pub const MAX_MSG: usize = 256 * 1024;
@@ -239,7 +239,7 @@ pub fn run(
             slots.push(ringkit::spawn(async move {
                 let mut n = 0u64;
                 while !ctx.stopping.get() {
-                    let rng = Rng::new(ctx.cfg.seed, slot as u64, n);
+                    let rng = Rng::for_stream(ctx.cfg.seed, slot as u64, n);
                     session(&ctx, rng).await;
                     n += 1;
                 }

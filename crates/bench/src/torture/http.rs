@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
-use super::rng::{ByteGen, Rng};
+use crate::harness::rng::{ByteGen, Rng};
 
 /// Files in the served directory.
 pub const FILES: usize = 32;
@@ -47,7 +47,7 @@ pub fn file_size(seed: u64, i: usize) -> usize {
     if i == 0 {
         return 0;
     }
-    Rng::new(seed, 0xF11E, i as u64).size(MAX_FILE)
+    Rng::for_stream(seed, 0xF11E, i as u64).size(MAX_FILE)
 }
 
 /// Write the files the clients will ask for into `dir`.
@@ -172,7 +172,11 @@ pub fn run(
             slots.push(ringkit::spawn(async move {
                 let mut n = 0u64;
                 while !ctx.stopping.get() {
-                    session(&ctx, Rng::new(ctx.cfg.seed ^ 0x4854_5450, slot as u64, n)).await;
+                    session(
+                        &ctx,
+                        Rng::for_stream(ctx.cfg.seed ^ 0x4854_5450, slot as u64, n),
+                    )
+                    .await;
                     n += 1;
                 }
             }));

@@ -22,6 +22,7 @@ use ringkit::net::TcpStream;
 use serde::Serialize;
 
 use super::server::{free_port, ProcSample, ServerProc, ServerSpec};
+use crate::harness::server::RingkitServer;
 
 /// A server to measure.
 #[derive(Debug, Clone)]
@@ -54,21 +55,11 @@ impl IdleConfig {
     /// into the shared provided-buffer ring), ringkit on epoll, and the
     /// tokio and monoio peers (`peer`: the `ringkit-peer` binary).
     pub fn standard(ringkit: PathBuf, peer: Result<PathBuf, String>, conns: usize) -> IdleConfig {
-        let rk = ringkit.display().to_string();
         let ringkit_cmd = |backend: &str| -> Vec<String> {
-            [
-                rk.as_str(),
-                "echo",
-                "--addr",
-                "{addr}",
-                "--backend",
-                backend,
-                "--recv",
-                "multishot",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+            RingkitServer::echo(&ringkit)
+                .backend(backend)
+                .flag("--recv", "multishot")
+                .cmd()
         };
         let mut servers = vec![
             IdleServer {
@@ -100,7 +91,7 @@ impl IdleConfig {
                 }
             }
         }
-        let two = crate::sysinfo::SystemInfo::gather().cores >= 2;
+        let two = crate::harness::sysinfo::SystemInfo::gather().cores >= 2;
         IdleConfig {
             servers,
             skipped,
@@ -371,7 +362,7 @@ async fn one_idle(addr: SocketAddr, k: u64, rounds: usize) -> io::Result<TcpStre
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     s.set_nodelay(true)?;
     for r in 0..rounds {
-        let msg = super::rng::ByteGen::message(k, r as u64, 16);
+        let msg = crate::harness::rng::ByteGen::message(k, r as u64, 16);
         s.write_all(msg.clone()).await.0?;
         let mut got = Vec::with_capacity(16);
         while got.len() < 16 {

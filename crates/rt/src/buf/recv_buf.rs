@@ -35,7 +35,12 @@ impl std::fmt::Debug for RecvBuf {
 }
 
 impl RecvBuf {
-    pub(crate) fn ring(ring: Rc<RefCell<BufRing>>, bid: u16, ptr: *const u8, len: usize) -> RecvBuf {
+    pub(crate) fn ring(
+        ring: Rc<RefCell<BufRing>>,
+        bid: u16,
+        ptr: *const u8,
+        len: usize,
+    ) -> RecvBuf {
         RecvBuf {
             inner: RecvInner::Ring {
                 ring,

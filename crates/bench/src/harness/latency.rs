@@ -88,42 +88,6 @@ pub fn process_cpu() -> (f64, f64) {
     (tv(ru.ru_utime), tv(ru.ru_stime))
 }
 
-/// xorshift64*: a tiny deterministic generator for offsets and pauses (not
-/// for anything that needs real randomness).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator from `seed` (0 is replaced by a fixed constant).
-    pub fn new(seed: u64) -> Rng {
-        Rng(if seed == 0 {
-            0x9E37_79B9_7F4A_7C15
-        } else {
-            seed
-        })
-    }
-
-    /// The next 64 random bits.
-    #[inline]
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// Uniform in `lo..=hi` (`lo` when `hi <= lo`).
-    #[inline]
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        if hi <= lo {
-            return lo;
-        }
-        lo + self.next_u64() % (hi - lo + 1)
-    }
-}
-
 /// The order of contenders in `round`: rotated by one each round
 /// (A B C, B C A, C A B, …) so slow drift hits every contender alike.
 pub fn rotation(n: usize, round: usize) -> impl Iterator<Item = usize> {
@@ -195,16 +159,5 @@ mod tests {
             assert_eq!(order, vec![0, 1, 2]);
         }
         assert_eq!(rotation(0, 3).count(), 0);
-    }
-
-    #[test]
-    fn rng_range_stays_inside() {
-        let mut r = Rng::new(1);
-        for _ in 0..10_000 {
-            let v = r.range(10, 20);
-            assert!((10..=20).contains(&v));
-        }
-        assert_eq!(r.range(5, 5), 5);
-        assert_eq!(r.range(9, 3), 9);
     }
 }

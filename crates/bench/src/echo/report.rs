@@ -1,20 +1,13 @@
-//! Reports: a terminal table, report.md, results.json and SVG charts.
+//! The echo study's report: a terminal table, report.md, results.json and
+//! SVG charts.
 
 use std::fmt::Write as _;
 
-use crate::bars::Bars;
-use crate::compare::{CompareResults, Family, Summary};
-use crate::study::Section;
-
-/// `v` with `prec` decimals, or "-" when absent (report cells).
-pub(crate) fn opt(v: Option<f64>, prec: usize) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
-}
-
-/// A ratio as "1.23x", or "-" when absent (report cells).
-pub(crate) fn ratio(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
-}
+use super::summary::{CompareResults, Summary};
+use crate::harness::bars::Bars;
+use crate::harness::fmt::{opt, ratio};
+use crate::harness::server::Family;
+use crate::harness::study::Section;
 
 /// The summary as a fixed-width table.
 pub fn table(res: &CompareResults) -> String {

@@ -1,20 +1,27 @@
-//! Deterministic randomness for the torture: a seeded generator for the
-//! chaos decisions, and the byte stream every message is made of, which the
-//! verifier regenerates instead of keeping copies.
+//! Deterministic randomness for every study and the torture: one seeded
+//! generator (offsets, pauses, chaos decisions), and the byte stream every
+//! torture message is made of, which the verifier regenerates instead of
+//! keeping copies. Not for anything that needs real randomness.
 
 /// SplitMix64: small, fast, good enough for choosing what to do next.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
     /// A generator for `(seed, a, b)`: the same triple gives the same stream.
-    pub fn new(seed: u64, a: u64, b: u64) -> Rng {
+    pub fn for_stream(seed: u64, a: u64, b: u64) -> Rng {
         let mut r = Rng(seed ^ a.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let x = r.next_u64() ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03);
         Rng(x)
     }
 
     /// The next 64 random bits.
+    #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -23,9 +30,12 @@ impl Rng {
         z ^ (z >> 31)
     }
 
-    /// Uniform in `lo..=hi`.
+    /// Uniform in `lo..=hi` (`lo` when `hi <= lo`).
+    #[inline]
     pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        debug_assert!(lo <= hi);
+        if hi <= lo {
+            return lo;
+        }
         lo + self.next_u64() % (hi - lo + 1)
     }
 
@@ -67,7 +77,7 @@ pub struct ByteGen {
 impl ByteGen {
     /// The stream of message `seq` on connection `conn`.
     pub fn new(conn: u64, seq: u64) -> ByteGen {
-        let mut r = Rng::new(0x05EE_D0FB_17E5, conn, seq);
+        let mut r = Rng::for_stream(0x05EE_D0FB_17E5, conn, seq);
         ByteGen {
             x: r.next_u64() | 1,
             word: [0; 8],
@@ -121,10 +131,21 @@ mod tests {
 
     #[test]
     fn sizes_in_range() {
-        let mut r = Rng::new(1, 2, 3);
+        let mut r = Rng::for_stream(1, 2, 3);
         for _ in 0..10_000 {
             let s = r.size(256 * 1024);
             assert!((1..=256 * 1024).contains(&s));
         }
+    }
+
+    #[test]
+    fn rng_range_stays_inside() {
+        let mut r = Rng::new(1);
+        for _ in 0..10_000 {
+            let v = r.range(10, 20);
+            assert!((10..=20).contains(&v));
+        }
+        assert_eq!(r.range(5, 5), 5);
+        assert_eq!(r.range(9, 3), 9);
     }
 }

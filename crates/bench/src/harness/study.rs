@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::sysinfo::SystemInfo;
+use crate::harness::sysinfo::SystemInfo;
 
 /// Options common to every study of `ringkit compare`.
 #[derive(Debug, Clone)]
@@ -29,7 +29,7 @@ pub struct StudyOpts {
     /// CPU for load generators / the other side.
     pub client_cpu: usize,
     /// How to count peers' syscalls (`None`: not counted).
-    pub peer_syscalls: Option<crate::compare::SyscallTool>,
+    pub peer_syscalls: Option<crate::harness::syscalls::SyscallTool>,
     /// Output directory of the whole compare run (a study may write logs
     /// under `out_dir/logs/<study>`).
     pub out_dir: PathBuf,
@@ -37,6 +37,15 @@ pub struct StudyOpts {
     pub ringkit_bin: PathBuf,
     /// Path of the `ringkit-peer` binary, or why there is none.
     pub peer_bin: Result<PathBuf, String>,
+    /// Whether the user asked for peers' syscalls (not `--no-strace`, not
+    /// `--quick`); with no tool for it, a study says so.
+    pub want_peer_syscalls: bool,
+    /// Connection counts (echo; empty: the study's default).
+    pub conns: Vec<usize>,
+    /// Message length in bytes (echo).
+    pub msg_len: usize,
+    /// Only these contenders (echo; empty: all).
+    pub only: Vec<String>,
 }
 
 /// One study's contribution to the report.

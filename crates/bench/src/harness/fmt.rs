@@ -1,0 +1,11 @@
+//! Report cells.
+
+/// `v` with `prec` decimals, or "-" when absent (report cells).
+pub fn opt(v: Option<f64>, prec: usize) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.prec$}"))
+}
+
+/// A ratio as "1.23x", or "-" when absent (report cells).
+pub fn ratio(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
+}

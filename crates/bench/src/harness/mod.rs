@@ -1,0 +1,16 @@
+//! What every study shares: statistics, server processes, syscall
+//! counting, the load phases, report cells and charts, the `Section`
+//! contract, system information, latency and random numbers, and finding
+//! the peers. Nothing here imports a study.
+
+pub mod bars;
+pub mod fmt;
+pub mod latency;
+pub mod peers;
+pub mod phase;
+pub mod rng;
+pub mod server;
+pub mod stat;
+pub mod study;
+pub mod syscalls;
+pub mod sysinfo;

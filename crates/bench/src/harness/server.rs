@@ -1,0 +1,243 @@
+//! Contenders' server processes: what to run ([`Contender`]), started
+//! pinned and stopped by pid ([`Server`]), on a free loopback port.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// Which family a contender belongs to (for "ratio to the best epoll").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Family {
+    /// io_uring based.
+    Uring,
+    /// epoll based.
+    Epoll,
+}
+
+/// One server to measure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Contender {
+    /// Short name.
+    pub name: String,
+    /// io_uring or epoll.
+    pub family: Family,
+    /// Command line; `{addr}` and `{stats}` are substituted.
+    pub cmd: Vec<String>,
+    /// Whether it writes ringkit's counters (`--stats`).
+    pub ringkit: bool,
+}
+
+/// A free loopback port (bound then released).
+pub fn free_addr() -> io::Result<SocketAddr> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    l.local_addr()
+}
+
+/// A contender's server process, pinned, stopped by its pid (SIGTERM, then
+/// SIGKILL after 2 s) when dropped.
+#[derive(Debug)]
+pub struct Server {
+    child: Child,
+}
+
+impl Server {
+    /// Start `c.cmd` (with `{addr}` and `{stats}` substituted) pinned to
+    /// `cpu`, output to `log`, and wait until `addr` accepts connections.
+    pub fn start(
+        c: &Contender,
+        addr: SocketAddr,
+        stats: &Path,
+        cpu: usize,
+        log: &Path,
+    ) -> io::Result<Server> {
+        let args: Vec<String> = c
+            .cmd
+            .iter()
+            .map(|a| {
+                a.replace("{addr}", &addr.to_string())
+                    .replace("{stats}", &stats.display().to_string())
+            })
+            .collect();
+        let logf = std::fs::File::create(log)?;
+        let mut cmd = Command::new(&args[0]);
+        cmd.args(&args[1..])
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .env_remove("RINGKIT_BACKEND");
+        // SAFETY: between fork and exec we only call sched_setaffinity, which
+        // is async-signal-safe, on the child itself.
+        unsafe {
+            cmd.pre_exec(move || ringkit::pin_to_cpu(cpu));
+        }
+        let child = cmd.spawn()?;
+        let s = Server { child };
+        let t = Instant::now();
+        loop {
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
+                return Ok(s);
+            }
+            if t.elapsed() > Duration::from_secs(10) {
+                return Err(io::Error::other(format!(
+                    "{} did not start listening on {addr} within 10 s (see {})",
+                    c.name,
+                    log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let pid = self.child.id() as i32;
+        // SAFETY: signalling our own child by its pid.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(2) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The command line of a ringkit server (`ringkit echo`, `ringkit http`,
+/// `ringkit serve DIR`): the one place that knows how to launch one. Every
+/// study, the torture and the idle study build theirs here.
+///
+/// `--addr` defaults to the `{addr}` placeholder that [`Server::start`]
+/// substitutes; [`RingkitServer::stats`] adds `--stats {stats}`.
+#[derive(Debug, Clone)]
+pub struct RingkitServer {
+    args: Vec<String>,
+    addr: String,
+}
+
+impl RingkitServer {
+    fn new(bin: &Path, sub: &[&str]) -> RingkitServer {
+        let mut args = vec![bin.display().to_string()];
+        args.extend(sub.iter().map(|s| s.to_string()));
+        RingkitServer {
+            args,
+            addr: "{addr}".into(),
+        }
+    }
+
+    /// `ringkit echo`.
+    pub fn echo(bin: &Path) -> RingkitServer {
+        RingkitServer::new(bin, &["echo"])
+    }
+
+    /// `ringkit http` (the `return 200` benchmark server).
+    pub fn http(bin: &Path) -> RingkitServer {
+        RingkitServer::new(bin, &["http"])
+    }
+
+    /// `ringkit serve DIR`.
+    pub fn serve(bin: &Path, dir: &Path) -> RingkitServer {
+        let dir = dir.display().to_string();
+        RingkitServer::new(bin, &["serve", &dir])
+    }
+
+    /// Listen on `addr` (default: the `{addr}` placeholder).
+    pub fn addr(mut self, addr: impl ToString) -> Self {
+        self.addr = addr.to_string();
+        self
+    }
+
+    /// `--backend auto|uring|epoll`.
+    pub fn backend(self, backend: impl ToString) -> Self {
+        self.flag("--backend", backend)
+    }
+
+    /// `--threads N`.
+    pub fn threads(self, n: usize) -> Self {
+        self.flag("--threads", n)
+    }
+
+    /// `--stats {stats}`: publish the runtime's counters for the study.
+    pub fn stats(self) -> Self {
+        self.flag("--stats", "{stats}")
+    }
+
+    /// Any other `--flag value`.
+    pub fn flag(mut self, name: &str, value: impl ToString) -> Self {
+        self.args.push(name.to_string());
+        self.args.push(value.to_string());
+        self
+    }
+
+    /// The whole command line.
+    pub fn cmd(&self) -> Vec<String> {
+        let mut v = self.args.clone();
+        let at = if v.get(1).is_some_and(|s| s == "serve") {
+            3
+        } else {
+            2
+        };
+        v.splice(at..at, ["--addr".to_string(), self.addr.clone()]);
+        v
+    }
+
+    /// A contender that runs this server; `ringkit` marks it as publishing
+    /// the runtime's counters (it must have [`RingkitServer::stats`]).
+    pub fn contender(&self, name: &str, family: Family) -> Contender {
+        Contender {
+            name: name.into(),
+            family,
+            ringkit: self.args.iter().any(|a| a == "--stats"),
+            cmd: self.cmd(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ringkit_server_command_lines() {
+        let bin = Path::new("/bin/ringkit");
+        let echo = RingkitServer::echo(bin)
+            .backend("uring")
+            .threads(1)
+            .stats()
+            .cmd();
+        assert_eq!(
+            echo.join(" "),
+            "/bin/ringkit echo --addr {addr} --backend uring --threads 1 --stats {stats}"
+        );
+        let serve = RingkitServer::serve(bin, Path::new("/srv"))
+            .addr("127.0.0.1:80")
+            .backend("epoll")
+            .cmd();
+        assert_eq!(
+            serve.join(" "),
+            "/bin/ringkit serve /srv --addr 127.0.0.1:80 --backend epoll"
+        );
+        let c = RingkitServer::http(bin)
+            .stats()
+            .contender("x", Family::Uring);
+        assert!(c.ringkit);
+        assert!(
+            !RingkitServer::http(bin)
+                .contender("y", Family::Epoll)
+                .ringkit
+        );
+    }
+}
