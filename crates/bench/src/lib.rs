@@ -10,12 +10,10 @@
 
 pub mod echo;
 pub mod file;
-pub mod file_report;
-pub mod fio;
 pub mod generator;
 pub mod harness;
 pub mod http;
 pub mod nop;
+pub mod raw;
 pub mod torture;
 pub mod wakeup;
-pub mod wakeup_report;

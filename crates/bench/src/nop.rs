@@ -21,7 +21,7 @@ use std::fmt::Write as _;
 use std::io;
 use std::time::{Duration, Instant};
 
-use ringkit_uring::{opcode, sys, IoUring};
+use ringkit_uring::{sys, IoUring};
 use serde::Serialize;
 
 use crate::harness::bars::Bars;
@@ -199,67 +199,6 @@ fn build_ring(cfg: &NopConfig, variant: NopVariant) -> io::Result<IoUring> {
     Ok(ring)
 }
 
-/// One batch on a non-SQPOLL ring: push, one enter, reap.
-#[inline]
-fn batch_enter(ring: &mut IoUring, n: u32) -> io::Result<()> {
-    let nop = opcode::Nop::new().build();
-    for i in 0..n {
-        // SAFETY: a NOP references no memory.
-        unsafe { ring.push(nop.user_data(u64::from(i)).sqe()) }
-            .map_err(|_| io::Error::other("SQ unexpectedly full"))?;
-    }
-    let mut reaped = 0;
-    loop {
-        match ring.submit_and_wait(n - reaped) {
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-        for cqe in ring.completions() {
-            if cqe.res != 0 {
-                return Err(io::Error::other(format!("NOP failed: {}", cqe.res)));
-            }
-            reaped += 1;
-        }
-        if reaped >= n {
-            return Ok(());
-        }
-    }
-}
-
-/// One batch on an SQPOLL ring: push, publish (enter only to wake the
-/// poller), spin on the CQ.
-#[inline]
-fn batch_sqpoll(ring: &mut IoUring, n: u32) -> io::Result<()> {
-    let nop = opcode::Nop::new().build();
-    for i in 0..n {
-        // SAFETY: a NOP references no memory.
-        unsafe { ring.push(nop.user_data(u64::from(i)).sqe()) }
-            .map_err(|_| io::Error::other("SQ unexpectedly full"))?;
-    }
-    ring.submit()?;
-    let mut reaped = 0;
-    let start = Instant::now();
-    while reaped < n {
-        for cqe in ring.completions() {
-            if cqe.res != 0 {
-                return Err(io::Error::other(format!("NOP failed: {}", cqe.res)));
-            }
-            reaped += 1;
-        }
-        if reaped < n {
-            if ring.cq_needs_enter() {
-                ring.flush_cq()?;
-            }
-            std::hint::spin_loop();
-            if start.elapsed() > Duration::from_secs(5) {
-                return Err(io::Error::other("SQPOLL: no completion within 5 s"));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Measure one contender for `secs` on the current thread (pinned to `cfg.cpu`).
 fn measure(cfg: &NopConfig, variant: NopVariant, batch: u32, round: usize, secs: f64) -> NopSample {
     let mut s = NopSample {
@@ -278,8 +217,8 @@ fn measure(cfg: &NopConfig, variant: NopVariant, batch: u32, round: usize, secs:
         let mut ring = build_ring(cfg, variant)?;
         s.flags = ringkit_uring::flag_names(ring.setup_flags(), sys::SETUP_FLAG_NAMES);
         let one = |ring: &mut IoUring| match variant {
-            NopVariant::Sqpoll => batch_sqpoll(ring, batch),
-            _ => batch_enter(ring, batch),
+            NopVariant::Sqpoll => crate::raw::nop::batch_sqpoll(ring, batch),
+            _ => crate::raw::nop::batch_enter(ring, batch),
         };
         // Warm up: page faults, caches, the poller's first wake-up.
         let warm = Instant::now();

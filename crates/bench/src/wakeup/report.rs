@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
+use super::study::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::opt;
 use crate::harness::study::Section;
-use crate::wakeup::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
 
 /// The rows as a fixed-width terminal table.
 pub fn table(res: &WakeResults) -> String {

@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use crate::file::{Engine, FileResults, FileRow, FileSample, Rw};
+use super::job::{Engine, Rw};
+use super::study::{FileResults, FileRow, FileSample};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;

@@ -1,0 +1,564 @@
+//! The wake-up study's contenders, configuration, results, run and verdict.
+
+use std::io;
+use std::time::Instant;
+
+use ringkit::Backend;
+use ringkit_uring::{sys, IoUring};
+use serde::Serialize;
+
+use super::readers::sample;
+use super::report::section;
+use crate::harness::latency::{rotation, LatencySummary};
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
+
+/// What carries the 8 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Channel {
+    /// `pipe2(2)`.
+    Pipe,
+    /// `eventfd(2)` (the 8 bytes are the counter).
+    Eventfd,
+    /// A Unix stream socketpair (the runtime rows and their raw baselines).
+    Socket,
+}
+
+impl Channel {
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Channel::Pipe => "pipe",
+            Channel::Eventfd => "eventfd",
+            Channel::Socket => "socket",
+        }
+    }
+}
+
+impl std::str::FromStr for Channel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pipe" => Ok(Channel::Pipe),
+            "eventfd" => Ok(Channel::Eventfd),
+            "socket" => Ok(Channel::Socket),
+            _ => Err(format!("unknown channel {s:?}: pipe, eventfd or socket")),
+        }
+    }
+}
+
+/// io_uring setup flags of a reader's ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum FlagSet {
+    /// No flags.
+    Default,
+    /// `COOP_TASKRUN|TASKRUN_FLAG`.
+    Coop,
+    /// `DEFER_TASKRUN|SINGLE_ISSUER`.
+    Defer,
+}
+
+impl FlagSet {
+    /// Every flag set.
+    pub const ALL: [FlagSet; 3] = [FlagSet::Default, FlagSet::Coop, FlagSet::Defer];
+
+    /// Short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlagSet::Default => "default",
+            FlagSet::Coop => "coop",
+            FlagSet::Defer => "defer",
+        }
+    }
+
+    /// The `IORING_SETUP_*` bits.
+    pub fn bits(self) -> u32 {
+        match self {
+            FlagSet::Default => 0,
+            FlagSet::Coop => sys::IORING_SETUP_COOP_TASKRUN | sys::IORING_SETUP_TASKRUN_FLAG,
+            FlagSet::Defer => sys::IORING_SETUP_DEFER_TASKRUN | sys::IORING_SETUP_SINGLE_ISSUER,
+        }
+    }
+}
+
+/// How the reader waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Reader {
+    /// `epoll_wait` with a 1 s timeout.
+    EpollBlock,
+    /// `epoll_wait(0)` in a loop.
+    EpollBusy,
+    /// Multishot `POLL_ADD`; `busy`: peek the CQ in a loop.
+    UringPoll {
+        /// Spin on the CQ instead of waiting in the kernel.
+        busy: bool,
+        /// Ring setup flags.
+        flags: FlagSet,
+    },
+    /// `READ` of 8 bytes on the fd; `busy`: peek the CQ in a loop.
+    UringRead {
+        /// Spin on the CQ instead of waiting in the kernel.
+        busy: bool,
+        /// Ring setup flags.
+        flags: FlagSet,
+    },
+    /// A ringkit task awaiting a read, on this backend.
+    Runtime(#[serde(serialize_with = "ser_backend")] Backend),
+    /// A ringkit task awaiting `fs::File::read_at` on the pipe itself
+    /// (io_uring backend only: on epoll `File` does an inline `pread`,
+    /// which a pipe refuses with `ESPIPE`).
+    RuntimeFile,
+}
+
+fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(b)
+}
+
+impl Reader {
+    /// Short name, e.g. `uring-poll-busy/coop`.
+    pub fn name(self) -> String {
+        let bb = |busy| if busy { "busy" } else { "block" };
+        match self {
+            Reader::EpollBlock => "epoll-block".into(),
+            Reader::EpollBusy => "epoll-busy".into(),
+            Reader::UringPoll { busy, flags } => {
+                format!("uring-poll-{}/{}", bb(busy), flags.name())
+            }
+            Reader::UringRead { busy, flags } => {
+                format!("uring-read-{}/{}", bb(busy), flags.name())
+            }
+            Reader::Runtime(b) => format!("rt-{b}"),
+            Reader::RuntimeFile => "rt-uring-file".into(),
+        }
+    }
+
+    /// Whether the reader spins instead of sleeping.
+    pub fn busy(self) -> bool {
+        match self {
+            Reader::EpollBusy => true,
+            Reader::UringPoll { busy, .. } | Reader::UringRead { busy, .. } => busy,
+            _ => false,
+        }
+    }
+
+    /// Whether it is an io_uring reader (raw or through the runtime).
+    pub fn is_uring(self) -> bool {
+        matches!(
+            self,
+            Reader::UringPoll { .. }
+                | Reader::UringRead { .. }
+                | Reader::Runtime(Backend::Uring)
+                | Reader::RuntimeFile
+        )
+    }
+}
+
+/// One reader on one channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WakeContender {
+    /// How it waits.
+    pub reader: Reader,
+    /// What carries the bytes.
+    pub channel: Channel,
+}
+
+impl WakeContender {
+    /// `reader (channel)`.
+    pub fn name(&self) -> String {
+        format!("{} ({})", self.reader.name(), self.channel.name())
+    }
+}
+
+/// Settings of a wake-up run.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeConfig {
+    /// Contenders.
+    pub contenders: Vec<WakeContender>,
+    /// Measured wake-ups per sample.
+    pub count: u64,
+    /// Unmeasured wake-ups before them.
+    pub warmup: u64,
+    /// Writer's pause before each write: uniform in this range, µs.
+    pub pause_us: (u64, u64),
+    /// Rounds.
+    pub rounds: usize,
+    /// CPU of the reader.
+    pub reader_cpu: usize,
+    /// CPU of the writer.
+    pub writer_cpu: usize,
+}
+
+/// The standard contender list: for each channel, both epoll readers and
+/// every io_uring reader with every flag set; with `runtime`, the runtime
+/// rows and their raw baselines on a socketpair.
+pub fn contenders(channels: &[Channel], runtime: bool) -> Vec<WakeContender> {
+    let mut v = Vec::new();
+    for &channel in channels.iter().filter(|c| **c != Channel::Socket) {
+        let mut push = |reader| v.push(WakeContender { reader, channel });
+        push(Reader::EpollBlock);
+        push(Reader::EpollBusy);
+        for flags in FlagSet::ALL {
+            for busy in [false, true] {
+                push(Reader::UringPoll { busy, flags });
+                push(Reader::UringRead { busy, flags });
+            }
+        }
+    }
+    if runtime && channels.contains(&Channel::Pipe) {
+        v.push(WakeContender {
+            reader: Reader::RuntimeFile,
+            channel: Channel::Pipe,
+        });
+    }
+    if runtime || channels.contains(&Channel::Socket) {
+        let channel = Channel::Socket;
+        for reader in [
+            Reader::EpollBlock,
+            Reader::UringPoll {
+                busy: false,
+                flags: FlagSet::Defer,
+            },
+            Reader::Runtime(Backend::Epoll),
+            Reader::Runtime(Backend::Uring),
+        ] {
+            v.push(WakeContender { reader, channel });
+        }
+    }
+    v
+}
+
+impl Default for WakeConfig {
+    fn default() -> Self {
+        WakeConfig {
+            contenders: contenders(&[Channel::Pipe, Channel::Eventfd], true),
+            count: 8_000,
+            warmup: 200,
+            pause_us: (10, 50),
+            rounds: 5,
+            reader_cpu: 0,
+            writer_cpu: 1,
+        }
+    }
+}
+
+/// One measured sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeSample {
+    /// Contender name.
+    pub contender: String,
+    /// Round.
+    pub round: usize,
+    /// Latency of the measured wake-ups, ns.
+    pub latency: LatencySummary,
+    /// Reader's setup flags that took effect (io_uring), or the backend report.
+    pub setup: String,
+    /// Reader's `io_uring_enter` calls per wake-up (raw io_uring readers).
+    pub enters_per_wake: Option<f64>,
+    /// Blocking waits that timed out (1 s) with nothing to read.
+    pub timeouts: u64,
+    /// Why the sample failed.
+    pub error: Option<String>,
+}
+
+/// One contender over its rounds: medians of the per-round percentiles.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeRow {
+    /// Contender.
+    pub contender: WakeContender,
+    /// Its name.
+    pub name: String,
+    /// Mean, ns (median over rounds).
+    pub avg: f64,
+    /// p50, ns: median over rounds, min–max.
+    pub p50: Stat,
+    /// p90, ns (median over rounds).
+    pub p90: f64,
+    /// p99, ns (median over rounds).
+    pub p99: f64,
+    /// p99.9, ns (median over rounds).
+    pub p999: f64,
+    /// io_uring_enter per wake-up (median).
+    pub enters_per_wake: Option<f64>,
+    /// Setup that took effect.
+    pub setup: String,
+    /// Good samples.
+    pub ok_samples: usize,
+    /// All samples.
+    pub samples: usize,
+}
+
+/// The issue's targets, evaluated on this run.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeVerdict {
+    /// Best io_uring busy reader and its p50.
+    pub uring_busy: Option<(String, f64)>,
+    /// `epoll-busy` p50 on the same channel.
+    pub epoll_busy: Option<f64>,
+    /// Best io_uring blocking reader and its p50.
+    pub uring_block: Option<(String, f64)>,
+    /// `epoll-block` p50 on the same channel.
+    pub epoll_block: Option<f64>,
+    /// uring busy p50 / epoll busy p50 (target <= 1.0).
+    pub busy_ratio: Option<f64>,
+    /// uring blocking p50 / epoll blocking p50 (target <= 1.05).
+    pub block_ratio: Option<f64>,
+}
+
+/// Everything a wake-up run produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct WakeResults {
+    /// Machine and tool.
+    pub system: SystemInfo,
+    /// Settings.
+    pub config: WakeConfig,
+    /// Per contender.
+    pub rows: Vec<WakeRow>,
+    /// The targets on the pipe channel.
+    pub verdict: WakeVerdict,
+    /// Raw samples.
+    pub samples: Vec<WakeSample>,
+    /// Contenders skipped and why.
+    pub skipped: Vec<(String, String)>,
+    /// Wall time, seconds.
+    pub wall_secs: f64,
+}
+
+/// Run the wake-up study. `progress` gets one line per sample.
+pub fn run(cfg: &WakeConfig, progress: &mut dyn FnMut(&str)) -> io::Result<WakeResults> {
+    let wall = Instant::now();
+    if cfg.reader_cpu == cfg.writer_cpu {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "reader and writer must be pinned to different CPUs",
+        ));
+    }
+    // SAFETY: sysconf has no preconditions.
+    let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
+    if cfg.reader_cpu.max(cfg.writer_cpu) >= cores {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "needs CPUs {} and {}, this machine has {cores}",
+                cfg.reader_cpu, cfg.writer_cpu
+            ),
+        ));
+    }
+    let mut skipped = Vec::new();
+    let mut list = Vec::new();
+    let uring_ok = IoUring::new(8);
+    for &c in &cfg.contenders {
+        match (&uring_ok, c.reader.is_uring()) {
+            (Err(e), true) => skipped.push((c.name(), format!("io_uring unavailable: {e}"))),
+            _ => list.push(c),
+        }
+    }
+    let total = list.len() * cfg.rounds;
+    let mut samples: Vec<WakeSample> = Vec::with_capacity(total);
+    for round in 0..cfg.rounds {
+        for i in rotation(list.len(), round) {
+            let s = sample(cfg, list[i], round);
+            progress(&format!(
+                "[{}/{total}] round {round} {}: {}",
+                samples.len() + 1,
+                s.contender,
+                match &s.error {
+                    Some(e) => format!("error: {e}"),
+                    None => format!("p50 {} ns, p99 {} ns", s.latency.p50, s.latency.p99),
+                }
+            ));
+            samples.push(s);
+        }
+    }
+    // A contender whose every sample is "unsupported" is a skip, not a failure.
+    let rows: Vec<WakeRow> = list.iter().map(|&c| summarize(c, &samples)).collect();
+    let verdict = verdict(&rows, Channel::Pipe);
+    Ok(WakeResults {
+        system: SystemInfo::gather(),
+        config: cfg.clone(),
+        rows,
+        verdict,
+        samples,
+        skipped,
+        wall_secs: wall.elapsed().as_secs_f64(),
+    })
+}
+
+fn summarize(c: WakeContender, samples: &[WakeSample]) -> WakeRow {
+    let name = c.name();
+    let mine: Vec<&WakeSample> = samples.iter().filter(|s| s.contender == name).collect();
+    let good: Vec<&&WakeSample> = mine
+        .iter()
+        .filter(|s| s.error.is_none() && s.latency.count > 0)
+        .collect();
+    let med = |f: &dyn Fn(&LatencySummary) -> f64| {
+        stat(good.iter().map(|s| f(&s.latency)).collect()).median
+    };
+    let epw: Vec<f64> = good.iter().filter_map(|s| s.enters_per_wake).collect();
+    WakeRow {
+        contender: c,
+        name,
+        avg: med(&|l| l.avg),
+        p50: stat(good.iter().map(|s| s.latency.p50 as f64).collect()),
+        p90: med(&|l| l.p90 as f64),
+        p99: med(&|l| l.p99 as f64),
+        p999: med(&|l| l.p999 as f64),
+        enters_per_wake: (!epw.is_empty()).then(|| stat(epw).median),
+        setup: good.first().map_or_else(String::new, |s| s.setup.clone()),
+        ok_samples: good.len(),
+        samples: mine.len(),
+    }
+}
+
+/// Evaluate the targets on `channel`: best io_uring busy p50 vs epoll busy,
+/// best io_uring blocking p50 vs epoll blocking.
+pub fn verdict(rows: &[WakeRow], channel: Channel) -> WakeVerdict {
+    let ok = |r: &&WakeRow| r.ok_samples > 0 && r.contender.channel == channel;
+    let best = |busy: bool| {
+        rows.iter()
+            .filter(ok)
+            .filter(|r| {
+                matches!(
+                    r.contender.reader,
+                    Reader::UringPoll { .. } | Reader::UringRead { .. }
+                ) && r.contender.reader.busy() == busy
+            })
+            .min_by(|a, b| a.p50.median.total_cmp(&b.p50.median))
+            .map(|r| (r.name.clone(), r.p50.median))
+    };
+    let epoll = |reader: Reader| {
+        rows.iter()
+            .filter(ok)
+            .find(|r| r.contender.reader == reader)
+            .map(|r| r.p50.median)
+    };
+    let uring_busy = best(true);
+    let uring_block = best(false);
+    let epoll_busy = epoll(Reader::EpollBusy);
+    let epoll_block = epoll(Reader::EpollBlock);
+    let ratio = |u: &Option<(String, f64)>, e: Option<f64>| match (u, e) {
+        (Some((_, u)), Some(e)) if e > 0.0 => Some(u / e),
+        _ => None,
+    };
+    WakeVerdict {
+        busy_ratio: ratio(&uring_busy, epoll_busy),
+        block_ratio: ratio(&uring_block, epoll_block),
+        uring_busy,
+        epoll_busy,
+        uring_block,
+        epoll_block,
+    }
+}
+
+/// The configuration `ringkit compare wakeup` uses: pipe and eventfd plus
+/// the runtime rows, 5 rounds of 8 000 wake-ups (about 2 minutes);
+/// `--quick`: pipe plus the runtime rows, 3 rounds of 2 000.
+/// `--secs` is ignored (the study counts wake-ups, not seconds).
+pub fn config_for(opts: &StudyOpts) -> WakeConfig {
+    let d = WakeConfig::default();
+    WakeConfig {
+        contenders: if opts.quick {
+            contenders(&[Channel::Pipe], true)
+        } else {
+            d.contenders
+        },
+        count: if opts.quick { 2_000 } else { d.count },
+        rounds: opts.rounds.unwrap_or(if opts.quick { 3 } else { d.rounds }),
+        reader_cpu: opts.server_cpu,
+        writer_cpu: opts.client_cpu,
+        ..d
+    }
+}
+
+/// Run the wakeup study for `ringkit compare`.
+pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    Ok(section(&run(&config_for(opts), progress)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contender_list_covers_every_reader_and_flag_set() {
+        let v = contenders(&[Channel::Pipe], false);
+        // 2 epoll + 2 (poll, read) x 2 (block, busy) x 3 flag sets.
+        assert_eq!(v.len(), 14);
+        let names: Vec<String> = v.iter().map(|c| c.name()).collect();
+        assert!(names.contains(&"uring-read-busy/defer (pipe)".to_string()));
+        assert!(names.contains(&"epoll-busy (pipe)".to_string()));
+        let with_rt = contenders(&[Channel::Pipe, Channel::Eventfd], true);
+        assert_eq!(with_rt.len(), 14 * 2 + 1 + 4);
+        assert!(with_rt
+            .iter()
+            .any(|c| c.reader == Reader::Runtime(Backend::Uring) && c.channel == Channel::Socket));
+    }
+
+    #[test]
+    fn flag_sets_are_the_issues() {
+        assert_eq!(FlagSet::Default.bits(), 0);
+        assert_eq!(
+            FlagSet::Defer.bits(),
+            sys::IORING_SETUP_DEFER_TASKRUN | sys::IORING_SETUP_SINGLE_ISSUER
+        );
+        assert_eq!("eventfd".parse::<Channel>(), Ok(Channel::Eventfd));
+    }
+
+    fn row(reader: Reader, p50: f64) -> WakeRow {
+        WakeRow {
+            contender: WakeContender {
+                reader,
+                channel: Channel::Pipe,
+            },
+            name: reader.name(),
+            avg: p50,
+            p50: Stat {
+                median: p50,
+                min: p50,
+                max: p50,
+            },
+            p90: p50,
+            p99: p50,
+            p999: p50,
+            enters_per_wake: None,
+            setup: String::new(),
+            ok_samples: 1,
+            samples: 1,
+        }
+    }
+
+    #[test]
+    fn verdict_picks_the_best_uring_reader() {
+        let rows = vec![
+            row(Reader::EpollBusy, 1000.0),
+            row(Reader::EpollBlock, 4000.0),
+            row(
+                Reader::UringPoll {
+                    busy: true,
+                    flags: FlagSet::Default,
+                },
+                2000.0,
+            ),
+            row(
+                Reader::UringPoll {
+                    busy: true,
+                    flags: FlagSet::Defer,
+                },
+                900.0,
+            ),
+            row(
+                Reader::UringRead {
+                    busy: false,
+                    flags: FlagSet::Coop,
+                },
+                4100.0,
+            ),
+        ];
+        let v = verdict(&rows, Channel::Pipe);
+        assert_eq!(v.uring_busy.as_ref().map(|x| x.1), Some(900.0));
+        assert_eq!(v.busy_ratio, Some(0.9));
+        assert!((v.block_ratio.unwrap() - 1.025).abs() < 1e-9);
+        assert!(crate::wakeup::report::verdict_text(&v).contains("MET"));
+        assert!(verdict(&rows, Channel::Eventfd).busy_ratio.is_none());
+    }
+}
