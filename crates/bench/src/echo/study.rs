@@ -22,6 +22,7 @@ use super::summary::{summarize, CompareResults};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};
 use crate::harness::study::{Section, StudyOpts};
+use crate::harness::summary::ServerSample;
 use crate::harness::syscalls::{SyscallTool, WindowCounter};
 use crate::harness::sysinfo::{CpuTimes, SystemInfo};
 
@@ -74,6 +75,27 @@ impl Sample {
     pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
         let r = self.load.responses.max(1) as f64;
         (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
+    }
+}
+
+impl ServerSample for Sample {
+    fn ok(&self) -> bool {
+        Sample::ok(self)
+    }
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        Sample::cpu_us_per_req(self)
+    }
+    fn rps(&self) -> f64 {
+        self.load.rps()
+    }
+    fn answered(&self) -> u64 {
+        self.load.responses
+    }
+    fn p99_us(&self) -> f64 {
+        self.load.p99_us
+    }
+    fn stats(&self) -> Option<&Published> {
+        self.stats.as_ref()
     }
 }
 

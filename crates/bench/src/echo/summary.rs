@@ -7,38 +7,17 @@ use serde::Serialize;
 use super::study::{CompareConfig, Sample};
 use crate::harness::server::{Contender, Family};
 use crate::harness::stat::{stat, Stat};
+use crate::harness::summary::{best_epoll, Figures, PeerSyscalls};
 use crate::harness::sysinfo::SystemInfo;
-use ringkit::publish::Published;
 
 /// Summary of one contender at one connection count.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    /// Contender.
-    pub contender: String,
-    /// io_uring or epoll.
-    pub family: Family,
+    /// The figures every server study has.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Connections.
     pub conns: usize,
-    /// Good samples / all samples.
-    pub ok_samples: usize,
-    /// All samples.
-    pub samples: usize,
-    /// Requests per second.
-    pub rps: Stat,
-    /// Server CPU µs per request (user + system).
-    pub cpu_us: Stat,
-    /// User part (median).
-    pub cpu_user_us: f64,
-    /// System part (median).
-    pub cpu_sys_us: f64,
-    /// p99 latency, µs (median over samples).
-    pub p99_us: f64,
-    /// Syscalls per request: ringkit's own counters, or perf/strace for peers.
-    pub syscalls_per_req: Option<f64>,
-    /// Where the syscall figure comes from.
-    pub syscalls_source: String,
-    /// io_uring_enter calls per request (ringkit).
-    pub enters_per_req: Option<f64>,
     /// rps median / best epoll contender's rps median.
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's (lower is better).
@@ -50,6 +29,14 @@ pub struct Summary {
     pub cpu_vs_best_epoll_paired: Option<Stat>,
     /// The same paired ratio against every epoll contender.
     pub cpu_paired_vs_epoll: Vec<PairedRatio>,
+}
+
+/// A summary reads as its figures (`r.rps`, `r.contender`, ...).
+impl std::ops::Deref for Summary {
+    type Target = Figures;
+    fn deref(&self) -> &Figures {
+        &self.figures
+    }
 }
 
 /// CPU per request over another contender's in the same round.
@@ -171,61 +158,22 @@ pub(crate) fn summarize(
                     .iter()
                     .filter(|s| s.contender == c.name && s.conns == conns)
                     .collect();
-                let good: Vec<&&Sample> = mine.iter().filter(|s| s.ok()).collect();
-                let cpu: Vec<(f64, f64)> = good.iter().map(|s| s.cpu_us_per_req()).collect();
-                let per_req = |f: &dyn Fn(&Published) -> u64| {
-                    let v: Vec<f64> = good
-                        .iter()
-                        .filter_map(|s| {
-                            s.stats
-                                .as_ref()
-                                .map(|st| f(st) as f64 / s.load.responses.max(1) as f64)
-                        })
-                        .collect();
-                    (!v.is_empty()).then(|| stat(v).median)
-                };
-                let (syscalls, source) = if c.ringkit {
-                    (
-                        per_req(&|s| s.metrics.syscalls()),
-                        "ringkit counters".to_string(),
-                    )
-                } else {
-                    match peer_calls
-                        .iter()
-                        .find(|(n, cn, _)| *n == c.name && *cn == conns)
-                    {
-                        Some((_, _, v)) => (
-                            Some(*v),
-                            cfg.peer_syscalls.map_or("", |t| t.source()).to_string(),
-                        ),
-                        None if cfg.peer_syscalls.is_some() => {
-                            (None, "syscall count failed (see logs/)".to_string())
-                        }
-                        None => (
-                            None,
-                            "not measured (counting off, or neither perf nor strace works here)"
-                                .to_string(),
-                        ),
+                let peer = match peer_calls
+                    .iter()
+                    .find(|(n, cn, _)| *n == c.name && *cn == conns)
+                {
+                    Some((_, _, v)) => PeerSyscalls::Counted {
+                        per_req: *v,
+                        source: cfg.peer_syscalls.map_or("", |t| t.source()).to_string(),
+                    },
+                    None if cfg.peer_syscalls.is_some() => {
+                        PeerSyscalls::Failed("syscall count failed (see logs/)".to_string())
                     }
+                    None => PeerSyscalls::NotMeasured,
                 };
                 Summary {
-                    contender: c.name.clone(),
-                    family: c.family,
+                    figures: Figures::of(c, &mine, peer),
                     conns,
-                    ok_samples: good.len(),
-                    samples: mine.len(),
-                    rps: stat(good.iter().map(|s| s.load.rps()).collect()),
-                    cpu_us: stat(cpu.iter().map(|(u, s)| u + s).collect()),
-                    cpu_user_us: stat(cpu.iter().map(|c| c.0).collect()).median,
-                    cpu_sys_us: stat(cpu.iter().map(|c| c.1).collect()).median,
-                    p99_us: stat(good.iter().map(|s| s.load.p99_us).collect()).median,
-                    syscalls_per_req: syscalls,
-                    syscalls_source: source,
-                    enters_per_req: if c.ringkit && c.family == Family::Uring {
-                        per_req(&|s| s.metrics.uring_enters)
-                    } else {
-                        None
-                    },
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
                     cpu_vs_best_epoll_paired: None,
@@ -233,16 +181,7 @@ pub(crate) fn summarize(
                 }
             })
             .collect();
-        let best_rps = rows
-            .iter()
-            .filter(|r| r.family == Family::Epoll && r.ok_samples > 0)
-            .map(|r| r.rps.median)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))));
-        let best_cpu = rows
-            .iter()
-            .filter(|r| r.family == Family::Epoll && r.ok_samples > 0)
-            .map(|r| r.cpu_us.median)
-            .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.min(v))));
+        let (best_rps, best_cpu) = best_epoll(rows.iter().map(|r| &r.figures));
         for r in &mut rows {
             if r.ok_samples > 0 {
                 r.rps_vs_best_epoll = best_rps.map(|b| r.rps.median / b);

@@ -12,5 +12,6 @@ pub mod rng;
 pub mod server;
 pub mod stat;
 pub mod study;
+pub mod summary;
 pub mod syscalls;
 pub mod sysinfo;

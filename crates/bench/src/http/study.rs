@@ -29,8 +29,9 @@ use super::report;
 use super::sample::Run;
 use super::wrk::{self, WrkResult};
 use crate::harness::server::{Contender, Family, RingkitServer};
-use crate::harness::stat::{stat, Stat};
+use crate::harness::stat::stat;
 use crate::harness::study::{Section, StudyOpts};
+use crate::harness::summary::{best_epoll, Figures, PeerSyscalls, ServerSample};
 use crate::harness::syscalls::SyscallTool;
 use crate::harness::sysinfo::SystemInfo;
 use ringkit::publish::Published;
@@ -105,6 +106,27 @@ pub struct HttpSample {
     pub error: Option<String>,
 }
 
+impl ServerSample for HttpSample {
+    fn ok(&self) -> bool {
+        HttpSample::ok(self)
+    }
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        HttpSample::cpu_us_per_req(self)
+    }
+    fn rps(&self) -> f64 {
+        self.rps
+    }
+    fn answered(&self) -> u64 {
+        self.requests
+    }
+    fn p99_us(&self) -> f64 {
+        self.p99_us
+    }
+    fn stats(&self) -> Option<&Published> {
+        self.stats.as_ref()
+    }
+}
+
 impl HttpSample {
     /// Ran, with requests and without errors.
     pub fn ok(&self) -> bool {
@@ -119,34 +141,13 @@ impl HttpSample {
 /// Summary of one contender under one workload.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpSummary {
-    /// Contender.
-    pub contender: String,
-    /// io_uring or epoll.
-    pub family: Family,
+    /// The figures every server study has.
+    #[serde(flatten)]
+    pub figures: Figures,
     /// Workload label.
     pub workload: String,
-    /// Good samples.
-    pub ok_samples: usize,
-    /// All samples.
-    pub samples: usize,
-    /// Requests/s.
-    pub rps: Stat,
-    /// Server CPU µs per request (user + system).
-    pub cpu_us: Stat,
-    /// User part (median).
-    pub cpu_user_us: f64,
-    /// System part (median).
-    pub cpu_sys_us: f64,
     /// p50 latency, µs (median).
     pub p50_us: f64,
-    /// p99 latency, µs (median).
-    pub p99_us: f64,
-    /// Syscalls per request.
-    pub syscalls_per_req: Option<f64>,
-    /// Where the syscall figure comes from.
-    pub syscalls_source: String,
-    /// io_uring_enter per request (ringkit on io_uring).
-    pub enters_per_req: Option<f64>,
     /// rps median / nginx's.
     pub rps_vs_nginx: Option<f64>,
     /// CPU per request median / nginx's (lower is better).
@@ -155,6 +156,14 @@ pub struct HttpSummary {
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's.
     pub cpu_vs_best_epoll: Option<f64>,
+}
+
+/// A summary reads as its figures (`r.rps`, `r.contender`, ...).
+impl std::ops::Deref for HttpSummary {
+    type Target = Figures;
+    fn deref(&self) -> &Figures {
+        &self.figures
+    }
 }
 
 /// Everything the study produced.
@@ -496,60 +505,27 @@ fn summarize(
                     .iter()
                     .filter(|s| s.contender == c.name && s.workload == w.name)
                     .collect();
-                let good: Vec<&&HttpSample> = mine.iter().filter(|s| s.ok()).collect();
-                let cpu: Vec<(f64, f64)> = good.iter().map(|s| s.cpu_us_per_req()).collect();
-                let per_req = |f: &dyn Fn(&Published) -> u64| {
-                    let v: Vec<f64> = good
-                        .iter()
-                        .filter_map(|s| {
-                            s.stats
-                                .as_ref()
-                                .map(|st| f(st) as f64 / s.requests.max(1) as f64)
-                        })
-                        .collect();
-                    (!v.is_empty()).then(|| stat(v).median)
-                };
-                let (syscalls, source) = if c.ringkit {
-                    (
-                        per_req(&|s| s.metrics.syscalls()),
-                        "ringkit counters".to_string(),
-                    )
-                } else {
-                    match strace_calls
-                        .iter()
-                        .find(|(n, wl, _)| *n == c.name && *wl == w.name)
-                    {
-                        Some((_, _, Ok(v))) => {
-                            (Some(*v), tool.map_or("", |t| t.source()).to_string())
-                        }
-                        Some((_, _, Err(e))) => (None, format!("syscall count failed: {e}")),
-                        None if tool.is_some() => (None, "syscall count failed".to_string()),
-                        None => (
-                            None,
-                            "not measured (counting off, or neither perf nor strace works here)"
-                                .to_string(),
-                        ),
-                    }
-                };
-                HttpSummary {
-                    contender: c.name.clone(),
-                    family: c.family,
-                    workload: w.name.clone(),
-                    ok_samples: good.len(),
-                    samples: mine.len(),
-                    rps: stat(good.iter().map(|s| s.rps).collect()),
-                    cpu_us: stat(cpu.iter().map(|(u, s)| u + s).collect()),
-                    cpu_user_us: stat(cpu.iter().map(|c| c.0).collect()).median,
-                    cpu_sys_us: stat(cpu.iter().map(|c| c.1).collect()).median,
-                    p50_us: stat(good.iter().map(|s| s.p50_us).collect()).median,
-                    p99_us: stat(good.iter().map(|s| s.p99_us).collect()).median,
-                    syscalls_per_req: syscalls,
-                    syscalls_source: source,
-                    enters_per_req: if c.ringkit && c.family == Family::Uring {
-                        per_req(&|s| s.metrics.uring_enters)
-                    } else {
-                        None
+                let peer = match strace_calls
+                    .iter()
+                    .find(|(n, wl, _)| *n == c.name && *wl == w.name)
+                {
+                    Some((_, _, Ok(v))) => PeerSyscalls::Counted {
+                        per_req: *v,
+                        source: tool.map_or("", |t| t.source()).to_string(),
                     },
+                    Some((_, _, Err(e))) => {
+                        PeerSyscalls::Failed(format!("syscall count failed: {e}"))
+                    }
+                    None if tool.is_some() => {
+                        PeerSyscalls::Failed("syscall count failed".to_string())
+                    }
+                    None => PeerSyscalls::NotMeasured,
+                };
+                let good: Vec<&&HttpSample> = mine.iter().filter(|s| s.ok()).collect();
+                HttpSummary {
+                    figures: Figures::of(c, &mine, peer),
+                    workload: w.name.clone(),
+                    p50_us: stat(good.iter().map(|s| s.p50_us).collect()).median,
                     rps_vs_nginx: None,
                     cpu_vs_nginx: None,
                     rps_vs_best_epoll: None,
@@ -563,18 +539,7 @@ fn summarize(
             .filter(usable)
             .find(|r| r.contender == "nginx")
             .map(|r| (r.rps.median, r.cpu_us.median));
-        let best_rps = rows
-            .iter()
-            .filter(usable)
-            .filter(|r| r.family == Family::Epoll)
-            .map(|r| r.rps.median)
-            .reduce(f64::max);
-        let best_cpu = rows
-            .iter()
-            .filter(usable)
-            .filter(|r| r.family == Family::Epoll)
-            .map(|r| r.cpu_us.median)
-            .reduce(f64::min);
+        let (best_rps, best_cpu) = best_epoll(rows.iter().map(|r| &r.figures));
         let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
         for r in rows.iter_mut().filter(|r| r.ok_samples > 0) {
             if let Some((n_rps, n_cpu)) = nginx {

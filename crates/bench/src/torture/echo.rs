@@ -37,39 +37,25 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
+use super::tally::Tally;
+
 use crate::harness::rng::{ByteGen, Rng};
 
 /// Largest message.
 pub const MAX_MSG: usize = 256 * 1024;
 /// Largest pipelined burst, bytes.
 const MAX_BURST: usize = 1024 * 1024;
-/// Errors kept verbatim in the report.
-const KEEP_ERRORS: usize = 20;
 
 /// What the echo clients did and saw.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct EchoCounts {
-    /// Sessions started.
-    pub sessions: u64,
-    /// Connections established.
-    pub connects: u64,
-    /// Connections that could not be established (not counting unserved).
-    pub connect_errors: u64,
+    /// What every chaos client counts.
+    #[serde(flatten)]
+    pub tally: Tally,
     /// Messages written whole.
     pub messages_sent: u64,
     /// Messages that came back whole and verified.
     pub messages_verified: u64,
-    /// Bytes that came back and matched.
-    pub bytes_verified: u64,
-    /// Bytes that came back wrong, or that nobody sent (connections).
-    pub mismatches: u64,
-    /// Connections on which the server closed, reset or failed before
-    /// echoing everything it had been sent.
-    pub losses: u64,
-    /// Connections where nothing came back within the stall limit.
-    pub stalls: u64,
-    /// Pipelined bursts.
-    pub bursts: u64,
     /// Messages written in more than one piece.
     pub split_writes: u64,
     /// Clients that vanished (RST) in the middle of writing a message.
@@ -82,29 +68,11 @@ pub struct EchoCounts {
     pub idle_sessions: u64,
     /// Connect-and-close sessions.
     pub flash_sessions: u64,
-    /// After a graceful shutdown began: connections the server never
-    /// answered (refused, or reset from the listen backlog).
-    pub unserved_at_shutdown: u64,
     /// Connections owed echo bytes when stopping began (the `SIGTERM`, in
     /// graceful mode).
     pub owed_at_stop: u64,
     /// Of those, connections that then got every owed byte back.
     pub completed_across_stop: u64,
-    /// The first errors, verbatim.
-    pub errors: Vec<String>,
-}
-
-impl EchoCounts {
-    /// Whether anything was lost or wrong.
-    pub fn failed(&self) -> bool {
-        self.mismatches + self.losses + self.stalls + self.connect_errors > 0
-    }
-
-    fn error(&mut self, e: String) {
-        if self.errors.len() < KEEP_ERRORS {
-            self.errors.push(e);
-        }
-    }
 }
 
 /// Settings of one chaos run.
@@ -285,30 +253,31 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         80..=91 => Kind::Idle,
         _ => Kind::Flash,
     };
-    ctx.count(|c| c.sessions += 1);
+    ctx.count(|c| c.tally.sessions += 1);
     let s = match ringkit::time::timeout(ctx.cfg.stall, TcpStream::connect(ctx.cfg.addr)).await {
         Ok(Ok(s)) => s,
         Ok(Err(e)) => {
             if ctx.stopping.get() && ctx.cfg.graceful_stop {
-                ctx.count(|c| c.unserved_at_shutdown += 1);
+                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
             } else {
                 ctx.count(|c| {
-                    c.connect_errors += 1;
-                    c.error(format!("connect: {e}"));
+                    c.tally.connect_errors += 1;
+                    c.tally.error(format!("connect: {e}"));
                 });
             }
             return;
         }
         Err(_) => {
             ctx.count(|c| {
-                c.connect_errors += 1;
-                c.error(format!("connect: no answer in {:?}", ctx.cfg.stall));
+                c.tally.connect_errors += 1;
+                c.tally
+                    .error(format!("connect: no answer in {:?}", ctx.cfg.stall));
             });
             return;
         }
     };
     let _ = s.set_nodelay(rng.chance(0.8));
-    ctx.count(|c| c.connects += 1);
+    ctx.count(|c| c.tally.connects += 1);
     let id = ctx.next_conn.get();
     ctx.next_conn.set(id + 1);
     let conn = Rc::new(Conn {
@@ -358,8 +327,8 @@ fn judge(ctx: &Ctx, conn: &Conn, e: End) {
         // The reader counted it already.
         End::Mismatch => {}
         End::Stall => ctx.count(|c| {
-            c.stalls += 1;
-            c.error(format!(
+            c.tally.stalls += 1;
+            c.tally.error(format!(
                 "conn {}: stalled: {} of {} bytes back, none for {:?}",
                 conn.id,
                 conn.verified.get(),
@@ -369,7 +338,7 @@ fn judge(ctx: &Ctx, conn: &Conn, e: End) {
         }),
         End::Eof | End::Error(..) => {
             if ctx.stopping.get() && ctx.cfg.graceful_stop && conn.verified.get() == 0 {
-                ctx.count(|c| c.unserved_at_shutdown += 1);
+                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
                 return;
             }
             let what = match e {
@@ -377,8 +346,8 @@ fn judge(ctx: &Ctx, conn: &Conn, e: End) {
                 _ => "EOF".into(),
             };
             ctx.count(|c| {
-                c.losses += 1;
-                c.error(format!(
+                c.tally.losses += 1;
+                c.tally.error(format!(
                     "conn {}: {what} with {} of {} bytes back{}",
                     conn.id,
                     conn.verified.get(),
@@ -460,7 +429,7 @@ async fn settle(ctx: &Ctx, conn: &Conn) -> Result<(), End> {
 /// One step: a single message or a pipelined burst, then wait for the echo.
 async fn step(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
     if rng.chance(0.2) {
-        ctx.count(|c| c.bursts += 1);
+        ctx.count(|c| c.tally.bursts += 1);
         let n = rng.range(2, 12);
         let mut total = 0;
         for _ in 0..n {
@@ -627,12 +596,12 @@ async fn reader(conn: Rc<Conn>, ctx: Rc<Ctx>) {
                 cur = None;
                 ctx.count(|c| c.messages_verified += 1);
             }
-            ctx.count(|c| c.bytes_verified += k as u64);
+            ctx.count(|c| c.tally.bytes_verified += k as u64);
         }
         if let Some(msg) = bad {
             ctx.count(|c| {
-                c.mismatches += 1;
-                c.error(msg);
+                c.tally.mismatches += 1;
+                c.tally.error(msg);
             });
             break End::Mismatch;
         }

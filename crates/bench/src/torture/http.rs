@@ -27,6 +27,8 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
+use super::tally::Tally;
+
 use crate::harness::rng::{ByteGen, Rng};
 
 /// Files in the served directory.
@@ -35,7 +37,6 @@ pub const FILES: usize = 32;
 const MAX_FILE: usize = 256 * 1024;
 /// Largest request body.
 const MAX_POST: usize = 64 * 1024;
-const KEEP_ERRORS: usize = 20;
 
 /// The stream id of file `i`'s bytes.
 fn file_id(i: usize) -> u64 {
@@ -63,26 +64,13 @@ pub fn make_files(dir: &Path, seed: u64) -> io::Result<()> {
 /// What the HTTP clients did and saw.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct HttpCounts {
-    /// Sessions started.
-    pub sessions: u64,
-    /// Connections established.
-    pub connects: u64,
-    /// Connections that could not be established (not counting unserved).
-    pub connect_errors: u64,
+    /// What every chaos client counts.
+    #[serde(flatten)]
+    pub tally: Tally,
     /// Requests written whole.
     pub requests: u64,
     /// Responses received and verified.
     pub responses_verified: u64,
-    /// Body bytes verified.
-    pub bytes_verified: u64,
-    /// Responses with a wrong status, length or body byte.
-    pub mismatches: u64,
-    /// Connections closed or reset before answering every request.
-    pub losses: u64,
-    /// Connections where nothing came for the stall limit.
-    pub stalls: u64,
-    /// Pipelined bursts (more than one request at once).
-    pub bursts: u64,
     /// Requests with a body by `Content-Length` / chunked.
     pub posts_length: u64,
     /// Chunked-body requests.
@@ -95,8 +83,6 @@ pub struct HttpCounts {
     pub closes: u64,
     /// Clients that vanished (RST) mid-request.
     pub vanished: u64,
-    /// After a graceful shutdown began: connections never answered.
-    pub unserved_at_shutdown: u64,
     /// After a graceful shutdown began: connections the server closed
     /// (FIN) between two responses with pipelined requests still unanswered
     /// (requests it had not started; a client retries them, RFC 9112 §9.3.1).
@@ -107,20 +93,6 @@ pub struct HttpCounts {
     /// Requests left unanswered after a `Connection: close` response or a
     /// close between requests during shutdown.
     pub unanswered_after_close: u64,
-    /// The first errors, verbatim.
-    pub errors: Vec<String>,
-}
-
-impl HttpCounts {
-    /// Whether anything was lost or wrong.
-    pub fn failed(&self) -> bool {
-        self.mismatches + self.losses + self.stalls + self.connect_errors > 0
-    }
-    fn error(&mut self, e: String) {
-        if self.errors.len() < KEEP_ERRORS {
-            self.errors.push(e);
-        }
-    }
 }
 
 /// Settings of one HTTP chaos run.
@@ -291,30 +263,30 @@ enum End {
 }
 
 async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
-    ctx.count(|c| c.sessions += 1);
+    ctx.count(|c| c.tally.sessions += 1);
     let s = match ringkit::time::timeout(ctx.cfg.stall, TcpStream::connect(ctx.cfg.addr)).await {
         Ok(Ok(s)) => Rc::new(s),
         Ok(Err(e)) => {
             if ctx.stopping.get() && ctx.cfg.graceful_stop {
-                ctx.count(|c| c.unserved_at_shutdown += 1);
+                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
             } else {
                 ctx.count(|c| {
-                    c.connect_errors += 1;
-                    c.error(format!("connect: {e}"));
+                    c.tally.connect_errors += 1;
+                    c.tally.error(format!("connect: {e}"));
                 });
             }
             return;
         }
         Err(_) => {
             ctx.count(|c| {
-                c.connect_errors += 1;
-                c.error("connect timed out".into());
+                c.tally.connect_errors += 1;
+                c.tally.error("connect timed out".into());
             });
             return;
         }
     };
     let _ = s.set_nodelay(true);
-    ctx.count(|c| c.connects += 1);
+    ctx.count(|c| c.tally.connects += 1);
     let mut rd = Reader {
         s: s.clone(),
         buf: Vec::new(),
@@ -339,7 +311,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         }
         let n = rng.range(1, 8) as usize;
         if n > 1 {
-            ctx.count(|c| c.bursts += 1);
+            ctx.count(|c| c.tally.bursts += 1);
         }
         let last_round = round + 1 == rounds;
         let reqs: Vec<Req> = (0..n)
@@ -415,8 +387,9 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
                 Ok(Ok(0)) => ctx.count(|c| c.closes += 1),
                 Ok(Ok(_)) => {
                     ctx.count(|c| {
-                        c.mismatches += 1;
-                        c.error("bytes after the response to Connection: close".into());
+                        c.tally.mismatches += 1;
+                        c.tally
+                            .error("bytes after the response to Connection: close".into());
                     });
                 }
                 Ok(Err(e)) => judge(ctx, answered, e),
@@ -445,12 +418,12 @@ fn judge(ctx: &Ctx, answered: u64, e: End) {
     match e {
         End::Mismatch => {}
         End::Stall => ctx.count(|c| {
-            c.stalls += 1;
-            c.error(format!("stalled after {answered} responses"));
+            c.tally.stalls += 1;
+            c.tally.error(format!("stalled after {answered} responses"));
         }),
         End::Eof | End::EofBetween | End::Error(_) => {
             if ctx.stopping.get() && ctx.cfg.graceful_stop && answered == 0 {
-                ctx.count(|c| c.unserved_at_shutdown += 1);
+                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
                 return;
             }
             let what = match e {
@@ -459,8 +432,8 @@ fn judge(ctx: &Ctx, answered: u64, e: End) {
                 _ => "EOF inside a response".into(),
             };
             ctx.count(|c| {
-                c.losses += 1;
-                c.error(format!("{what} after {answered} responses"));
+                c.tally.losses += 1;
+                c.tally.error(format!("{what} after {answered} responses"));
             });
         }
     }
@@ -552,8 +525,8 @@ async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req) -> Result<bool, End
     let head = read_head(rd, stall).await?;
     let bad = |msg: String| {
         ctx.count(|c| {
-            c.mismatches += 1;
-            c.error(msg);
+            c.tally.mismatches += 1;
+            c.tally.error(msg);
         });
         End::Mismatch
     };
@@ -597,7 +570,7 @@ async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req) -> Result<bool, End
                 .unwrap_or(0);
             return Err(bad(format!("f{i}.bin: body byte {at} differs")));
         }
-        ctx.count(|c| c.bytes_verified += body_len as u64);
+        ctx.count(|c| c.tally.bytes_verified += body_len as u64);
     }
     rd.pos += body_len;
     ctx.count(|c| c.responses_verified += 1);

@@ -29,7 +29,9 @@
 pub mod echo;
 pub mod http;
 pub mod idle;
+pub mod report;
 pub mod server;
+pub mod tally;
 
 use std::io;
 use std::net::SocketAddr;
@@ -43,7 +45,10 @@ use serde::Serialize;
 use ringkit_echo::EchoLimits;
 
 use crate::harness::server::RingkitServer;
+use report::mib;
 use server::{ProcSample, ServerProc, ServerSpec};
+
+pub use report::{ServerFigures, TortureReport};
 
 /// Which server a torture run attacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -133,230 +138,6 @@ impl TortureConfig {
             s = s.flag("--nofile", n);
         }
         s.cmd()
-    }
-}
-
-/// Server figures at one moment.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
-pub struct ServerFigures {
-    /// RSS, KiB.
-    pub rss_kib: u64,
-    /// Open fds.
-    pub fds: u64,
-}
-
-impl From<ProcSample> for ServerFigures {
-    fn from(s: ProcSample) -> Self {
-        ServerFigures {
-            rss_kib: s.rss_kib,
-            fds: s.fds,
-        }
-    }
-}
-
-/// What a torture run saw.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct TortureReport {
-    /// `echo` or `http`.
-    pub mode: String,
-    /// The server's command line.
-    pub server_cmd: String,
-    /// The server's own description of its backend (first thread).
-    pub server_backend: String,
-    /// Seed.
-    pub seed: u64,
-    /// Chaos seconds actually run.
-    pub secs: f64,
-    /// Concurrent connections.
-    pub conns: usize,
-    /// CPUs: server, clients.
-    pub cpus: (Option<usize>, Option<usize>),
-    /// What the echo clients did and saw.
-    pub echo: Option<echo::EchoCounts>,
-    /// What the HTTP clients did and saw.
-    pub http: Option<http::HttpCounts>,
-    /// Server at start (before any load).
-    pub start: ServerFigures,
-    /// Highest RSS and fd count seen while running.
-    pub peak: ServerFigures,
-    /// Server at the end (all client connections closed, settled); `None`
-    /// in graceful mode, where the server has exited by then.
-    pub end: Option<ServerFigures>,
-    /// `accept` errors the server reported (expected only with a low nofile).
-    pub accept_errors: u64,
-    /// Other error lines from the server.
-    pub server_errors: Vec<String>,
-    /// The server's runtime counters at exit, per thread (echo server).
-    pub server_counters: Vec<String>,
-    /// Graceful shutdown: what a new connection got after the listener closed.
-    pub refused_after_sigterm: Option<String>,
-    /// Seconds from `SIGTERM` to exit.
-    pub shutdown_secs: Option<f64>,
-    /// The server's exit code (`None`: killed by a signal or did not exit).
-    pub exit_code: Option<i32>,
-    /// Everything that makes this run a failure.
-    pub failures: Vec<String>,
-}
-
-impl TortureReport {
-    /// Whether the run passed.
-    pub fn ok(&self) -> bool {
-        self.failures.is_empty()
-    }
-}
-
-fn mib(kib: u64) -> String {
-    format!("{:.1} MiB", kib as f64 / 1024.0)
-}
-
-impl std::fmt::Display for TortureReport {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(
-            f,
-            "ringkit torture {}: {}",
-            self.mode,
-            if self.ok() { "PASSED" } else { "FAILED" }
-        )?;
-        writeln!(f, "  server:           {}", self.server_cmd)?;
-        writeln!(f, "  backend:          {}", self.server_backend)?;
-        let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
-        writeln!(
-            f,
-            "  run:              {:.1} s, {} connections, seed {}, server {}, clients {}",
-            self.secs,
-            self.conns,
-            self.seed,
-            cpu(self.cpus.0),
-            cpu(self.cpus.1)
-        )?;
-        if let Some(c) = &self.echo {
-            writeln!(
-                f,
-                "  connections:      {} opened in {} sessions ({} idle, {} connect-and-close, {} half-closed, {} vanished mid-message, {} reset during send)",
-                c.connects, c.sessions, c.idle_sessions, c.flash_sessions, c.half_closes, c.vanished_mid_message, c.reset_during_send
-            )?;
-            writeln!(
-                f,
-                "  messages:         {} sent, {} verified ({} pipelined bursts, {} split writes)",
-                c.messages_sent, c.messages_verified, c.bursts, c.split_writes
-            )?;
-            writeln!(
-                f,
-                "  bytes verified:   {} ({})",
-                c.bytes_verified,
-                mib(c.bytes_verified / 1024)
-            )?;
-            writeln!(
-                f,
-                "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
-                c.mismatches, c.losses, c.stalls, c.connect_errors
-            )?;
-            if c.unserved_at_shutdown > 0 {
-                writeln!(
-                    f,
-                    "  unserved:         {} connections never answered after SIGTERM (listen backlog at close; not a loss)",
-                    c.unserved_at_shutdown
-                )?;
-            }
-            if self.refused_after_sigterm.is_some() {
-                writeln!(
-                    f,
-                    "  in flight:        {} connections were owed echo bytes at SIGTERM; {} got all of them back (the rest: clients that chose to vanish)",
-                    c.owed_at_stop, c.completed_across_stop
-                )?;
-            }
-            for e in &c.errors {
-                writeln!(f, "    client error: {e}")?;
-            }
-        }
-        if let Some(c) = &self.http {
-            writeln!(
-                f,
-                "  connections:      {} opened in {} sessions ({} closed by Connection: close, {} vanished mid-request)",
-                c.connects, c.sessions, c.closes, c.vanished
-            )?;
-            writeln!(
-                f,
-                "  requests:         {} sent, {} responses verified ({} pipelined bursts, {} HEAD, {} 404, {} POST by length, {} POST chunked)",
-                c.requests, c.responses_verified, c.bursts, c.heads, c.not_found, c.posts_length, c.posts_chunked
-            )?;
-            writeln!(
-                f,
-                "  bytes verified:   {} ({})",
-                c.bytes_verified,
-                mib(c.bytes_verified / 1024)
-            )?;
-            writeln!(
-                f,
-                "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
-                c.mismatches, c.losses, c.stalls, c.connect_errors
-            )?;
-            if c.unserved_at_shutdown > 0 {
-                writeln!(
-                    f,
-                    "  unserved:         {} connections never answered after SIGTERM (listen backlog at close; not a loss)",
-                    c.unserved_at_shutdown
-                )?;
-            }
-            if c.server_closes + c.closed_between_requests_at_shutdown > 0 {
-                writeln!(
-                    f,
-                    "  server closes:    {} responses said Connection: close unasked, {} connections closed between responses during shutdown; {} pipelined requests left unanswered (not started by the server; retryable)",
-                    c.server_closes, c.closed_between_requests_at_shutdown, c.unanswered_after_close
-                )?;
-            }
-            for e in &c.errors {
-                writeln!(f, "    client error: {e}")?;
-            }
-        }
-        writeln!(
-            f,
-            "  server errors:    {} ({} accept errors{})",
-            self.server_errors.len(),
-            self.accept_errors,
-            if self.accept_errors > 0 {
-                ", expected only with a low --nofile"
-            } else {
-                ""
-            }
-        )?;
-        for e in self.server_errors.iter().take(10) {
-            writeln!(f, "    server: {e}")?;
-        }
-        let end = self.end.map(|e| (mib(e.rss_kib), e.fds.to_string()));
-        writeln!(
-            f,
-            "  server RSS:       start {}, peak {}, end {}",
-            mib(self.start.rss_kib),
-            mib(self.peak.rss_kib),
-            end.as_ref().map_or("(exited)", |e| e.0.as_str())
-        )?;
-        writeln!(
-            f,
-            "  server open fds:  start {}, peak {}, end {}",
-            self.start.fds,
-            self.peak.fds,
-            end.as_ref().map_or("(exited)", |e| e.1.as_str())
-        )?;
-        for c in &self.server_counters {
-            writeln!(f, "  server counters:  {c}")?;
-        }
-        if let Some(r) = &self.refused_after_sigterm {
-            writeln!(f, "  after SIGTERM:    new connection: {r}")?;
-        }
-        if let Some(s) = self.shutdown_secs {
-            writeln!(f, "  shutdown:         {s:.2} s from SIGTERM to exit")?;
-        }
-        writeln!(
-            f,
-            "  exit code:        {}",
-            self.exit_code
-                .map_or("none (killed or hung)".into(), |c| c.to_string())
-        )?;
-        for x in &self.failures {
-            writeln!(f, "  FAILURE: {x}")?;
-        }
-        Ok(())
     }
 }
 
@@ -478,22 +259,17 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             let counts = echo::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
                 progress(
                     "messages",
-                    c.sessions,
+                    c.tally.sessions,
                     c.messages_verified,
-                    c.bytes_verified,
-                    c.mismatches,
-                    c.losses,
+                    c.tally.bytes_verified,
+                    c.tally.mismatches,
+                    c.tally.losses,
                 )
             })?;
-            if counts.failed() {
-                rep.failures.push(format!(
-                    "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
-                    counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
-                ));
-            }
+            rep.failures.extend(counts.tally.failure());
             // Every message written whole comes back whole, except those whose
             // client reset while the echo was on its way.
-            if counts.unserved_at_shutdown == 0
+            if counts.tally.unserved_at_shutdown == 0
                 && counts.messages_verified + counts.reset_during_send < counts.messages_sent
             {
                 rep.failures.push(format!(
@@ -518,20 +294,15 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             let counts = http::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
                 progress(
                     "responses",
-                    c.sessions,
+                    c.tally.sessions,
                     c.responses_verified,
-                    c.bytes_verified,
-                    c.mismatches,
-                    c.losses,
+                    c.tally.bytes_verified,
+                    c.tally.mismatches,
+                    c.tally.losses,
                 )
             })?;
-            if counts.failed() {
-                rep.failures.push(format!(
-                    "clients: {} mismatches, {} losses, {} stalls, {} connect errors",
-                    counts.mismatches, counts.losses, counts.stalls, counts.connect_errors
-                ));
-            }
-            if counts.unserved_at_shutdown == 0
+            rep.failures.extend(counts.tally.failure());
+            if counts.tally.unserved_at_shutdown == 0
                 && counts.responses_verified + counts.unanswered_after_close < counts.requests
             {
                 rep.failures.push(format!(
