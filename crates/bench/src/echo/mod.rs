@@ -4,9 +4,9 @@
 pub mod contenders;
 pub mod load;
 pub mod report;
+pub mod results;
 pub mod study;
-pub mod summary;
 
 pub use load::{run_load, run_load_threads, EchoLoadConfig, EchoLoadResult};
-pub use study::{run, study, CompareConfig, Sample};
-pub use summary::{CompareResults, PairedRatio, Summary};
+pub use results::{CompareConfig, CompareResults, PairedRatio, Sample, Summary};
+pub use study::{run, study};

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::summary::{CompareResults, Summary};
+use super::results::{CompareResults, Summary};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::server::Family;

@@ -10,94 +10,18 @@
 //! `perf stat` on the syscall tracepoint, or by `strace -c` without perf.
 
 use std::io;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use ringkit::publish::Published;
-use serde::Serialize;
 
 use super::contenders::contenders;
 use super::load::{self, EchoLoadConfig, EchoLoadResult};
-use super::summary::{summarize, CompareResults};
+use super::results::{summarize, CompareConfig, CompareResults, Sample};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};
 use crate::harness::study::{Section, StudyOpts};
-use crate::harness::summary::ServerSample;
 use crate::harness::syscalls::{SyscallTool, WindowCounter};
 use crate::harness::sysinfo::{CpuTimes, SystemInfo};
-
-/// Settings of a comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct CompareConfig {
-    /// Connection counts.
-    pub conns: Vec<usize>,
-    /// Message length.
-    pub len: usize,
-    /// Rounds (each contender once per round).
-    pub rounds: usize,
-    /// Measured seconds per sample.
-    pub secs: f64,
-    /// CPU for servers.
-    pub server_cpu: usize,
-    /// CPU for the load generator.
-    pub client_cpu: usize,
-    /// How to count peers' syscalls (`None`: not counted).
-    pub peer_syscalls: Option<SyscallTool>,
-    /// Output directory.
-    pub out_dir: PathBuf,
-}
-
-/// One measured sample.
-#[derive(Debug, Clone, Serialize)]
-pub struct Sample {
-    /// Contender name.
-    pub contender: String,
-    /// Connections.
-    pub conns: usize,
-    /// Round number.
-    pub round: usize,
-    /// What the load generator saw.
-    pub load: EchoLoadResult,
-    /// Server CPU over the window.
-    pub cpu_user_s: f64,
-    /// Server system CPU over the window.
-    pub cpu_sys_s: f64,
-    /// ringkit counters over the window.
-    pub stats: Option<Published>,
-    /// Error starting or running, if any.
-    pub error: Option<String>,
-}
-
-impl Sample {
-    pub(crate) fn ok(&self) -> bool {
-        self.error.is_none() && self.load.ok()
-    }
-    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
-        let r = self.load.responses.max(1) as f64;
-        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
-    }
-}
-
-impl ServerSample for Sample {
-    fn ok(&self) -> bool {
-        Sample::ok(self)
-    }
-    fn cpu_us_per_req(&self) -> (f64, f64) {
-        Sample::cpu_us_per_req(self)
-    }
-    fn rps(&self) -> f64 {
-        self.load.rps()
-    }
-    fn answered(&self) -> u64 {
-        self.load.responses
-    }
-    fn p99_us(&self) -> f64 {
-        self.load.p99_us
-    }
-    fn stats(&self) -> Option<&Published> {
-        self.stats.as_ref()
-    }
-}
 
 fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, secs: f64) -> Sample {
     let mut sample = Sample {

@@ -5,16 +5,19 @@
 //! - [`response`]: framing of responses (pure).
 //! - [`load`]: the built-in generator on ringkit's runtime.
 //! - [`wrk`]: running wrk pinned and parsing its report.
-//! - [`study()`]: `ringkit compare http`; its report section is built in
-//!   `report`.
+//! - `results`: samples and summaries; `nginx`: the peer's configuration.
+//! - [`study()`]: `ringkit compare http` (`sample` runs one server under one
+//!   load); its report section is built in `report`.
 
 pub mod load;
+mod nginx;
 mod report;
 pub mod response;
+mod results;
 mod sample;
 mod study;
 pub mod wrk;
 
-pub use study::{
-    nginx_conf, study, HttpResults, HttpSample, HttpSummary, LoadTool, Workload, NGINX,
-};
+pub use nginx::{nginx_conf, NGINX};
+pub use results::{HttpResults, HttpSample, HttpSummary, LoadTool, Workload};
+pub use study::study;

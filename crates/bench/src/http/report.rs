@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::study::{HttpResults, HttpSummary, LoadTool};
+use super::results::{HttpResults, HttpSummary, LoadTool};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;

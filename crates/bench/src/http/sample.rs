@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::load::{self, HttpLoadConfig, HttpLoadResult};
-use super::study::{nginx_conf, HttpSample, LoadTool, Workload};
+use super::nginx::nginx_conf;
+use super::results::{HttpSample, LoadTool, Workload};
 use super::wrk;
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};

@@ -1,14 +1,92 @@
-//! The echo study's summary: medians per contender and connection count,
-//! and paired ratios (each contender's CPU per request over an epoll
-//! server's in the same round, median over rounds).
+//! What the echo study measures and how it is summarised: its settings,
+//! samples, medians per contender and connection count, and paired ratios
+//! (each contender's CPU per request over an epoll server's in the same
+//! round, median over rounds).
+
+use std::path::PathBuf;
 
 use serde::Serialize;
 
-use super::study::{CompareConfig, Sample};
+use super::load::EchoLoadResult;
 use crate::harness::server::{Contender, Family};
 use crate::harness::stat::{stat, Stat};
-use crate::harness::summary::{best_epoll, Figures, PeerSyscalls};
+use crate::harness::summary::{best_epoll, Figures, PeerSyscalls, ServerSample};
+use crate::harness::syscalls::SyscallTool;
 use crate::harness::sysinfo::SystemInfo;
+use ringkit::publish::Published;
+
+/// Settings of a comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareConfig {
+    /// Connection counts.
+    pub conns: Vec<usize>,
+    /// Message length.
+    pub len: usize,
+    /// Rounds (each contender once per round).
+    pub rounds: usize,
+    /// Measured seconds per sample.
+    pub secs: f64,
+    /// CPU for servers.
+    pub server_cpu: usize,
+    /// CPU for the load generator.
+    pub client_cpu: usize,
+    /// How to count peers' syscalls (`None`: not counted).
+    pub peer_syscalls: Option<SyscallTool>,
+    /// Output directory.
+    pub out_dir: PathBuf,
+}
+
+/// One measured sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sample {
+    /// Contender name.
+    pub contender: String,
+    /// Connections.
+    pub conns: usize,
+    /// Round number.
+    pub round: usize,
+    /// What the load generator saw.
+    pub load: EchoLoadResult,
+    /// Server CPU over the window.
+    pub cpu_user_s: f64,
+    /// Server system CPU over the window.
+    pub cpu_sys_s: f64,
+    /// ringkit counters over the window.
+    pub stats: Option<Published>,
+    /// Error starting or running, if any.
+    pub error: Option<String>,
+}
+
+impl Sample {
+    pub(crate) fn ok(&self) -> bool {
+        self.error.is_none() && self.load.ok()
+    }
+    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
+        let r = self.load.responses.max(1) as f64;
+        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
+    }
+}
+
+impl ServerSample for Sample {
+    fn ok(&self) -> bool {
+        Sample::ok(self)
+    }
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        Sample::cpu_us_per_req(self)
+    }
+    fn rps(&self) -> f64 {
+        self.load.rps()
+    }
+    fn answered(&self) -> u64 {
+        self.load.responses
+    }
+    fn p99_us(&self) -> f64 {
+        self.load.p99_us
+    }
+    fn stats(&self) -> Option<&Published> {
+        self.stats.as_ref()
+    }
+}
 
 /// Summary of one contender at one connection count.
 #[derive(Debug, Clone, Serialize)]
@@ -217,10 +295,8 @@ pub(crate) fn summarize(
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
 
     use super::*;
-    use crate::echo::load::EchoLoadResult;
 
     fn contender(name: &str, family: Family) -> Contender {
         Contender {

@@ -1,0 +1,302 @@
+//! What the HTTP study measures and how it is summarised: workloads,
+//! samples, per-contender summaries (shared figures plus the ratios to
+//! nginx and to the best epoll server), and the results.
+
+use serde::Serialize;
+
+use super::load::HttpLoadResult;
+use super::wrk::WrkResult;
+use crate::harness::server::Contender;
+use crate::harness::stat::stat;
+use crate::harness::summary::{best_epoll, Figures, PeerSyscalls, ServerSample};
+use crate::harness::syscalls::SyscallTool;
+use crate::harness::sysinfo::SystemInfo;
+use ringkit::publish::Published;
+
+/// One load shape.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Workload {
+    /// Label, e.g. "keep-alive c=100".
+    pub name: String,
+    /// Connections (keep-alive) or concurrent requests (close).
+    pub conns: usize,
+    /// `Connection: close`: a new connection per request.
+    pub close: bool,
+}
+
+impl Workload {
+    pub(crate) fn new(conns: usize, close: bool) -> Workload {
+        let kind = if close { "close" } else { "keep-alive" };
+        Workload {
+            name: format!("{kind} c={conns}"),
+            conns,
+            close,
+        }
+    }
+}
+
+/// The load generator used.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub enum LoadTool {
+    /// wrk (Debian package).
+    Wrk,
+    /// ringkit's built-in generator (`ringkit bench http`).
+    Builtin,
+}
+
+/// One measured sample.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpSample {
+    /// Contender.
+    pub contender: String,
+    /// Workload label.
+    pub workload: String,
+    /// Round.
+    pub round: usize,
+    /// Requests counted (wrk: whole run; built-in: the window).
+    pub requests: u64,
+    /// Requests per second.
+    pub rps: f64,
+    /// Latency p50, µs.
+    pub p50_us: f64,
+    /// Latency p99, µs.
+    pub p99_us: f64,
+    /// Errors the generator counted.
+    pub errors: u64,
+    /// Server user CPU seconds over the span.
+    pub cpu_user_s: f64,
+    /// Server system CPU seconds over the span.
+    pub cpu_sys_s: f64,
+    /// ringkit counters over the span.
+    pub stats: Option<Published>,
+    /// wrk's report.
+    pub wrk: Option<WrkResult>,
+    /// The built-in generator's result.
+    pub builtin: Option<HttpLoadResult>,
+    /// TCP sockets in TIME_WAIT when the sample started (/proc/net/sockstat):
+    /// close-mode runs leave many behind, which can slow later connects.
+    pub time_wait_at_start: Option<u64>,
+    /// Error starting or running.
+    pub error: Option<String>,
+}
+
+impl ServerSample for HttpSample {
+    fn ok(&self) -> bool {
+        HttpSample::ok(self)
+    }
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        HttpSample::cpu_us_per_req(self)
+    }
+    fn rps(&self) -> f64 {
+        self.rps
+    }
+    fn answered(&self) -> u64 {
+        self.requests
+    }
+    fn p99_us(&self) -> f64 {
+        self.p99_us
+    }
+    fn stats(&self) -> Option<&Published> {
+        self.stats.as_ref()
+    }
+}
+
+impl HttpSample {
+    /// Ran, with requests and without errors.
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && self.errors == 0 && self.requests > 0
+    }
+    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
+        let r = self.requests.max(1) as f64;
+        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
+    }
+}
+
+/// Summary of one contender under one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpSummary {
+    /// The figures every server study has.
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// Workload label.
+    pub workload: String,
+    /// p50 latency, µs (median).
+    pub p50_us: f64,
+    /// rps median / nginx's.
+    pub rps_vs_nginx: Option<f64>,
+    /// CPU per request median / nginx's (lower is better).
+    pub cpu_vs_nginx: Option<f64>,
+    /// rps median / best epoll contender's.
+    pub rps_vs_best_epoll: Option<f64>,
+    /// CPU per request median / best epoll contender's.
+    pub cpu_vs_best_epoll: Option<f64>,
+}
+
+/// A summary reads as its figures (`r.rps`, `r.contender`, ...).
+impl std::ops::Deref for HttpSummary {
+    type Target = Figures;
+    fn deref(&self) -> &Figures {
+        &self.figures
+    }
+}
+
+/// Everything the study produced.
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpResults {
+    /// Machine and tool.
+    pub system: SystemInfo,
+    /// Load generator used, and why.
+    pub tool: LoadTool,
+    /// Why that generator.
+    pub tool_reason: String,
+    /// Its version.
+    pub tool_version: String,
+    /// `nginx -v`.
+    pub nginx_version: Option<String>,
+    /// The nginx configuration (with `PORT` for the port of each sample).
+    pub nginx_conf: Option<String>,
+    /// Rounds.
+    pub rounds: usize,
+    /// Seconds per sample.
+    pub secs: f64,
+    /// Server CPU.
+    pub server_cpu: usize,
+    /// Load CPU.
+    pub client_cpu: usize,
+    /// Workloads.
+    pub workloads: Vec<Workload>,
+    /// Contenders.
+    pub contenders: Vec<Contender>,
+    /// Load command per workload (`PORT` stands for the sample's port).
+    pub load_commands: Vec<(String, String)>,
+    /// First line each server logged.
+    pub server_banners: Vec<(String, String)>,
+    /// Skipped contenders and why.
+    pub skipped: Vec<(String, String)>,
+    /// Raw samples.
+    pub samples: Vec<HttpSample>,
+    /// Per contender and workload.
+    pub summary: Vec<HttpSummary>,
+    /// Wall time, seconds.
+    pub wall_secs: f64,
+}
+
+pub(crate) fn summarize(
+    cs: &[Contender],
+    workloads: &[Workload],
+    samples: &[HttpSample],
+    strace_calls: &[(String, String, Result<f64, String>)],
+    tool: Option<SyscallTool>,
+) -> Vec<HttpSummary> {
+    let mut out = Vec::new();
+    for w in workloads {
+        let mut rows: Vec<HttpSummary> = cs
+            .iter()
+            .map(|c| {
+                let mine: Vec<&HttpSample> = samples
+                    .iter()
+                    .filter(|s| s.contender == c.name && s.workload == w.name)
+                    .collect();
+                let peer = match strace_calls
+                    .iter()
+                    .find(|(n, wl, _)| *n == c.name && *wl == w.name)
+                {
+                    Some((_, _, Ok(v))) => PeerSyscalls::Counted {
+                        per_req: *v,
+                        source: tool.map_or("", |t| t.source()).to_string(),
+                    },
+                    Some((_, _, Err(e))) => {
+                        PeerSyscalls::Failed(format!("syscall count failed: {e}"))
+                    }
+                    None if tool.is_some() => {
+                        PeerSyscalls::Failed("syscall count failed".to_string())
+                    }
+                    None => PeerSyscalls::NotMeasured,
+                };
+                let good: Vec<&&HttpSample> = mine.iter().filter(|s| s.ok()).collect();
+                HttpSummary {
+                    figures: Figures::of(c, &mine, peer),
+                    workload: w.name.clone(),
+                    p50_us: stat(good.iter().map(|s| s.p50_us).collect()).median,
+                    rps_vs_nginx: None,
+                    cpu_vs_nginx: None,
+                    rps_vs_best_epoll: None,
+                    cpu_vs_best_epoll: None,
+                }
+            })
+            .collect();
+        let usable = |r: &&HttpSummary| r.ok_samples > 0;
+        let nginx = rows
+            .iter()
+            .filter(usable)
+            .find(|r| r.contender == "nginx")
+            .map(|r| (r.rps.median, r.cpu_us.median));
+        let (best_rps, best_cpu) = best_epoll(rows.iter().map(|r| &r.figures));
+        let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
+        for r in rows.iter_mut().filter(|r| r.ok_samples > 0) {
+            if let Some((n_rps, n_cpu)) = nginx {
+                r.rps_vs_nginx = ratio(r.rps.median, n_rps);
+                r.cpu_vs_nginx = ratio(r.cpu_us.median, n_cpu);
+            }
+            r.rps_vs_best_epoll = best_rps.and_then(|b| ratio(r.rps.median, b));
+            r.cpu_vs_best_epoll = best_cpu.and_then(|b| ratio(r.cpu_us.median, b));
+        }
+        out.extend(rows);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::server::Family;
+
+    #[test]
+    fn ratios_vs_nginx_and_best_epoll() {
+        let c = |name: &str, family| Contender {
+            name: name.into(),
+            family,
+            cmd: vec![],
+            ringkit: false,
+        };
+        let cs = vec![
+            c("nginx", Family::Epoll),
+            c("ringkit-uring", Family::Uring),
+            c("hyper", Family::Epoll),
+        ];
+        let w = vec![Workload::new(100, false)];
+        let s = |name: &str, rps: f64, cpu: f64, errors: u64| HttpSample {
+            contender: name.into(),
+            workload: w[0].name.clone(),
+            round: 0,
+            requests: 1_000_000,
+            rps,
+            p50_us: 1.0,
+            p99_us: 2.0,
+            errors,
+            cpu_user_s: cpu,
+            cpu_sys_s: 0.0,
+            stats: None,
+            wrk: None,
+            builtin: None,
+            time_wait_at_start: None,
+            error: None,
+        };
+        let samples = vec![
+            s("nginx", 100.0, 10.0, 0),
+            s("ringkit-uring", 150.0, 5.0, 0),
+            s("hyper", 120.0, 8.0, 0),
+            s("hyper", 1e9, 1.0, 3),
+        ];
+        let sum = summarize(&cs, &w, &samples, &[], None);
+        let get = |n: &str| sum.iter().find(|r| r.contender == n).unwrap();
+        let u = get("ringkit-uring");
+        assert!((u.rps_vs_nginx.unwrap() - 1.5).abs() < 1e-9);
+        assert!((u.cpu_vs_nginx.unwrap() - 0.5).abs() < 1e-9);
+        assert!((u.rps_vs_best_epoll.unwrap() - 1.25).abs() < 1e-9);
+        assert!((u.cpu_vs_best_epoll.unwrap() - 5.0 / 8.0).abs() < 1e-9);
+        let h = get("hyper");
+        assert_eq!((h.ok_samples, h.samples), (1, 2));
+        assert!((h.rps.median - 120.0).abs() < 1e-9);
+    }
+}
