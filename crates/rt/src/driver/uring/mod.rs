@@ -17,7 +17,6 @@
 //! them, and it frees them only after the final CQE.
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::io;
 use std::os::fd::RawFd;
 use std::rc::Rc;
@@ -27,7 +26,14 @@ use std::time::{Duration, Instant};
 use ringkit_uring::opcode::{self, Entry, SqeFlags, Target};
 use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
 
-use super::{DriverConfig, Orphan};
+mod fixed;
+mod lifecycle;
+
+use fixed::FixedFiles;
+pub(crate) use lifecycle::MultiKind;
+use lifecycle::{discard, dispatch, CqeQueue, Lifecycle};
+
+use super::DriverConfig;
 use crate::metrics::Metrics;
 
 /// `user_data` of ASYNC_CANCEL SQEs: their CQEs are ignored.
@@ -63,72 +69,6 @@ const REQUIRED_OPS: &[u8] = &[
     sys::IORING_OP_ASYNC_CANCEL,
 ];
 
-/// What to do with CQEs of a dropped multishot operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MultiKind {
-    /// Close accepted fds.
-    Accept,
-    /// Recycle selected buffers.
-    Recv,
-}
-
-/// The CQEs of a multishot operation not yet taken by its owner. Almost
-/// always zero or one: the first lives inline, in the op's slab entry, so
-/// the common case touches no other cache line (a `VecDeque` alone kept
-/// its entries on the heap, one more line per CQE per connection).
-#[derive(Debug, Default)]
-struct CqeQueue {
-    head: Option<(i32, u32)>,
-    rest: VecDeque<(i32, u32)>,
-}
-
-impl CqeQueue {
-    fn push_back(&mut self, item: (i32, u32)) {
-        if self.head.is_none() {
-            // `rest` is empty whenever `head` is (pop_front refills head).
-            self.head = Some(item);
-        } else {
-            self.rest.push_back(item);
-        }
-    }
-
-    fn pop_front(&mut self) -> Option<(i32, u32)> {
-        let item = self.head.take()?;
-        self.head = self.rest.pop_front();
-        Some(item)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.head.is_none()
-    }
-}
-
-enum Lifecycle {
-    Submitted,
-    Waiting(Waker),
-    Completed(i32, u32),
-    Ignored(Box<dyn Orphan>),
-    Multi {
-        queue: CqeQueue,
-        waker: Option<Waker>,
-        done: bool,
-    },
-    MultiIgnored(MultiKind),
-}
-
-impl std::fmt::Debug for Lifecycle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Lifecycle::Submitted => "Submitted",
-            Lifecycle::Waiting(_) => "Waiting",
-            Lifecycle::Completed(..) => "Completed",
-            Lifecycle::Ignored(_) => "Ignored",
-            Lifecycle::Multi { .. } => "Multi",
-            Lifecycle::MultiIgnored(_) => "MultiIgnored",
-        })
-    }
-}
-
 /// The thread-owned io_uring state.
 #[derive(Debug)]
 pub(crate) struct UringDriver {
@@ -146,24 +86,6 @@ pub(crate) struct UringDriver {
     batch_wait: Option<(u32, Duration)>,
     /// The registered file table (created on first use).
     fixed: FixedFiles,
-}
-
-/// Slots of the registered file table that sockets are promoted into.
-///
-/// A released slot is closed by an `IORING_OP_CLOSE` SQE; it is reused only
-/// once that SQE has been submitted (`pending` -> `free` after a submit that
-/// left the SQ empty), so a new registration can never be closed by an old
-/// stream's late close.
-#[derive(Debug, Default)]
-struct FixedFiles {
-    /// Table size to register (0 = off).
-    want: u32,
-    /// Whether the sparse table is registered.
-    registered: bool,
-    /// Registration failed once; do not retry.
-    failed: bool,
-    free: Vec<u32>,
-    pending: Vec<u32>,
 }
 
 impl UringDriver {
@@ -239,10 +161,7 @@ impl UringDriver {
             buf_size: cfg.buf_size,
             skip_success,
             batch_wait: None,
-            fixed: FixedFiles {
-                want: cfg.fixed_files,
-                ..FixedFiles::default()
-            },
+            fixed: FixedFiles::new(cfg.fixed_files),
         };
         if let Some(bw) = cfg.batch_wait {
             if d.ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
@@ -286,62 +205,6 @@ impl UringDriver {
         let b = Rc::new(RefCell::new(br));
         self.bufs = Some(b.clone());
         Ok(b)
-    }
-
-    /// Put `fd` in a free slot of the registered file table (registering a
-    /// sparse table on first use, no larger than `RLIMIT_NOFILE` allows).
-    pub(crate) fn register_fixed(&mut self, fd: RawFd, m: &Metrics) -> Option<u32> {
-        let f = &mut self.fixed;
-        if f.want == 0 || f.failed {
-            return None;
-        }
-        if !f.registered {
-            let mut lim = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit writes into the struct we pass.
-            let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-                lim.rlim_cur
-            } else {
-                1024
-            };
-            // The kernel's cap is IORING_MAX_FIXED_FILES (1 << 20).
-            let n = (f.want as u64).min(cur).min(1 << 20) as u32;
-            Metrics::add(&m.syscalls, 1);
-            if let Err(e) = self.ring.register_files_sparse(n) {
-                tracing::debug!("ringkit: no registered file table ({e}); sockets use plain fds");
-                f.failed = true;
-                return None;
-            }
-            f.registered = true;
-            f.free = (0..n).rev().collect();
-        }
-        let slot = f.free.pop()?;
-        Metrics::add(&m.syscalls, 1);
-        match self.ring.register_files_update(slot, &[fd]) {
-            Ok(1) => Some(slot),
-            _ => {
-                self.fixed.free.push(slot);
-                None
-            }
-        }
-    }
-
-    /// Close a slot from [`UringDriver::register_fixed`] through the ring.
-    pub(crate) fn release_fixed(&mut self, slot: u32, m: &Metrics) {
-        if self.push_close(Target::Fixed(slot), m).is_err() {
-            // Could not queue the close: empty the slot now.
-            Metrics::add(&m.syscalls, 1);
-            if let Err(err) = self.ring.register_files_update(slot, &[-1]) {
-                // The slot keeps the socket open until it is reused (a
-                // registration replaces, and so releases, what it held).
-                tracing::error!("ringkit: could not empty registered file slot {slot}: {err}");
-            }
-        }
-        // Either way the slot waits in `pending`: SQEs queued before this
-        // point may still address it, and must be submitted first.
-        self.fixed.pending.push(slot);
     }
 
     fn arm_wake(&mut self, m: &Metrics) -> io::Result<()> {
@@ -496,31 +359,15 @@ impl UringDriver {
             self.cancel(key, m);
         }
         for (res, flags) in queued {
-            self.discard_multi(kind, res, flags);
-        }
-    }
-
-    fn discard_multi(&mut self, kind: MultiKind, res: i32, flags: u32) {
-        match kind {
-            MultiKind::Accept => {
-                if res >= 0 {
-                    // SAFETY: a late accepted fd nobody owns; we close it.
-                    unsafe { libc::close(res) };
-                }
-            }
-            MultiKind::Recv => {
-                if let Some(bid) = (Cqe {
+            discard(
+                kind,
+                Cqe {
                     user_data: 0,
                     res,
                     flags,
-                })
-                .buffer_id()
-                {
-                    if let Some(b) = &self.bufs {
-                        b.borrow_mut().recycle(bid);
-                    }
-                }
-            }
+                },
+                &self.bufs,
+            );
         }
     }
 
@@ -608,11 +455,8 @@ impl UringDriver {
             };
             match res {
                 Ok(_) => {
-                    if !self.fixed.pending.is_empty() && self.ring.sq().pending() == 0 {
-                        // Every queued slot close has been submitted (and
-                        // ran inline): those slots are empty now.
-                        let done = std::mem::take(&mut self.fixed.pending);
-                        self.fixed.free.extend(done);
+                    if self.ring.sq().pending() == 0 {
+                        self.fixed.sq_submitted();
                     }
                     break;
                 }
@@ -697,84 +541,8 @@ impl UringDriver {
     }
 }
 
-fn dispatch(
-    ops: &mut slab::Slab<Lifecycle>,
-    bufs: &Option<Rc<RefCell<BufRing>>>,
-    key: usize,
-    cqe: Cqe,
-) {
-    let Some(slot) = ops.get_mut(key) else {
-        return;
-    };
-    match slot {
-        Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
-        Lifecycle::Waiting(_) => {
-            let old = std::mem::replace(slot, Lifecycle::Completed(cqe.res, cqe.flags));
-            if let Lifecycle::Waiting(w) = old {
-                w.wake();
-            }
-        }
-        Lifecycle::Completed(..) => {}
-        Lifecycle::Ignored(_) => {
-            if let Lifecycle::Ignored(data) = ops.remove(key) {
-                data.late(cqe.res, cqe.flags);
-            }
-        }
-        Lifecycle::Multi { queue, waker, done } => {
-            queue.push_back((cqe.res, cqe.flags));
-            if !cqe.more() {
-                *done = true;
-            }
-            if let Some(w) = waker.take() {
-                w.wake();
-            }
-        }
-        Lifecycle::MultiIgnored(kind) => {
-            let kind = *kind;
-            if !cqe.more() {
-                ops.remove(key);
-            }
-            match kind {
-                MultiKind::Accept => {
-                    if cqe.res >= 0 {
-                        // SAFETY: a late accepted fd nobody owns; we close it.
-                        unsafe { libc::close(cqe.res) };
-                    }
-                }
-                MultiKind::Recv => {
-                    if let (Some(bid), Some(b)) = (cqe.buffer_id(), bufs) {
-                        b.borrow_mut().recycle(bid);
-                    }
-                }
-            }
-        }
-    }
-}
-
 fn drain_eventfd(fd: RawFd) {
     let mut buf = 0u64;
     // SAFETY: reading 8 bytes into a valid u64 from our non-blocking eventfd.
     unsafe { libc::read(fd, (&mut buf as *mut u64).cast(), 8) };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::CqeQueue;
-
-    #[test]
-    fn cqe_queue_keeps_order_across_the_inline_slot() {
-        let mut q = CqeQueue::default();
-        assert!(q.is_empty() && q.pop_front().is_none());
-        q.push_back((1, 0));
-        q.push_back((2, 0));
-        assert_eq!(q.pop_front(), Some((1, 0)));
-        q.push_back((3, 0));
-        q.push_back((4, 0));
-        assert!(!q.is_empty());
-        let got: Vec<i32> = std::iter::from_fn(|| q.pop_front()).map(|c| c.0).collect();
-        assert_eq!(got, [2, 3, 4]);
-        assert!(q.is_empty());
-        q.push_back((5, 1));
-        assert_eq!(q.pop_front(), Some((5, 1)));
-    }
 }

@@ -1,0 +1,159 @@
+//! The life of one operation's slab slot in the uring driver, and how a
+//! CQE moves it on (see the state diagram in the parent module).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::task::Waker;
+
+use ringkit_uring::{BufRing, Cqe};
+
+use crate::driver::Orphan;
+
+/// What to do with CQEs of a dropped multishot operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MultiKind {
+    /// Close accepted fds.
+    Accept,
+    /// Recycle selected buffers.
+    Recv,
+}
+
+/// The CQEs of a multishot operation not yet taken by its owner. Almost
+/// always zero or one: the first lives inline, in the op's slab entry, so
+/// the common case touches no other cache line (a `VecDeque` alone kept
+/// its entries on the heap, one more line per CQE per connection).
+#[derive(Debug, Default)]
+pub(super) struct CqeQueue {
+    head: Option<(i32, u32)>,
+    rest: VecDeque<(i32, u32)>,
+}
+
+impl CqeQueue {
+    pub(super) fn push_back(&mut self, item: (i32, u32)) {
+        if self.head.is_none() {
+            // `rest` is empty whenever `head` is (pop_front refills head).
+            self.head = Some(item);
+        } else {
+            self.rest.push_back(item);
+        }
+    }
+
+    pub(super) fn pop_front(&mut self) -> Option<(i32, u32)> {
+        let item = self.head.take()?;
+        self.head = self.rest.pop_front();
+        Some(item)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.head.is_none()
+    }
+}
+
+pub(super) enum Lifecycle {
+    Submitted,
+    Waiting(Waker),
+    Completed(i32, u32),
+    Ignored(Box<dyn Orphan>),
+    Multi {
+        queue: CqeQueue,
+        waker: Option<Waker>,
+        done: bool,
+    },
+    MultiIgnored(MultiKind),
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Lifecycle::Submitted => "Submitted",
+            Lifecycle::Waiting(_) => "Waiting",
+            Lifecycle::Completed(..) => "Completed",
+            Lifecycle::Ignored(_) => "Ignored",
+            Lifecycle::Multi { .. } => "Multi",
+            Lifecycle::MultiIgnored(_) => "MultiIgnored",
+        })
+    }
+}
+
+pub(super) fn dispatch(
+    ops: &mut slab::Slab<Lifecycle>,
+    bufs: &Option<Rc<RefCell<BufRing>>>,
+    key: usize,
+    cqe: Cqe,
+) {
+    let Some(slot) = ops.get_mut(key) else {
+        return;
+    };
+    match slot {
+        Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
+        Lifecycle::Waiting(_) => {
+            let old = std::mem::replace(slot, Lifecycle::Completed(cqe.res, cqe.flags));
+            if let Lifecycle::Waiting(w) = old {
+                w.wake();
+            }
+        }
+        Lifecycle::Completed(..) => {}
+        Lifecycle::Ignored(_) => {
+            if let Lifecycle::Ignored(data) = ops.remove(key) {
+                data.late(cqe.res, cqe.flags);
+            }
+        }
+        Lifecycle::Multi { queue, waker, done } => {
+            queue.push_back((cqe.res, cqe.flags));
+            if !cqe.more() {
+                *done = true;
+            }
+            if let Some(w) = waker.take() {
+                w.wake();
+            }
+        }
+        Lifecycle::MultiIgnored(kind) => {
+            let kind = *kind;
+            if !cqe.more() {
+                ops.remove(key);
+            }
+            discard(kind, cqe, bufs);
+        }
+    }
+}
+
+/// Clean up a CQE of a multishot operation whose owner is gone: close a
+/// late accepted fd, recycle a late buffer.
+pub(super) fn discard(kind: MultiKind, cqe: Cqe, bufs: &Option<Rc<RefCell<BufRing>>>) {
+    match kind {
+        MultiKind::Accept => {
+            if cqe.res >= 0 {
+                // SAFETY: a late accepted fd nobody owns; we close it.
+                unsafe { libc::close(cqe.res) };
+            }
+        }
+        MultiKind::Recv => {
+            if let (Some(bid), Some(b)) = (cqe.buffer_id(), bufs) {
+                b.borrow_mut().recycle(bid);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CqeQueue;
+
+    #[test]
+    fn cqe_queue_keeps_order_across_the_inline_slot() {
+        let mut q = CqeQueue::default();
+        assert!(q.is_empty() && q.pop_front().is_none());
+        q.push_back((1, 0));
+        q.push_back((2, 0));
+        assert_eq!(q.pop_front(), Some((1, 0)));
+        q.push_back((3, 0));
+        q.push_back((4, 0));
+        assert!(!q.is_empty());
+        let got: Vec<i32> = std::iter::from_fn(|| q.pop_front()).map(|c| c.0).collect();
+        assert_eq!(got, [2, 3, 4]);
+        assert!(q.is_empty());
+        q.push_back((5, 1));
+        assert_eq!(q.pop_front(), Some((5, 1)));
+    }
+}
