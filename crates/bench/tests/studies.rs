@@ -1,6 +1,7 @@
 //! Smoke tests of the wakeup, nop and file studies: each runs for a tiny
 //! count or duration and must return a sane structure. No timing is
-//! asserted (BENCHMARKING.md rule 8). A study that needs io_uring or a
+//! asserted (speed is measured by the studies, never in a test:
+//! docs/ARCHITECTURE.md). A study that needs io_uring or a
 //! kernel feature this machine lacks is skipped with a printed reason.
 
 use std::io;

@@ -1,4 +1,5 @@
-//! What ran where: kernel, CPU, cores, tool version (BENCHMARKING.md rule 3).
+//! What ran where: kernel, CPU, cores, tool versions, recorded with every
+//! result (docs/ARCHITECTURE.md, "How studies measure").
 
 use serde::Serialize;
 
