@@ -93,6 +93,24 @@ pub struct ServeArgs {
     /// Add `Cache-Control: VALUE` to every file response.
     #[arg(long)]
     cache_control: Option<String>,
+    /// Open-file cache: files kept open with their metadata, per thread
+    /// (nginx's open_file_cache); a hit makes no lookup, open or close.
+    /// 0 turns it off.
+    #[arg(long, default_value_t = 1000)]
+    open_file_cache: usize,
+    /// Seconds a cached file is served before its path is looked up again
+    /// (a replaced, truncated or deleted file is seen after at most this).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_secs)]
+    open_file_cache_valid: f64,
+}
+
+/// Seconds: a finite, non-negative number.
+fn parse_secs(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(s),
+        Ok(_) => Err(format!("{v:?}: want seconds, at least 0")),
+        Err(e) => Err(format!("{v:?}: {e}")),
+    }
 }
 
 /// The benchmark handler, as cheap as it can be: no router, no allocation.
@@ -122,11 +140,23 @@ pub fn http(a: HttpArgs) -> io::Result<()> {
 pub fn serve(a: ServeArgs) -> io::Result<()> {
     let mut files = StaticFiles::new(&a.dir)
         .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", a.dir.display())))?
-        .allow_hidden(a.allow_hidden);
+        .allow_hidden(a.allow_hidden)
+        .open_file_cache(a.open_file_cache)
+        .open_file_cache_valid(std::time::Duration::from_secs_f64(a.open_file_cache_valid));
     if let Some(cc) = &a.cache_control {
         files = files.cache_control(cc.clone());
     }
-    eprintln!("ringkit serve: serving {}", a.dir.display());
+    eprintln!(
+        "ringkit serve: serving {} (open-file cache: {})",
+        a.dir.display(),
+        match a.open_file_cache {
+            0 => "off".to_string(),
+            n => format!(
+                "{n} files per thread, revalidated every {} s",
+                a.open_file_cache_valid
+            ),
+        }
+    );
     run("ringkit serve", &a.server, move |server, _| {
         (server, files.clone())
     })

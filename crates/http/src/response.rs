@@ -79,8 +79,8 @@ impl From<FileBody> for Body {
 /// `Content-Length` cannot be kept.
 #[derive(Debug)]
 pub struct FileBody {
-    /// The open file.
-    pub file: ringkit::fs::File,
+    /// The open file (shared: an open-file cache may hold it too).
+    pub file: std::rc::Rc<ringkit::fs::File>,
     /// First byte to send.
     pub offset: u64,
     /// Bytes to send.
@@ -90,6 +90,11 @@ pub struct FileBody {
 impl FileBody {
     /// `len` bytes of `file` from `offset`.
     pub fn new(file: ringkit::fs::File, offset: u64, len: u64) -> FileBody {
+        FileBody::shared(std::rc::Rc::new(file), offset, len)
+    }
+
+    /// `len` bytes of a shared `file` from `offset`.
+    pub fn shared(file: std::rc::Rc<ringkit::fs::File>, offset: u64, len: u64) -> FileBody {
         FileBody { file, offset, len }
     }
 }

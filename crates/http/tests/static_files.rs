@@ -257,6 +257,13 @@ ringkit::test_all! {
         drop(fx);
     }
 
+    async fn traversal_is_refused_with_the_cache_off() {
+        let fx = Fixture::new();
+        let addr = serve(StaticFiles::new(&fx.root).unwrap().open_file_cache(0));
+        client(move || check_traversals(addr)).await;
+        drop(fx);
+    }
+
     async fn traversal_is_refused_without_openat2() {
         let fx = Fixture::new();
         let addr = serve(StaticFiles::new(&fx.root).unwrap().force_canonicalize());

@@ -23,7 +23,10 @@
 //!    `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`, so no symlink can
 //!    lead outside (403). A directory serves its `index.html` (else 404);
 //!    asked for without a trailing slash it answers 301 to the slash form.
-//!    Only regular files are served.
+//!    Only regular files are served. The open-file cache (`cache`,
+//!    [`StaticFiles::open_file_cache`]) keeps what such a lookup found open
+//!    per thread and looks again at most once per
+//!    [`StaticFiles::open_file_cache_valid`].
 //! 4. [`reply::for_file`]: validators (`ETag`, `Last-Modified`), the
 //!    preconditions (304/412), `Range` (206/416), `Content-Type` by
 //!    extension ([`mime`]).
@@ -38,6 +41,7 @@
 //! - [`range`]: `Range: bytes=…`.
 //! - [`reply`]: status, header fields and body choice for a file.
 
+mod cache;
 pub mod conditional;
 pub mod mime;
 pub mod path;
@@ -48,13 +52,20 @@ pub mod resolve;
 use std::borrow::Cow;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::{FileBody, Handler, Head, Method, Request, Response, StatusCode};
+pub use cache::{CacheConfig, CacheStats};
+use cache::{OpenFile, Opened};
 use conditional::Conditions;
 use path::PathError;
 use reply::{FileMeta, FileRequest, Reply, ReplyBody, Verb};
 use resolve::{Containment, Refusal, Root};
+
+/// Ids of `StaticFiles` values, for their per-thread caches.
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
 
 /// Serves the files under one directory. Cheap to clone (the settings and
 /// the directory fd are shared), so one value can be cloned into each
@@ -71,6 +82,9 @@ struct Inner {
     allow_hidden: bool,
     prefix: Option<String>,
     cache_control: Option<String>,
+    /// Key of this value's open-file cache on each thread.
+    id: u64,
+    cache: CacheConfig,
 }
 
 impl StaticFiles {
@@ -83,6 +97,8 @@ impl StaticFiles {
                 allow_hidden: false,
                 prefix: None,
                 cache_control: None,
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                cache: CacheConfig::default(),
             }),
         })
     }
@@ -120,6 +136,31 @@ impl StaticFiles {
     pub fn cache_control(mut self, value: impl Into<String>) -> StaticFiles {
         self.inner_mut().cache_control = Some(value.into());
         self
+    }
+
+    /// The open-file cache: at most `max` files per thread kept open with
+    /// their metadata (default 1000; 0 turns it off). See the `cache`
+    /// module docs. Configure before cloning (panics otherwise).
+    pub fn open_file_cache(mut self, max: usize) -> StaticFiles {
+        self.inner_mut().cache.max = max;
+        self
+    }
+
+    /// How long a cached file is served before the path is looked up
+    /// again (default 1 s). Configure before cloning (panics otherwise).
+    pub fn open_file_cache_valid(mut self, valid: Duration) -> StaticFiles {
+        self.inner_mut().cache.valid = valid;
+        self
+    }
+
+    /// The open-file cache's settings.
+    pub fn cache_config(&self) -> CacheConfig {
+        self.inner.cache
+    }
+
+    /// The open-file cache on this thread.
+    pub fn cache_stats(&self) -> CacheStats {
+        cache::stats(self.inner.id)
     }
 
     /// Use user-space containment (`realpath` and a prefix check) instead
@@ -167,14 +208,26 @@ impl StaticFiles {
             Err(PathError::Forbidden) => return respond(reply::refusal(403), None),
             Err(PathError::Hidden) => return respond(reply::refusal(404), None),
         };
-        let found = match inner.root.find(&safe, &inner.index) {
-            Ok(f) => f,
-            Err(Refusal::NotFound) => return respond(reply::refusal(404), None),
-            Err(Refusal::Forbidden) => return respond(reply::refusal(403), None),
-            Err(Refusal::AddSlash) => return respond(reply::add_slash(raw, req.query()), None),
-            Err(Refusal::Io(e)) => {
+        let opened = cache::open(inner.id, inner.cache, &inner.root, &safe, &inner.index).await;
+        let found: OpenFile = match opened {
+            Opened::Ready(f) => f,
+            Opened::Refused(Refusal::NotFound) => return respond(reply::refusal(404), None),
+            Opened::Refused(Refusal::Forbidden) => return respond(reply::refusal(403), None),
+            Opened::Refused(Refusal::AddSlash) => {
+                return respond(reply::add_slash(raw, req.query()), None)
+            }
+            Opened::Refused(Refusal::Io(e)) => {
                 tracing::warn!("static files: {raw}: {e}");
                 return respond(reply::refusal(500), None);
+            }
+            Opened::OpenFailed(rel, e) => {
+                tracing::warn!("static files: open {}: {e}", rel.display());
+                let code = match e.kind() {
+                    io::ErrorKind::NotFound => 404,
+                    io::ErrorKind::PermissionDenied => 403,
+                    _ => 500,
+                };
+                return respond(reply::refusal(code), None);
             }
         };
         let meta = FileMeta {
@@ -203,19 +256,7 @@ impl StaticFiles {
         if len == 0 {
             return respond(reply, cc);
         }
-        let rel = found.rel.clone();
-        match inner.root.open_file(found).await {
-            Ok(f) => respond(reply, cc).body(FileBody::new(f, offset, len)),
-            Err(e) => {
-                tracing::warn!("static files: open {}: {e}", rel.display());
-                let code = match e.kind() {
-                    io::ErrorKind::NotFound => 404,
-                    io::ErrorKind::PermissionDenied => 403,
-                    _ => 500,
-                };
-                respond(reply::refusal(code), None)
-            }
-        }
+        respond(reply, cc).body(FileBody::shared(found.file, offset, len))
     }
 }
 
