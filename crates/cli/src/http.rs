@@ -107,7 +107,7 @@ pub struct ServeArgs {
 /// Seconds: a finite, non-negative number.
 fn parse_secs(v: &str) -> Result<f64, String> {
     match v.parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 && s < 1e9 => Ok(s),
+        Ok(s) if (0.0..1e9).contains(&s) => Ok(s),
         Ok(_) => Err(format!("{v:?}: want seconds, at least 0")),
         Err(e) => Err(format!("{v:?}: {e}")),
     }
