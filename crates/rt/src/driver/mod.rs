@@ -7,7 +7,9 @@
 //! Multishot operations (`op/accept_multi.rs`, `op/recv_multi.rs`) keep
 //! their key in a [`multishot::Multishot`] (see its slot rule) and carry
 //! their epoll fallback inside the op file. Nothing outside `driver/`
-//! matches on the backend.
+//! reaches into a backend: `net/` only asks `runtime::is_uring()` where the
+//! two differ in meaning (whether reads need a stash for dropped receives,
+//! and whether a read's timeout can be linked to it).
 //!
 //! # Choosing the backend
 //! Once per runtime. `Backend::Auto` tries io_uring with the best flags
