@@ -51,6 +51,11 @@ pub struct ServerArgs {
     /// one-request connection never is); 0 = plain fds.
     #[arg(long, default_value_t = 4096)]
     fixed_files: u32,
+    /// File bodies over 16 KiB: on = splice(2) file -> pipe -> socket, no
+    /// copy through user memory (IORING_OP_SPLICE on io_uring); off = read
+    /// each piece into a buffer and send it.
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    zero_copy: String,
 }
 
 impl ServerArgs {
@@ -63,6 +68,7 @@ impl ServerArgs {
             idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
             header_timeout: Duration::from_secs(self.header_timeout.max(1)),
             max_connections: self.max_connections.max(1),
+            zero_copy: self.zero_copy == "on",
             ..ServerConfig::default()
         }
     }

@@ -121,6 +121,14 @@ enum Item {
     Refused(Error),
 }
 
+/// The file ended before its `Content-Length`: the connection must close.
+fn truncated() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::UnexpectedEof,
+        "file shorter than its Content-Length",
+    )
+}
+
 /// Per-connection state.
 struct Conn<H> {
     stream: TcpStream,
@@ -331,11 +339,15 @@ impl<H: Handler> Conn<H> {
     /// Append a file body (small: into the output buffer; large: in pieces
     /// after flushing what precedes it).
     async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
+        let inline = f.len <= INLINE_BODY as u64;
+        if !inline && self.shared.config.zero_copy {
+            self.flush().await?;
+            return self.splice_file(f).await;
+        }
         let mut buf = self
             .file_buf
             .take()
             .unwrap_or_else(|| Vec::with_capacity(FILE_CHUNK));
-        let inline = f.len <= INLINE_BODY as u64;
         if !inline {
             self.flush().await?;
         }
@@ -348,11 +360,7 @@ impl<H: Handler> Conn<H> {
                 buf = b;
                 let n = r?.min(want);
                 if n == 0 {
-                    // Truncated under us: the Content-Length cannot be kept.
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "file shorter than its Content-Length",
-                    ));
+                    return Err(truncated());
                 }
                 buf.truncate(n);
                 if inline {
@@ -370,6 +378,20 @@ impl<H: Handler> Conn<H> {
         buf.clear();
         self.file_buf = Some(buf);
         res
+    }
+
+    /// A large file body without a user-space copy (the head is flushed).
+    async fn splice_file(&mut self, f: FileBody) -> io::Result<()> {
+        let (mut off, end) = (f.offset, f.offset.saturating_add(f.len));
+        while off < end {
+            let want = (end - off).min(usize::MAX as u64) as usize;
+            let n = self.stream.send_file(&f.file, off, want).await?;
+            if n == 0 {
+                return Err(truncated());
+            }
+            off += n as u64;
+        }
+        Ok(())
     }
 
     /// Append an error response (with `Connection: close`).

@@ -68,6 +68,11 @@ pub struct ServerConfig {
     /// Set `TCP_NODELAY` on accepted connections (default true: responses go
     /// out in one write, so Nagle only adds latency).
     pub nodelay: bool,
+    /// Send file bodies larger than the inline limit (16 KiB) without
+    /// copying them through user memory: `splice(2)` file -> pipe ->
+    /// socket (`IORING_OP_SPLICE` on io_uring). Default true; false reads
+    /// each piece into a buffer and sends it (two copies of every byte).
+    pub zero_copy: bool,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +84,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
             nodelay: true,
+            zero_copy: true,
         }
     }
 }

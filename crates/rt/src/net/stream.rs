@@ -27,6 +27,7 @@ use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
+use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
 use crate::driver::Op;
 use crate::runtime::try_with_ctx;
@@ -46,7 +47,13 @@ pub(crate) struct StreamCore {
     fixed: Cell<Option<u32>>,
     /// Operations before promotion is tried; 0 once tried (or never: epoll).
     until_fixed: Cell<u8>,
+    /// The pipe of zero-copy file sends, made on first use.
+    pipe: RefCell<Option<Rc<Pipe>>>,
 }
+
+/// Bytes a zero-copy send moves per pipe-full (asked of the kernel; the
+/// pipe may be smaller).
+const PIPE_SIZE: usize = 1 << 20;
 
 /// A stream asks for a registered-file slot at its 16th operation: a
 /// short connection never pays the `io_uring_register` call.
@@ -68,6 +75,7 @@ impl StreamCore {
             } else {
                 0
             }),
+            pipe: RefCell::new(None),
         }
     }
 
@@ -196,6 +204,30 @@ impl StreamCore {
             }
         }
         (Ok(()), buf)
+    }
+
+    /// Send up to `len` bytes of `file` from `offset` without copying them
+    /// through user memory (see [`splice::send_file`]); 0: `file` ends
+    /// before `offset`.
+    pub(crate) async fn send_file<F: std::os::fd::AsRawFd + 'static>(
+        &self,
+        file: &Rc<F>,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        let reuse = self.pipe.borrow().clone().filter(|p| p.clean.get());
+        let pipe = match reuse {
+            Some(p) => p,
+            None => {
+                let p = Rc::new(Pipe::new(PIPE_SIZE)?);
+                *self.pipe.borrow_mut() = Some(p.clone());
+                p
+            }
+        };
+        pipe.clean.set(false);
+        let n = splice::send_file(self.fd, file, offset, len, &pipe).await?;
+        pipe.clean.set(true);
+        Ok(n)
     }
 
     pub(crate) async fn writev<B: IoBuf>(&self, bufs: Vec<B>) -> (io::Result<usize>, Vec<B>) {

@@ -195,6 +195,22 @@ impl TcpStream {
         self.core.write_all(buf)
     }
 
+    /// Send up to `len` bytes of `file` from `offset` without copying them
+    /// through user memory: file -> a pipe of this stream's -> socket
+    /// (`splice(2)`; `IORING_OP_SPLICE` on io_uring), at most one pipe-full
+    /// (up to 1 MiB) per call. Returns the bytes sent; 0 means `file` ends
+    /// before `offset`. The file is kept alive until the kernel is done
+    /// with it, even if this future is dropped.
+    pub fn send_file<F: AsRawFd + 'static>(
+        &self,
+        file: &Rc<F>,
+        offset: u64,
+        len: usize,
+    ) -> impl Future<Output = io::Result<usize>> + '_ {
+        let file = file.clone();
+        async move { self.core.send_file(&file, offset, len).await }
+    }
+
     /// Vectored write (`sendmsg`).
     pub fn writev<B: IoBuf>(
         &self,

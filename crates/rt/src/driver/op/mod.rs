@@ -17,7 +17,9 @@ pub(crate) mod recvmsg;
 pub(crate) mod send;
 pub(crate) mod sendmsg;
 pub(crate) mod shutdown;
+pub(crate) mod splice;
 pub(crate) mod statx;
+pub(crate) mod writable;
 pub(crate) mod write_at;
 pub(crate) mod writev;
 
