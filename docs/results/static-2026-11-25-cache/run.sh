@@ -9,6 +9,8 @@ start() {
     rk-uring) taskset -c 0 $RK serve /tmp/sb --addr 127.0.0.1:18080 --backend uring 2>/dev/null & ;;
     rk-uring-nocache) taskset -c 0 $RK serve /tmp/sb --addr 127.0.0.1:18080 --backend uring --open-file-cache 0 2>/dev/null & ;;
     rk-epoll) taskset -c 0 $RK serve /tmp/sb --addr 127.0.0.1:18080 --backend epoll 2>/dev/null & ;;
+    rk-uring-copy) taskset -c 0 $RK serve /tmp/sb --addr 127.0.0.1:18080 --backend uring --zero-copy off 2>/dev/null & ;;
+    rk-epoll-copy) taskset -c 0 $RK serve /tmp/sb --addr 127.0.0.1:18080 --backend epoll --zero-copy off 2>/dev/null & ;;
   esac
   PID=$!
   for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:18080/$FILE && break; sleep 0.05; done
