@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use ringkit_http::static_files::StaticFiles;
 
+mod harness;
+use harness::client;
+
 const VALID: Duration = Duration::from_millis(200);
 
 /// Status, declared Content-Length, and the body bytes that came.
@@ -60,27 +63,7 @@ fn get_with(addr: SocketAddr, target: &str, extra: &str) -> Got {
 
 /// Start the server with `files` on this runtime; returns its address.
 fn serve(files: StaticFiles) -> SocketAddr {
-    let listener = ringkit::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    ringkit::spawn(async move {
-        let _ = ringkit_http::Server::from_listener(listener)
-            .with_shutdown(std::future::pending())
-            .serve(files)
-            .await;
-    });
-    addr
-}
-
-/// Run `f` on a std thread without blocking the runtime.
-async fn client<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let h = std::thread::spawn(f);
-    while !h.is_finished() {
-        ringkit::time::sleep(Duration::from_millis(2)).await;
-    }
-    match h.join() {
-        Ok(v) => v,
-        Err(p) => std::panic::resume_unwind(p),
-    }
+    harness::serve_forever(ringkit_http::ServerConfig::default(), files)
 }
 
 /// This process's open descriptors on files under `dir` (other tests of
@@ -254,20 +237,11 @@ ringkit::test_all! {
         f.write_all_at(&mid, 1 << 30).unwrap();
         drop(f);
         for zero_copy in [true, false] {
-            let files = StaticFiles::new(&root).unwrap();
-            let listener = ringkit::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
             let config = ringkit_http::ServerConfig {
                 zero_copy,
                 ..Default::default()
             };
-            ringkit::spawn(async move {
-                let _ = ringkit_http::Server::from_listener(listener)
-                    .config(config)
-                    .with_shutdown(std::future::pending())
-                    .serve(files)
-                    .await;
-            });
+            let addr = harness::serve_forever(config, StaticFiles::new(&root).unwrap());
             let (t, m) = (tail.clone(), mid.clone());
             client(move || {
                 // The last 100 000 bytes.

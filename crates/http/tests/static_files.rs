@@ -14,9 +14,11 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use ringkit_http::static_files::StaticFiles;
+
+mod harness;
+use harness::client;
 
 const SECRET: &[u8] = b"TOP-SECRET-0451";
 const LARGE: usize = 8 << 20;
@@ -154,30 +156,9 @@ fn get(addr: SocketAddr, target: &str) -> Resp {
     request(addr, "GET", target, &[])
 }
 
-/// Run `f` on a std thread and wait for it without blocking the runtime.
-async fn client<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let h = std::thread::spawn(f);
-    while !h.is_finished() {
-        ringkit::time::sleep(Duration::from_millis(2)).await;
-    }
-    match h.join() {
-        Ok(v) => v,
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
-
 /// Start the server with `files` on this runtime; returns its address.
 fn serve(files: StaticFiles) -> SocketAddr {
-    let listener = ringkit::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    ringkit::spawn(async move {
-        let server = ringkit_http::Server::from_listener(listener);
-        let _ = server
-            .with_shutdown(std::future::pending())
-            .serve(files)
-            .await;
-    });
-    addr
+    harness::serve_forever(ringkit_http::ServerConfig::default(), files)
 }
 
 fn never_leaks(r: &Resp, what: &str) {

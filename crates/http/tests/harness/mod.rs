@@ -217,3 +217,31 @@ pub fn closed(s: &mut TcpStream) -> bool {
         }
     }
 }
+
+/// Run `f` on a std thread and wait for it without blocking the runtime
+/// (a panic in `f` is the test's).
+pub async fn client<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let h = std::thread::spawn(f);
+    while !h.is_finished() {
+        ringkit::time::sleep(Duration::from_millis(2)).await;
+    }
+    match h.join() {
+        Ok(v) => v,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// Start `handler` on this runtime's listener with `config` until the
+/// test ends (no shutdown); returns its address.
+pub fn serve_forever<H: Handler>(config: ServerConfig, handler: H) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    ringkit::spawn(async move {
+        let _ = Server::from_listener(listener)
+            .config(config)
+            .with_shutdown(std::future::pending())
+            .serve(handler)
+            .await;
+    });
+    addr
+}
