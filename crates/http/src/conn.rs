@@ -341,8 +341,17 @@ impl<H: Handler> Conn<H> {
     async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
         let inline = f.len <= INLINE_BODY as u64;
         if !inline && self.shared.config.zero_copy {
-            self.flush().await?;
-            return self.splice_file(f).await;
+            // Corked (nginx's tcp_nopush): the head and the spliced body
+            // leave in full segments, not one short segment per splice.
+            let corked = self.stream.set_cork(true).is_ok();
+            let mut res = self.flush().await;
+            if res.is_ok() {
+                res = self.splice_file(f).await;
+            }
+            if corked {
+                let _ = self.stream.set_cork(false);
+            }
+            return res;
         }
         let mut buf = self
             .file_buf

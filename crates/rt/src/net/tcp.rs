@@ -237,6 +237,13 @@ impl TcpStream {
         with_sock(self.core.fd, |s| s.set_nodelay(on))
     }
 
+    /// `TCP_CORK`: while on, partial segments are held back (up to 200 ms)
+    /// so a head and a large body leave in full segments, as nginx's
+    /// `tcp_nopush` does for `sendfile`; turning it off sends what is held.
+    pub fn set_cork(&self, on: bool) -> io::Result<()> {
+        with_sock(self.core.fd, |s| s.set_cork(on))
+    }
+
     /// `SO_LINGER` (`Some(0)` makes close send a RST).
     pub fn set_linger(&self, d: Option<Duration>) -> io::Result<()> {
         with_sock(self.core.fd, |s| s.set_linger(d))
