@@ -57,22 +57,12 @@ pub struct Sample {
     pub error: Option<String>,
 }
 
-impl Sample {
-    pub(crate) fn ok(&self) -> bool {
-        self.error.is_none() && self.load.ok()
-    }
-    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
-        let r = self.load.responses.max(1) as f64;
-        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
-    }
-}
-
 impl ServerSample for Sample {
     fn ok(&self) -> bool {
-        Sample::ok(self)
+        self.error.is_none() && self.load.ok()
     }
-    fn cpu_us_per_req(&self) -> (f64, f64) {
-        Sample::cpu_us_per_req(self)
+    fn cpu_secs(&self) -> (f64, f64) {
+        (self.cpu_user_s, self.cpu_sys_s)
     }
     fn rps(&self) -> f64 {
         self.load.rps()

@@ -124,17 +124,21 @@ impl Drop for Server {
 /// substitutes; [`RingkitServer::stats`] adds `--stats {stats}`.
 #[derive(Debug, Clone)]
 pub struct RingkitServer {
-    args: Vec<String>,
+    /// The binary and its subcommand (and directory, for `serve`).
+    head: Vec<String>,
     addr: String,
+    /// Every other `--flag value`.
+    flags: Vec<String>,
 }
 
 impl RingkitServer {
     fn new(bin: &Path, sub: &[&str]) -> RingkitServer {
-        let mut args = vec![bin.display().to_string()];
-        args.extend(sub.iter().map(|s| s.to_string()));
+        let mut head = vec![bin.display().to_string()];
+        head.extend(sub.iter().map(|s| s.to_string()));
         RingkitServer {
-            args,
+            head,
             addr: "{addr}".into(),
+            flags: Vec::new(),
         }
     }
 
@@ -177,21 +181,15 @@ impl RingkitServer {
 
     /// Any other `--flag value`.
     pub fn flag(mut self, name: &str, value: impl ToString) -> Self {
-        self.args.push(name.to_string());
-        self.args.push(value.to_string());
+        self.flags.push(name.to_string());
+        self.flags.push(value.to_string());
         self
     }
 
     /// The whole command line.
     pub fn cmd(&self) -> Vec<String> {
-        let mut v = self.args.clone();
-        let at = if v.get(1).is_some_and(|s| s == "serve") {
-            3
-        } else {
-            2
-        };
-        v.splice(at..at, ["--addr".to_string(), self.addr.clone()]);
-        v
+        let addr = ["--addr".to_string(), self.addr.clone()];
+        [&self.head[..], &addr, &self.flags].concat()
     }
 
     /// A contender that runs this server; `ringkit` marks it as publishing
@@ -200,7 +198,7 @@ impl RingkitServer {
         Contender {
             name: name.into(),
             family,
-            ringkit: self.args.iter().any(|a| a == "--stats"),
+            ringkit: self.flags.iter().any(|a| a == "--stats"),
             cmd: self.cmd(),
         }
     }

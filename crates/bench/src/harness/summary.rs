@@ -11,8 +11,14 @@ use super::stat::{stat, Stat};
 pub trait ServerSample {
     /// Whether the sample counts (no error, load verified).
     fn ok(&self) -> bool;
-    /// Server CPU µs per request: (user, system).
-    fn cpu_us_per_req(&self) -> (f64, f64);
+    /// Server CPU seconds over the window: (user, system).
+    fn cpu_secs(&self) -> (f64, f64);
+    /// Server CPU µs per request answered: (user, system).
+    fn cpu_us_per_req(&self) -> (f64, f64) {
+        let (u, s) = self.cpu_secs();
+        let r = self.answered().max(1) as f64;
+        (u * 1e6 / r, s * 1e6 / r)
+    }
     /// Requests (responses) per second.
     fn rps(&self) -> f64;
     /// Requests answered in the window.

@@ -6,6 +6,7 @@ use super::results::{HttpResults, HttpSummary, LoadTool};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;
+use crate::harness::summary::ServerSample;
 
 /// The summary as a fixed-width table.
 pub fn table(res: &HttpResults) -> String {

@@ -81,11 +81,12 @@ pub struct HttpSample {
 }
 
 impl ServerSample for HttpSample {
+    /// Ran, with requests and without errors.
     fn ok(&self) -> bool {
-        HttpSample::ok(self)
+        self.error.is_none() && self.errors == 0 && self.requests > 0
     }
-    fn cpu_us_per_req(&self) -> (f64, f64) {
-        HttpSample::cpu_us_per_req(self)
+    fn cpu_secs(&self) -> (f64, f64) {
+        (self.cpu_user_s, self.cpu_sys_s)
     }
     fn rps(&self) -> f64 {
         self.rps
@@ -98,17 +99,6 @@ impl ServerSample for HttpSample {
     }
     fn stats(&self) -> Option<&Published> {
         self.stats.as_ref()
-    }
-}
-
-impl HttpSample {
-    /// Ran, with requests and without errors.
-    pub fn ok(&self) -> bool {
-        self.error.is_none() && self.errors == 0 && self.requests > 0
-    }
-    pub(crate) fn cpu_us_per_req(&self) -> (f64, f64) {
-        let r = self.requests.max(1) as f64;
-        (self.cpu_user_s * 1e6 / r, self.cpu_sys_s * 1e6 / r)
     }
 }
 

@@ -29,6 +29,7 @@ use super::sample::Run;
 use super::wrk;
 use crate::harness::server::{Contender, Family, RingkitServer};
 use crate::harness::study::{Section, StudyOpts};
+use crate::harness::summary::ServerSample;
 use crate::harness::sysinfo::SystemInfo;
 
 /// Whether the `ringkit-peer` binary knows `hyper-http` (one built before it

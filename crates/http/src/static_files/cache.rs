@@ -26,8 +26,9 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use super::mime;
 use super::path::SafePath;
-use super::resolve::{Refusal, Root, Stat};
+use super::resolve::{self, Found, Refusal, Root, Stat};
 
 /// Settings of the cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +49,29 @@ impl Default for CacheConfig {
 }
 
 /// A file ready to serve: open, with the metadata the response is built
-/// from, and its path relative to the root (for its content type).
+/// from. Cloning it (a cache hit) allocates nothing.
 #[derive(Debug, Clone)]
 pub(crate) struct OpenFile {
     pub(crate) file: Rc<ringkit::fs::File>,
     pub(crate) stat: Stat,
-    pub(crate) rel: PathBuf,
+    /// By the extension of the path it was found at.
+    pub(crate) content_type: &'static str,
+}
+
+impl OpenFile {
+    async fn open(root: &Root, found: Found) -> Result<OpenFile, Opened> {
+        let stat = found.stat;
+        let content_type = mime::content_type(resolve::file_name(&found.rel));
+        let rel = found.rel.clone();
+        match root.open_file(found).await {
+            Ok(f) => Ok(OpenFile {
+                file: Rc::new(f),
+                stat,
+                content_type,
+            }),
+            Err(e) => Err(Opened::OpenFailed(rel, e)),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -63,11 +81,19 @@ struct Entry {
     used: u64,
 }
 
-/// One thread's cache for one [`super::StaticFiles`].
+/// One thread's cache for one [`super::StaticFiles`]: request paths
+/// without, then with, a trailing slash (two maps, so a lookup borrows the
+/// request's bytes instead of building a key).
 #[derive(Debug, Default)]
 pub(crate) struct Cache {
-    map: HashMap<(Vec<u8>, bool), Entry>,
+    maps: [HashMap<Vec<u8>, Entry>; 2],
     tick: u64,
+}
+
+impl Cache {
+    fn len(&self) -> usize {
+        self.maps[0].len() + self.maps[1].len()
+    }
 }
 
 /// Counters, for tests and diagnostics.
@@ -86,7 +112,7 @@ thread_local! {
 /// The entry count of `id`'s cache on this thread.
 pub(crate) fn stats(id: u64) -> CacheStats {
     CACHES.with(|c| CacheStats {
-        entries: c.borrow().get(&id).map_or(0, |c| c.map.len()),
+        entries: c.borrow().get(&id).map_or(0, Cache::len),
     })
 }
 
@@ -102,6 +128,11 @@ fn same_content(a: &Stat, b: &Stat) -> bool {
     a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime == b.mtime
 }
 
+/// Run `f` on `id`'s cache on this thread.
+fn with_cache<R>(id: u64, f: impl FnOnce(&mut Cache) -> R) -> R {
+    CACHES.with(|c| f(c.borrow_mut().entry(id).or_default()))
+}
+
 /// Find and open what `p` names, through `id`'s cache on this thread.
 pub(crate) async fn open(
     id: u64,
@@ -113,14 +144,12 @@ pub(crate) async fn open(
     if cfg.max == 0 {
         return open_uncached(root, p, index).await;
     }
-    let key = (p.as_bytes().to_vec(), p.trailing_slash());
+    let (bytes, slash) = (p.as_bytes(), usize::from(p.trailing_slash()));
     let now = Instant::now();
-    let cached = CACHES.with(|c| {
-        let mut c = c.borrow_mut();
-        let cache = c.entry(id).or_default();
+    let cached = with_cache(id, |cache| {
         cache.tick += 1;
         let tick = cache.tick;
-        cache.map.get_mut(&key).map(|e| {
+        cache.maps[slash].get_mut(bytes).map(|e| {
             e.used = tick;
             (e.open.clone(), now.duration_since(e.checked) < cfg.valid)
         })
@@ -131,59 +160,47 @@ pub(crate) async fn open(
         None => None,
     };
     // Miss or stale: the contained lookup, as without a cache.
+    let forget = || with_cache(id, |cache| cache.maps[slash].remove(bytes));
     let found = match root.find(p, index) {
         Ok(f) => f,
         Err(r) => {
-            CACHES.with(|c| {
-                if let Some(cache) = c.borrow_mut().get_mut(&id) {
-                    cache.map.remove(&key);
-                }
-            });
+            forget();
             return Opened::Refused(r);
         }
     };
     let open = match stale {
-        Some(old) if same_content(&old.stat, &found.stat) && old.rel == found.rel => old,
-        _ => {
-            let (stat, rel) = (found.stat, found.rel.clone());
-            match root.open_file(found).await {
-                Ok(f) => OpenFile {
-                    file: Rc::new(f),
-                    stat,
-                    rel,
-                },
-                Err(e) => {
-                    CACHES.with(|c| {
-                        if let Some(cache) = c.borrow_mut().get_mut(&id) {
-                            cache.map.remove(&key);
-                        }
-                    });
-                    return Opened::OpenFailed(rel, e);
-                }
+        // The same file (a path names one file: same inode, same path).
+        Some(old) if same_content(&old.stat, &found.stat) => old,
+        _ => match OpenFile::open(root, found).await {
+            Ok(f) => f,
+            Err(failed) => {
+                forget();
+                return failed;
             }
-        }
+        },
     };
-    CACHES.with(|c| {
-        let mut c = c.borrow_mut();
-        let cache = c.entry(id).or_default();
+    with_cache(id, |cache| {
         let used = cache.tick;
-        cache.map.insert(
-            key,
-            Entry {
-                open: open.clone(),
-                checked: now,
-                used,
-            },
-        );
-        if cache.map.len() > cfg.max {
+        let entry = Entry {
+            open: open.clone(),
+            checked: now,
+            used,
+        };
+        cache.maps[slash].insert(bytes.to_vec(), entry);
+        if cache.len() > cfg.max {
             // Evict the least recently used, down to 7/8 of the bound, so
             // the sort is paid once per max/8 misses, not on every one.
-            let excess = cache.map.len() - cfg.max * 7 / 8;
-            let mut by_age: Vec<(u64, (Vec<u8>, bool))> =
-                cache.map.iter().map(|(k, e)| (e.used, k.clone())).collect();
-            by_age.sort_unstable_by_key(|(used, _)| *used);
-            for (_, k) in by_age.into_iter().take(excess) {
-                cache.map.remove(&k);
+            let excess = cache.len() - cfg.max * 7 / 8;
+            let mut by_age: Vec<(u64, usize, Vec<u8>)> = (0..2)
+                .flat_map(|m| {
+                    cache.maps[m]
+                        .iter()
+                        .map(move |(k, e)| (e.used, m, k.clone()))
+                })
+                .collect();
+            by_age.sort_unstable_by_key(|(used, ..)| *used);
+            for (_, m, k) in by_age.into_iter().take(excess) {
+                cache.maps[m].remove(&k);
             }
         }
     });
@@ -191,17 +208,11 @@ pub(crate) async fn open(
 }
 
 async fn open_uncached(root: &Root, p: &SafePath, index: &str) -> Opened {
-    let found = match root.find(p, index) {
-        Ok(f) => f,
-        Err(r) => return Opened::Refused(r),
-    };
-    let (stat, rel) = (found.stat, found.rel.clone());
-    match root.open_file(found).await {
-        Ok(f) => Opened::Ready(OpenFile {
-            file: Rc::new(f),
-            stat,
-            rel,
-        }),
-        Err(e) => Opened::OpenFailed(rel, e),
+    match root.find(p, index) {
+        Ok(found) => match OpenFile::open(root, found).await {
+            Ok(f) => Opened::Ready(f),
+            Err(failed) => failed,
+        },
+        Err(r) => Opened::Refused(r),
     }
 }

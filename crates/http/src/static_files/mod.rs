@@ -234,7 +234,7 @@ impl StaticFiles {
             ino: found.stat.ino,
             size: found.stat.size,
             mtime: found.stat.mtime,
-            content_type: mime::content_type(resolve::file_name(&found.rel)),
+            content_type: found.content_type,
         };
         let if_match = field(req, "if-match");
         let if_none_match = field(req, "if-none-match");
