@@ -15,5 +15,6 @@ pub mod harness;
 pub mod http;
 pub mod nop;
 pub mod raw;
+pub mod serve;
 pub mod torture;
 pub mod wakeup;

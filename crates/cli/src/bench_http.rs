@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use ringkit::Backend;
-use ringkit_bench::http::load::{self, HttpLoadConfig, HttpLoadResult};
+use ringkit_bench::http::load::{self, HttpLoadConfig, HttpLoadResult, Target};
 
 /// `ringkit bench http URL`: a verifying HTTP load generator.
 #[derive(Args, Debug)]
@@ -25,8 +25,16 @@ pub struct BenchHttpArgs {
     #[arg(long, default_value_t = 200)]
     status: u16,
     /// Body length every response must have (default: the first response's).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "paths")]
     body_len: Option<usize>,
+    /// Ask for paths picked at random from FILE instead of URL's path: one
+    /// `PATH BODY_LEN` per line; each response must have its path's body
+    /// length (`ringkit compare static` writes such a list as mix.txt).
+    #[arg(long, value_name = "FILE")]
+    paths: Option<std::path::PathBuf>,
+    /// Seed of the random picks (--paths).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
     /// Pin the generator to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
@@ -94,9 +102,31 @@ fn fmt_bytes(b: f64) -> String {
 /// Run `ringkit bench http`.
 pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
     let (host, addr, path) = parse_url(&a.url)?;
+    let mix = match &a.paths {
+        Some(file) => {
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                std::io::Error::new(e.kind(), format!("--paths {}: {e}", file.display()))
+            })?;
+            let list = Target::parse_list(&text).map_err(|e| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("--paths {}: {e}", file.display()),
+                )
+            })?;
+            Some(list.into())
+        }
+        None => None,
+    };
     if let Some(cpu) = a.cpu {
         ringkit::pin_to_cpu(cpu)?;
     }
+    let what = match &mix {
+        Some(m) => {
+            let m: &std::sync::Arc<[Target]> = m;
+            format!("{} paths from {} at random", m.len(), a.url)
+        }
+        None => a.url.clone(),
+    };
     let cfg = HttpLoadConfig {
         addr,
         host,
@@ -107,11 +137,13 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
         expect_status: a.status,
         expect_body_len: a.body_len,
         backend: a.backend,
+        mix,
+        seed: a.seed,
     };
     println!(
         "Running {}s test @ {}\n  1 thread and {} connections ({}){}",
         a.secs,
-        a.url,
+        what,
         cfg.conns,
         if a.close {
             "Connection: close, a new connection per request"
@@ -123,7 +155,7 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
             .unwrap_or_default()
     );
     let r = load::run_load(&cfg, &mut |_| {})?;
-    print_result(&r);
+    print_result(&r, cfg.mix.is_some());
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     }
@@ -140,7 +172,7 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
     Ok(())
 }
 
-fn print_result(r: &HttpLoadResult) {
+fn print_result(r: &HttpLoadResult, mix: bool) {
     println!(
         "  Latency   p50 {}  p99 {}  p99.9 {}  mean {}  max {}",
         fmt_us(r.p50_us),
@@ -158,8 +190,11 @@ fn print_result(r: &HttpLoadResult) {
     );
     println!(
         "  Checked: status, body length {}; generator on {}",
-        r.expected_body_len
-            .map_or("-".to_string(), |b| format!("{b} bytes")),
+        match r.expected_body_len {
+            _ if mix => "each path's own".to_string(),
+            Some(b) => format!("{b} bytes"),
+            None => "-".to_string(),
+        },
         r.backend
     );
     if r.connect_errors + r.read_errors + r.write_errors + r.timeouts > 0 {

@@ -56,6 +56,11 @@ pub struct ServerArgs {
     /// each piece into a buffer and send it.
     #[arg(long, default_value = "on", value_parser = ["on", "off"])]
     zero_copy: String,
+    /// Write this thread's runtime counters (io_uring enters, SQEs, CQEs,
+    /// syscalls, accepted connections) as JSON to PATH.<thread> every 50 ms;
+    /// `ringkit compare` reads them.
+    #[arg(long)]
+    stats: Option<PathBuf>,
 }
 
 impl ServerArgs {
@@ -79,11 +84,6 @@ impl ServerArgs {
 pub struct HttpArgs {
     #[command(flatten)]
     server: ServerArgs,
-    /// Write this thread's runtime counters (io_uring enters, SQEs, CQEs,
-    /// syscalls, accepted connections) as JSON to PATH.<thread> every 50 ms;
-    /// `ringkit compare` reads them.
-    #[arg(long)]
-    stats: Option<PathBuf>,
 }
 
 /// `ringkit serve DIR`: a static file server.
@@ -133,14 +133,7 @@ async fn bench(req: Request) -> Response {
 }
 
 pub fn http(a: HttpArgs) -> io::Result<()> {
-    let stats = a.stats.clone();
-    run("ringkit http", &a.server, move |server, i| {
-        let accepted = Rc::new(Cell::new(0u64));
-        if let Some(path) = stats.clone() {
-            ringkit::publish::spawn_writer(path, i, accepted.clone());
-        }
-        (server.count_accepted(accepted), bench)
-    })
+    run("ringkit http", &a.server, |server, _| (server, bench))
 }
 
 pub fn serve(a: ServeArgs) -> io::Result<()> {
@@ -183,8 +176,9 @@ where
         .builder(ringkit::Builder::new().fixed_files(args.fixed_files))
         .backend(args.backend);
     let (addr, config) = (args.addr, args.config());
+    let stats = args.stats.clone();
     let handles = ringkit::launch(launch, move |i| {
-        let (make, config) = (make.clone(), config.clone());
+        let (make, config, stats) = (make.clone(), config.clone(), stats.clone());
         async move {
             let server = match Server::bind_reuseport(addr) {
                 Ok(s) => s.config(config),
@@ -198,6 +192,14 @@ where
                 "{name}: thread {i} listening on {local} with {}",
                 ringkit::backend_report()
             );
+            let server = match stats {
+                Some(path) => {
+                    let accepted = Rc::new(Cell::new(0u64));
+                    ringkit::publish::spawn_writer(path, i, accepted.clone());
+                    server.count_accepted(accepted)
+                }
+                None => server,
+            };
             let (server, handler) = make(server, i);
             if let Err(e) = server.serve(handler).await {
                 eprintln!("{name}: thread {i}: {e}");

@@ -154,7 +154,7 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, wakeup, nop, file or all (default: all).
+    /// Study to run: echo, generator, http, static, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -361,10 +361,11 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 6] = [
+const STUDIES: [(&str, StudyFn); 7] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
+    ("static", ringkit_bench::serve::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),

@@ -41,8 +41,10 @@ pub struct MetricsSnapshot {
     pub cq_overflows: u64,
     /// `epoll_wait` syscalls (epoll backend).
     pub epoll_waits: u64,
-    /// Other syscalls made by the driver (epoll backend: read, write, accept...;
-    /// both: eventfd reads, epoll_ctl).
+    /// Other syscalls: the driver's (epoll backend: read, write, accept...;
+    /// both: eventfd reads, epoll_ctl), socket options, splices made in
+    /// place on io_uring, and whatever code counts with
+    /// [`crate::count_syscalls`] (the static file server's path lookups).
     pub other_syscalls: u64,
     /// Driver parks (loop turns).
     pub parks: u64,

@@ -458,3 +458,11 @@ pub fn backend_report() -> BackendReport {
 pub fn metrics() -> MetricsSnapshot {
     with_ctx(crate::metrics::snapshot)
 }
+
+/// Count `n` syscalls made on this thread outside the driver (a direct
+/// `libc` call: a socket option, a path lookup), so that
+/// [`MetricsSnapshot::other_syscalls`] stays the whole count. Nothing
+/// happens outside a runtime.
+pub fn count_syscalls(n: u64) {
+    try_with_ctx(|cx| crate::metrics::Metrics::add(&cx.metrics.syscalls, n));
+}

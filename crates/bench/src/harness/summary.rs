@@ -66,7 +66,8 @@ pub struct Figures {
     pub cpu_sys_us: f64,
     /// p99 latency, µs (median over samples).
     pub p99_us: f64,
-    /// Syscalls per request: ringkit's own counters, or perf/strace for peers.
+    /// Syscalls per request: perf/strace where a study counted them (peers
+    /// always), else ringkit's own counters.
     pub syscalls_per_req: Option<f64>,
     /// Where the syscall figure comes from.
     pub syscalls_source: String,
@@ -90,21 +91,19 @@ impl Figures {
                 .collect();
             (!v.is_empty()).then(|| stat(v).median)
         };
-        let (syscalls, source) = if c.ringkit {
-            (
+        // A count by a tool wins (a study may count ringkit's too, from
+        // outside); otherwise ringkit servers count their own.
+        let (syscalls, source) = match peer {
+            PeerSyscalls::Counted { per_req, source } => (Some(per_req), source),
+            _ if c.ringkit => (
                 per_req(&|s| s.metrics.syscalls()),
                 "ringkit counters".to_string(),
-            )
-        } else {
-            match peer {
-                PeerSyscalls::Counted { per_req, source } => (Some(per_req), source),
-                PeerSyscalls::Failed(why) => (None, why),
-                PeerSyscalls::NotMeasured => (
-                    None,
-                    "not measured (counting off, or neither perf nor strace works here)"
-                        .to_string(),
-                ),
-            }
+            ),
+            PeerSyscalls::Failed(why) => (None, why),
+            PeerSyscalls::NotMeasured => (
+                None,
+                "not measured (counting off, or neither perf nor strace works here)".to_string(),
+            ),
         };
         Figures {
             contender: c.name.clone(),

@@ -14,6 +14,10 @@
 //! run failed ([`HttpLoadResult::ok`]). A connection with an I/O or framing
 //! error is reopened after 10 ms.
 //!
+//! With a mix ([`HttpLoadConfig::mix`]), each request asks for a path picked
+//! at random (uniformly, seeded per connection) from a list, and its
+//! response is checked against that path's own body length.
+//!
 //! The window starts once every connection's first connect has completed
 //! (plus 200 ms of warm-up); requests/s divide by the window measured. In
 //! `close` mode a request's latency includes its connect.
@@ -22,6 +26,7 @@ use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -31,6 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::response::{parse_response, Parse};
 use crate::harness::phase::Phase;
+use crate::harness::rng::Rng;
 
 /// Largest response the generator buffers.
 const MAX_RESPONSE: usize = 16 << 20;
@@ -58,6 +64,48 @@ pub struct HttpLoadConfig {
     pub expect_body_len: Option<usize>,
     /// Backend of the generator's runtime.
     pub backend: Backend,
+    /// Ask for these at random instead of `path` (each response checked
+    /// against its own target's body length, not `expect_body_len`).
+    pub mix: Option<Arc<[Target]>>,
+    /// Seed of the random picks (with the connection's index).
+    pub seed: u64,
+}
+
+/// A path of a mix and the body length its every response must have.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target {
+    /// Request path, e.g. `/mix/0042.bin`.
+    pub path: String,
+    /// Body length, bytes.
+    pub body_len: usize,
+}
+
+impl Target {
+    /// Read a mix from text: one `PATH BODY_LEN` per line (blank lines and
+    /// `#` comments skipped).
+    pub fn parse_list(text: &str) -> Result<Vec<Target>, String> {
+        let mut out = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = || format!("line {}: expected `PATH BODY_LEN`, got {line:?}", i + 1);
+            let (path, len) = line.split_once(char::is_whitespace).ok_or_else(bad)?;
+            let body_len = len.trim().parse().map_err(|_| bad())?;
+            if !path.starts_with('/') {
+                return Err(format!("line {}: path {path:?} must start with /", i + 1));
+            }
+            out.push(Target {
+                path: path.to_string(),
+                body_len,
+            });
+        }
+        if out.is_empty() {
+            return Err("no targets in the list".into());
+        }
+        Ok(out)
+    }
 }
 
 impl HttpLoadConfig {
@@ -73,14 +121,16 @@ impl HttpLoadConfig {
             expect_status: 200,
             expect_body_len: Some(0),
             backend: Backend::Auto,
+            mix: None,
+            seed: 1,
         }
     }
 
-    /// The request bytes, built once.
-    pub fn request(&self) -> Vec<u8> {
+    /// The request bytes of `path`, built once.
+    pub fn request_for(&self, path: &str) -> Vec<u8> {
         format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\n{}\r\n",
-            self.path,
+            path,
             self.host,
             if self.close {
                 "Connection: close\r\n"
@@ -90,6 +140,17 @@ impl HttpLoadConfig {
         )
         .into_bytes()
     }
+
+    /// The request bytes of `path` (the single-path case).
+    pub fn request(&self) -> Vec<u8> {
+        self.request_for(&self.path)
+    }
+}
+
+/// What connections ask for: one request, or a mix (requests built once).
+enum Asks {
+    One(Vec<u8>),
+    Mix(Vec<(Vec<u8>, usize)>),
 }
 
 /// What a load run measured (counts are for the window unless noted).
@@ -224,15 +285,23 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
         ),
     });
-    let request = cfg.request();
+    let asks = Rc::new(match &cfg.mix {
+        Some(mix) => Asks::Mix(
+            mix.iter()
+                .map(|t| (cfg.request_for(&t.path), t.body_len))
+                .collect(),
+        ),
+        None => Asks::One(cfg.request()),
+    });
     rt.block_on(async {
         let start = Instant::now();
         let mut handles = Vec::with_capacity(cfg.conns);
-        for _ in 0..cfg.conns {
-            let sh = sh.clone();
-            let (addr, close, req) = (cfg.addr, cfg.close, request.clone());
+        for i in 0..cfg.conns {
+            let (sh, asks) = (sh.clone(), asks.clone());
+            let (addr, close) = (cfg.addr, cfg.close);
+            let rng = Rng::for_stream(cfg.seed, i as u64, 0);
             handles.push(ringkit::spawn(async move {
-                conn_task(addr, close, req, &sh).await;
+                conn_task(addr, close, &asks, rng, &sh).await;
             }));
         }
         while sh.started.get() < cfg.conns && start.elapsed() < Duration::from_secs(30) {
@@ -289,7 +358,8 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     })
 }
 
-async fn conn_task(addr: SocketAddr, close: bool, mut req: Vec<u8>, sh: &Shared) {
+async fn conn_task(addr: SocketAddr, close: bool, asks: &Asks, mut rng: Rng, sh: &Shared) {
+    let mut req = Vec::new();
     let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut acc: Vec<u8> = Vec::new();
     let mut first = true;
@@ -318,8 +388,21 @@ async fn conn_task(addr: SocketAddr, close: bool, mut req: Vec<u8>, sh: &Shared)
                 }
             }
         };
+        // The request, and the body length its response must have (None:
+        // the run's expectation).
+        let want = match asks {
+            Asks::One(r) => {
+                req.clone_from(r);
+                None
+            }
+            Asks::Mix(list) => {
+                let (r, len) = &list[rng.range(0, list.len() as u64 - 1) as usize];
+                req.clone_from(r);
+                Some(*len)
+            }
+        };
         let outcome = match &s {
-            Some(s) => one_request(s, counting, &mut req, &mut rbuf, &mut acc, sh).await,
+            Some(s) => one_request(s, counting, want, &mut req, &mut rbuf, &mut acc, sh).await,
             None => Outcome::Broken,
         };
         sh.busy.set(sh.busy.get() - 1);
@@ -345,6 +428,7 @@ async fn conn_task(addr: SocketAddr, close: bool, mut req: Vec<u8>, sh: &Shared)
 async fn one_request(
     s: &TcpStream,
     counting: bool,
+    want_body: Option<usize>,
     req: &mut Vec<u8>,
     rbuf: &mut Vec<u8>,
     acc: &mut Vec<u8>,
@@ -415,7 +499,7 @@ async fn one_request(
                         format!("status {} (expected {})", r.status, sh.expect_status)
                     });
                 }
-                match sh.expect_body.get() {
+                match want_body.or(sh.expect_body.get()) {
                     None => sh.expect_body.set(Some(r.body_len)),
                     Some(want) if want != r.body_len => {
                         sh.error(&sh.errs.bad_body, || {
@@ -431,5 +515,34 @@ async fn one_request(
                 return Outcome::Broken;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Target;
+
+    #[test]
+    fn target_lists() {
+        let l = Target::parse_list("# c\n/a 1\n\n/b/c.txt   20\n").unwrap();
+        assert_eq!(
+            l,
+            vec![
+                Target {
+                    path: "/a".into(),
+                    body_len: 1
+                },
+                Target {
+                    path: "/b/c.txt".into(),
+                    body_len: 20
+                }
+            ]
+        );
+        assert!(Target::parse_list("/a x").unwrap_err().contains("line 1"));
+        assert!(Target::parse_list("a 1")
+            .unwrap_err()
+            .contains("start with /"));
+        assert!(Target::parse_list("/a").is_err());
+        assert!(Target::parse_list("# only\n").is_err());
     }
 }

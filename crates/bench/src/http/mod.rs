@@ -7,7 +7,8 @@
 //! - [`wrk`]: running wrk pinned and parsing its report.
 //! - `results`: samples and summaries; `nginx`: the peer's configuration.
 //! - [`study()`]: `ringkit compare http` (`sample` runs one server under one
-//!   load); its report section is built in `report`.
+//!   load); its report section is built in `report`. `compare static`
+//!   ([`crate::serve`]) runs on the same machinery (`Spec`, `run`).
 
 pub mod load;
 mod nginx;
@@ -18,6 +19,8 @@ mod sample;
 mod study;
 pub mod wrk;
 
-pub use nginx::{nginx_conf, NGINX};
+pub use nginx::{nginx_conf, Site, NGINX};
+pub(crate) use report::section;
 pub use results::{HttpResults, HttpSample, HttpSummary, LoadTool, Workload};
 pub use study::study;
+pub(crate) use study::{nginx_contender, nginx_dir, run, Spec};

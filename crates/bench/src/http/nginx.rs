@@ -1,16 +1,54 @@
-//! nginx as the HTTP study's peer: where it lives, its configuration for a
-//! sample, its version.
+//! nginx as the HTTP and static-file studies' peer: where it lives, its
+//! configuration for a sample, its version.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Where Debian's nginx lives.
 pub const NGINX: &str = "/usr/sbin/nginx";
 
+/// What nginx serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Site {
+    /// `return 200;` (the HTTP study).
+    Return200,
+    /// The files under `root`, in nginx's best documented configuration for
+    /// static files: `sendfile on`, `tcp_nopush on`, and `open_file_cache`
+    /// large enough for `cache_max` files (the docs' example otherwise:
+    /// `inactive=20s`, `open_file_cache_valid 30s`, errors cached).
+    Files {
+        /// Document root.
+        root: PathBuf,
+        /// `open_file_cache max=`.
+        cache_max: usize,
+    },
+}
+
+impl Site {
+    fn location(&self) -> String {
+        match self {
+            Site::Return200 => "location / {\n            return 200;\n        }".into(),
+            Site::Files { root, cache_max } => format!(
+                "root {};
+        sendfile on;
+        tcp_nopush on;
+        open_file_cache max={cache_max} inactive=20s;
+        open_file_cache_valid 30s;
+        open_file_cache_min_uses 1;
+        open_file_cache_errors on;
+        location / {{
+        }}",
+                root.display()
+            ),
+        }
+    }
+}
+
 /// nginx's configuration for one sample: one worker that is the process we
-/// start (no master, no daemon), epoll, `return 200;`, everything in `dir`.
-pub fn nginx_conf(dir: &Path, port: &str) -> String {
+/// start (no master, no daemon), epoll, serving `site`, everything in `dir`.
+pub fn nginx_conf(dir: &Path, port: &str, site: &Site) -> String {
     let d = dir.display();
+    let location = site.location();
     format!(
         "worker_processes 1;
 daemon off;
@@ -32,9 +70,7 @@ http {{
     scgi_temp_path {d}/scgi;
     server {{
         listen 127.0.0.1:{port} reuseport;
-        location / {{
-            return 200;
-        }}
+        {location}
     }}
 }}
 "
@@ -53,7 +89,7 @@ mod tests {
 
     #[test]
     fn nginx_conf_has_the_essentials() {
-        let c = nginx_conf(Path::new("/tmp/x"), "8080");
+        let c = nginx_conf(Path::new("/tmp/x"), "8080", &Site::Return200);
         for want in [
             "worker_processes 1;",
             "daemon off;",
@@ -70,5 +106,21 @@ mod tests {
         ] {
             assert!(c.contains(want), "missing {want:?} in\n{c}");
         }
+        let site = Site::Files {
+            root: "/srv/www".into(),
+            cache_max: 10_000,
+        };
+        let c = nginx_conf(Path::new("/tmp/x"), "8080", &site);
+        for want in [
+            "root /srv/www;",
+            "sendfile on;",
+            "tcp_nopush on;",
+            "open_file_cache max=10000 inactive=20s;",
+            "open_file_cache_valid 30s;",
+            "location / {",
+        ] {
+            assert!(c.contains(want), "missing {want:?} in\n{c}");
+        }
+        assert!(!c.contains("return 200"));
     }
 }

@@ -1,4 +1,5 @@
-//! The http study's section: terminal table, markdown, json and charts.
+//! The section of an HTTP study (`compare http`, `compare static`):
+//! terminal table, markdown, json and charts.
 
 use std::fmt::Write as _;
 
@@ -11,15 +12,23 @@ use crate::harness::summary::ServerSample;
 /// The summary as a fixed-width table.
 pub fn table(res: &HttpResults) -> String {
     let mut s = String::new();
+    let w = res
+        .contenders
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
     let _ = writeln!(
         s,
-        "{:<14} {:<18} {:>9} {:>19} {:>8} {:>13} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
+        "{:<w$} {:<27} {:>9} {:>19} {:>8} {:>13} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
         "contender",
         "workload",
         "req/s",
         "(min-max)",
         "cpu us/r",
         "(user+sys)",
+        "us/MiB",
         "sysc/r",
         "enter/r",
         "p99 us",
@@ -30,13 +39,14 @@ pub fn table(res: &HttpResults) -> String {
     for r in &res.summary {
         let _ = writeln!(
             s,
-            "{:<14} {:<18} {:>9.0} {:>19} {:>8.2} {:>13} {:>7} {:>7} {:>8.0} {:>8} {:>8} {:>5}",
+            "{:<w$} {:<27} {:>9.0} {:>19} {:>8.2} {:>13} {:>9} {:>7} {:>7} {:>8.0} {:>8} {:>8} {:>5}",
             r.contender,
             r.workload,
             r.rps.median,
             format!("({:.0}-{:.0})", r.rps.min, r.rps.max),
             r.cpu_us.median,
             format!("({:.2}+{:.2})", r.cpu_user_us, r.cpu_sys_us),
+            opt(r.cpu_us_per_mib, 0),
             opt(r.syscalls_per_req, 2),
             opt(r.enters_per_req, 3),
             r.p99_us,
@@ -56,10 +66,10 @@ pub fn table(res: &HttpResults) -> String {
 pub fn markdown(res: &HttpResults) -> String {
     let mut s = String::new();
     let sys = &res.system;
-    let _ = writeln!(s, "## HTTP\n");
+    let _ = writeln!(s, "## {}\n", res.title);
     let _ = writeln!(
         s,
-        "- date: {}\n- command: `{}`\n- kernel: {}\n- CPU: {} ({} cores)\n- servers pinned to CPU {}, load generator to CPU {}\n- workload: `GET /` answered `200` with an empty body; {}; {} rounds of {} s, contenders interleaved and rotated\n- load generator: {} ({})\n- nginx: {}\n- wall time: {:.0} s; ringkit {}",
+        "- date: {}\n- command: `{}`\n- kernel: {}\n- CPU: {} ({} cores)\n- servers pinned to CPU {}, load generator to CPU {}\n- workload: {}; {}; {} rounds of {} s, contenders interleaved and rotated\n- load generator: {} ({})\n- nginx: {}\n- wall time: {:.0} s; ringkit {}",
         sys.date,
         sys.command,
         sys.kernel,
@@ -67,6 +77,7 @@ pub fn markdown(res: &HttpResults) -> String {
         sys.cores,
         res.server_cpu,
         res.client_cpu,
+        res.about,
         res.workloads.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(", "),
         res.rounds,
         res.secs,
@@ -118,23 +129,23 @@ pub fn markdown(res: &HttpResults) -> String {
             }
             let _ = writeln!(
                 s,
-                "\nThe built-in generator checks the status (200) and body length (0) of every response; any error fails the sample. Server CPU per request: user+system CPU time from /proc over the measured window (after all connections are up and 200 ms of warm-up), divided by the responses in the window. In close mode latency includes the connect."
+                "\nThe built-in generator checks the status (200) and body length of every response (the expected length is in each load command; a mix checks each path's own); any error fails the sample. Server CPU per request: user+system CPU time from /proc over the measured window (after all connections are up and 200 ms of warm-up), divided by the responses in the window. In close mode latency includes the connect."
             );
         }
     }
     let _ = writeln!(
         s,
-        "\n### Results (medians over good samples; ratios in the same run)\n"
+        "\n### Results (medians over good samples; ratios in the same run: req/s higher is better, CPU lower is better)\n"
     );
-    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs nginx | server CPU µs/req (user+sys) | CPU vs nginx | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |");
+    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs nginx | server CPU µs/req (user+sys) | CPU vs nginx | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |");
     let _ = writeln!(
         s,
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     for r in &res.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |",
+            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |",
             r.contender,
             r.workload,
             r.rps.median,
@@ -145,6 +156,7 @@ pub fn markdown(res: &HttpResults) -> String {
             r.cpu_user_us,
             r.cpu_sys_us,
             ratio(r.cpu_vs_nginx),
+            opt(r.cpu_us_per_mib, 0),
             ratio(r.rps_vs_best_epoll),
             ratio(r.cpu_vs_best_epoll),
             opt(r.syscalls_per_req, 2),
@@ -220,7 +232,9 @@ pub fn markdown(res: &HttpResults) -> String {
     }
     let _ = writeln!(
         s,
-        "\n![HTTP requests per second](http_rps.svg)\n\n![HTTP server CPU per request](http_cpu.svg)"
+        "\n![{t} requests per second]({id}_rps.svg)\n\n![{t} server CPU per request]({id}_cpu.svg)",
+        t = res.title,
+        id = res.study
     );
     s
 }
@@ -238,18 +252,26 @@ pub fn section(res: &HttpResults) -> Section {
         )
         .svg()
     };
-    let rps = chart("HTTP throughput", "requests/s", |r| r.rps.median);
+    let rps = chart(
+        &format!("{}: throughput", res.title),
+        "requests/s, higher is better",
+        |r| r.rps.median,
+    );
     let cpu = chart(
-        "HTTP: server CPU per request",
+        &format!("{}: server CPU per request", res.title),
         "µs, lower is better",
         |r| r.cpu_us.median,
     );
+    let id = &res.study;
     Section {
-        study: "http".into(),
+        study: id.clone(),
         table: table(res),
         markdown: markdown(res),
         json: serde_json::to_value(res).unwrap_or_default(),
-        svgs: vec![("http_rps.svg".into(), rps), ("http_cpu.svg".into(), cpu)],
+        svgs: vec![
+            (format!("{id}_rps.svg"), rps),
+            (format!("{id}_cpu.svg"), cpu),
+        ],
         skipped: res.skipped.clone(),
     }
 }

@@ -2,9 +2,11 @@
 //! samples, per-contender summaries (shared figures plus the ratios to
 //! nginx and to the best epoll server), and the results.
 
+use std::sync::Arc;
+
 use serde::Serialize;
 
-use super::load::HttpLoadResult;
+use super::load::{HttpLoadResult, Target};
 use super::wrk::WrkResult;
 use crate::harness::server::Contender;
 use crate::harness::stat::stat;
@@ -22,16 +24,74 @@ pub struct Workload {
     pub conns: usize,
     /// `Connection: close`: a new connection per request.
     pub close: bool,
+    /// The path asked for (unused with a mix).
+    pub path: String,
+    /// Body length every response must have (`None`: the first one's; a
+    /// mix: each path's own).
+    pub body_len: Option<usize>,
+    /// Paths asked for at random instead of `path` (in the JSON: their count).
+    #[serde(skip)]
+    pub mix: Option<Arc<[Target]>>,
+    /// How many paths the mix has (0: none).
+    pub mix_paths: usize,
+    /// Mean body bytes per response (0 for an empty body).
+    pub mean_body: f64,
 }
 
 impl Workload {
+    /// `GET /`, answered `200` with an empty body (the HTTP study).
     pub(crate) fn new(conns: usize, close: bool) -> Workload {
+        Workload::file("", conns, close, "/", 0)
+    }
+
+    /// `GET path`, every body `body_len` bytes; `label` prefixes the name.
+    pub(crate) fn file(
+        label: &str,
+        conns: usize,
+        close: bool,
+        path: &str,
+        body_len: usize,
+    ) -> Workload {
         let kind = if close { "close" } else { "keep-alive" };
         Workload {
-            name: format!("{kind} c={conns}"),
+            name: format!(
+                "{label}{}{kind} c={conns}",
+                if label.is_empty() { "" } else { " " }
+            ),
             conns,
             close,
+            path: path.into(),
+            body_len: Some(body_len),
+            mix: None,
+            mix_paths: 0,
+            mean_body: body_len as f64,
         }
+    }
+
+    /// Paths of `mix` at random, each checked against its own length.
+    pub(crate) fn mix(label: &str, conns: usize, close: bool, mix: Arc<[Target]>) -> Workload {
+        let mean = mix.iter().map(|t| t.body_len as f64).sum::<f64>() / mix.len().max(1) as f64;
+        Workload {
+            mix_paths: mix.len(),
+            mean_body: mean,
+            body_len: None,
+            mix: Some(mix),
+            ..Workload::file(label, conns, close, "/", 0)
+        }
+    }
+
+    /// A file-name-safe tag of the workload and round, for logs.
+    pub(crate) fn tag(&self, round: &str) -> String {
+        let slug: String = self
+            .name
+            .chars()
+            .filter_map(|c| match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '-' => Some(c),
+                ' ' => Some('-'),
+                _ => None,
+            })
+            .collect();
+        format!("{slug}-{round}")
     }
 }
 
@@ -120,6 +180,8 @@ pub struct HttpSummary {
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's.
     pub cpu_vs_best_epoll: Option<f64>,
+    /// Server CPU per MiB of body sent, µs (workloads with a body).
+    pub cpu_us_per_mib: Option<f64>,
 }
 
 /// A summary reads as its figures (`r.rps`, `r.contender`, ...).
@@ -133,6 +195,12 @@ impl std::ops::Deref for HttpSummary {
 /// Everything the study produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpResults {
+    /// The study: "http" or "static".
+    pub study: String,
+    /// Its heading in the report.
+    pub title: String,
+    /// What the workloads ask for, one sentence.
+    pub about: String,
     /// Machine and tool.
     pub system: SystemInfo,
     /// Load generator used, and why.
@@ -212,6 +280,7 @@ pub(crate) fn summarize(
                     cpu_vs_nginx: None,
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
+                    cpu_us_per_mib: None,
                 }
             })
             .collect();
@@ -230,6 +299,7 @@ pub(crate) fn summarize(
             }
             r.rps_vs_best_epoll = best_rps.and_then(|b| ratio(r.rps.median, b));
             r.cpu_vs_best_epoll = best_cpu.and_then(|b| ratio(r.cpu_us.median, b));
+            r.cpu_us_per_mib = ratio(r.cpu_us.median, w.mean_body / (1 << 20) as f64);
         }
         out.extend(rows);
     }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::load::{self, HttpLoadConfig, HttpLoadResult};
-use super::nginx::nginx_conf;
+use super::nginx::{nginx_conf, Site};
 use super::results::{HttpSample, LoadTool, Workload};
 use super::wrk;
 use crate::harness::phase::Phase;
@@ -25,11 +25,24 @@ pub(super) struct Run<'a> {
     pub(super) nginx_dir: PathBuf,
     pub(super) tool: LoadTool,
     pub(super) secs: f64,
+    /// What nginx serves.
+    pub(super) site: Site,
 }
 
 impl Run<'_> {
     pub(super) fn wrk_secs(&self) -> u64 {
         self.secs.ceil().max(1.0) as u64
+    }
+
+    /// wrk's URL for `w` (wrk asks for one path only).
+    fn wrk_url(&self, addr: SocketAddr, w: &Workload) -> io::Result<String> {
+        if w.mix.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "wrk cannot ask for a random mix of paths: use the built-in generator",
+            ));
+        }
+        Ok(format!("http://{addr}{}", w.path))
     }
 
     /// Start `c` on a fresh port (writing nginx's config first).
@@ -39,7 +52,7 @@ impl Run<'_> {
             std::fs::create_dir_all(&self.nginx_dir)?;
             std::fs::write(
                 self.nginx_dir.join("nginx.conf"),
-                nginx_conf(&self.nginx_dir, &addr.port().to_string()),
+                nginx_conf(&self.nginx_dir, &addr.port().to_string(), &self.site),
             )?;
         }
         let stats = self.dir.join("tmp").join(format!("{}-{tag}", c.name));
@@ -59,6 +72,9 @@ impl Run<'_> {
     ) -> io::Result<HttpLoadResult> {
         let mut cfg = HttpLoadConfig::new(addr, w.conns, Duration::from_secs_f64(secs));
         cfg.close = w.close;
+        cfg.path.clone_from(&w.path);
+        cfg.expect_body_len = w.body_len;
+        cfg.mix.clone_from(&w.mix);
         let cpu = self.opts.client_cpu;
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -88,22 +104,14 @@ impl Run<'_> {
             time_wait_at_start: time_wait(),
             error: None,
         };
-        let tag = format!(
-            "{}-{}-{round}",
-            w.conns,
-            if w.close { "close" } else { "ka" }
-        );
+        let tag = w.tag(&round.to_string());
         let mut go = || -> io::Result<()> {
             let (server, addr, stats_path) = self.start(c, &tag)?;
             let pid = server.pid();
             let (cpu, st) = match self.tool {
                 LoadTool::Wrk => {
-                    let cmd = wrk::command(
-                        &format!("http://{addr}/"),
-                        w.conns,
-                        self.wrk_secs(),
-                        w.close,
-                    );
+                    let cmd =
+                        wrk::command(&self.wrk_url(addr, w)?, w.conns, self.wrk_secs(), w.close);
                     let cpu0 = CpuTimes::of(pid)?;
                     let st0 = Published::read_all(&stats_path);
                     let (r, _) = wrk::run(&cmd, self.opts.client_cpu)?;
@@ -165,18 +173,13 @@ impl Run<'_> {
         w: &Workload,
         tool: SyscallTool,
     ) -> io::Result<f64> {
-        let tag = format!(
-            "{}-{}-{}",
-            w.conns,
-            if w.close { "close" } else { "ka" },
-            tool.name()
-        );
+        let tag = w.tag(tool.name());
         let (server, addr, _) = self.start(c, &tag)?;
         let out = self.dir.join("logs").join(format!("{}-{tag}.txt", c.name));
         let requests = match self.tool {
             LoadTool::Wrk => {
                 let child = tool.start(server.pid(), &out)?;
-                let cmd = wrk::command(&format!("http://{addr}/"), w.conns, 2, w.close);
+                let cmd = wrk::command(&self.wrk_url(addr, w)?, w.conns, 2, w.close);
                 let r = wrk::run(&cmd, self.opts.client_cpu);
                 SyscallTool::stop(child);
                 r?.0.requests

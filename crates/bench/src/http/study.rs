@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use super::nginx::{nginx_conf, nginx_version, NGINX};
+use super::nginx::{nginx_conf, nginx_version, Site, NGINX};
 use super::report;
 use super::results::{summarize, HttpResults, LoadTool, Workload};
 use super::sample::Run;
@@ -48,40 +48,69 @@ fn peer_has_hyper(peer: &Path) -> Result<(), String> {
     }
 }
 
-struct Plan {
-    contenders: Vec<Contender>,
-    skipped: Vec<(String, String)>,
-    nginx_dir: PathBuf,
-}
-
-fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
-    let mut contenders = Vec::new();
-    let mut skipped = Vec::new();
-    // Absolute: nginx resolves relative -c/-e paths against its prefix
-    // (-p), so a relative --out directory used to double every path and
-    // nginx failed to start.
-    let nginx_dir = std::path::absolute(dir.join("nginx")).unwrap_or_else(|_| dir.join("nginx"));
-    if Path::new(NGINX).exists() {
-        let d = nginx_dir.display().to_string();
-        contenders.push(Contender {
-            name: "nginx".into(),
-            family: Family::Epoll,
-            cmd: vec![
-                NGINX.into(),
-                "-p".into(),
-                format!("{d}/"),
-                "-e".into(),
-                format!("{d}/error.log"),
-                "-c".into(),
-                format!("{d}/nginx.conf"),
-            ],
-            ringkit: false,
-        });
-    } else {
-        skipped.push((
+/// nginx as a contender, its files in `nginx_dir`; or why it cannot run.
+pub(crate) fn nginx_contender(nginx_dir: &Path) -> Result<Contender, (String, String)> {
+    if !Path::new(NGINX).exists() {
+        return Err((
             "nginx".into(),
             format!("{NGINX} not found (apt-get install -y nginx)"),
         ));
+    }
+    let d = nginx_dir.display().to_string();
+    Ok(Contender {
+        name: "nginx".into(),
+        family: Family::Epoll,
+        cmd: vec![
+            NGINX.into(),
+            "-p".into(),
+            format!("{d}/"),
+            "-e".into(),
+            format!("{d}/error.log"),
+            "-c".into(),
+            format!("{d}/nginx.conf"),
+        ],
+        ringkit: false,
+    })
+}
+
+/// A study of HTTP servers: what `compare http` and `compare static` share.
+pub(crate) struct Spec {
+    /// "http" or "static": the section's name and its folder under --out.
+    pub study: &'static str,
+    /// The report's heading.
+    pub title: &'static str,
+    /// What the workloads ask for, one sentence.
+    pub about: String,
+    /// Contenders (nginx's files go in `dir/nginx`).
+    pub contenders: Vec<Contender>,
+    /// Contenders that cannot run, and why.
+    pub skipped: Vec<(String, String)>,
+    /// What nginx serves.
+    pub site: Site,
+    /// Workloads, in order.
+    pub workloads: Vec<Workload>,
+    /// Use the built-in generator whatever is installed, for this reason.
+    pub builtin_only: Option<&'static str>,
+    /// The mix's list (`PATH BODY_LEN` lines), for the load command shown.
+    pub mix_file: Option<PathBuf>,
+    /// Count ringkit servers' syscalls from outside too (perf or strace,
+    /// as peers'), not only by their own counters.
+    pub count_ringkit_syscalls: bool,
+}
+
+/// Where a study keeps nginx's files: absolute, because nginx resolves
+/// relative -c/-e paths against its prefix (-p), so a relative --out
+/// directory used to double every path and nginx failed to start.
+pub(crate) fn nginx_dir(dir: &Path) -> PathBuf {
+    std::path::absolute(dir.join("nginx")).unwrap_or_else(|_| dir.join("nginx"))
+}
+
+fn plan(opts: &StudyOpts, dir: &Path) -> Spec {
+    let mut contenders = Vec::new();
+    let mut skipped = Vec::new();
+    match nginx_contender(&nginx_dir(dir)) {
+        Ok(c) => contenders.push(c),
+        Err(s) => skipped.push(s),
     }
     for (name, backend, family) in [
         ("ringkit-uring", "uring", Family::Uring),
@@ -110,26 +139,54 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Plan {
         }),
         Err(e) => skipped.push(("hyper".into(), e)),
     }
-    Plan {
+    let workloads = if opts.quick {
+        vec![Workload::new(100, false), Workload::new(100, true)]
+    } else {
+        vec![
+            Workload::new(100, false),
+            Workload::new(1000, false),
+            Workload::new(100, true),
+        ]
+    };
+    Spec {
+        study: "http",
+        title: "HTTP",
+        about: "`GET /` answered `200` with an empty body".into(),
         contenders,
         skipped,
-        nginx_dir,
+        site: Site::Return200,
+        workloads,
+        builtin_only: None,
+        mix_file: None,
+        count_ringkit_syscalls: false,
     }
 }
 
 /// Run the http study for `ringkit compare`.
 pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    let dir = opts.out_dir.join("http");
+    let spec = plan(opts, &dir);
+    Ok(report::section(&run(opts, spec, progress)?))
+}
+
+/// Run `spec`: every workload, rounds of every contender interleaved and
+/// rotated, then the peers' syscall counts; logs under `out/<study>/`.
+pub(crate) fn run(
+    opts: &StudyOpts,
+    p: Spec,
+    progress: &mut dyn FnMut(&str),
+) -> io::Result<HttpResults> {
     let wall = Instant::now();
     ringkit::raise_nofile_limit();
-    let dir = opts.out_dir.join("http");
+    let dir = opts.out_dir.join(p.study);
     std::fs::create_dir_all(dir.join("logs"))?;
     std::fs::create_dir_all(dir.join("tmp"))?;
-    let p = plan(opts, &dir);
     if p.contenders.is_empty() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
             format!(
-                "no http contender can run: {}",
+                "no {} contender can run: {}",
+                p.study,
                 p.skipped
                     .iter()
                     .map(|(n, w)| format!("{n}: {w}"))
@@ -140,6 +197,10 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     }
     let have_wrk = Path::new(wrk::WRK).exists();
     let (tool, tool_reason) = match std::env::var("RINGKIT_HTTP_LOAD").as_deref() {
+        _ if p.builtin_only.is_some() => (
+            LoadTool::Builtin,
+            p.builtin_only.unwrap_or_default().to_string(),
+        ),
         Ok("builtin") => (LoadTool::Builtin, "RINGKIT_HTTP_LOAD=builtin".to_string()),
         Ok("wrk") if have_wrk => (LoadTool::Wrk, "RINGKIT_HTTP_LOAD=wrk".to_string()),
         _ if have_wrk => (LoadTool::Wrk, format!("{} is installed", wrk::WRK)),
@@ -155,43 +216,45 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         LoadTool::Wrk => wrk::version().unwrap_or_else(|| "wrk (version unknown)".into()),
         LoadTool::Builtin => format!("ringkit bench http {}", env!("CARGO_PKG_VERSION")),
     };
-    let workloads = if opts.quick {
-        vec![Workload::new(100, false), Workload::new(100, true)]
-    } else {
-        vec![
-            Workload::new(100, false),
-            Workload::new(1000, false),
-            Workload::new(100, true),
-        ]
-    };
+    let workloads = p.workloads.clone();
     let rounds = opts.rounds.unwrap_or(3).max(1);
     let secs = opts.secs.unwrap_or(if opts.quick { 2.0 } else { 10.0 });
     let run = Run {
         opts,
         dir: dir.clone(),
-        nginx_dir: p.nginx_dir.clone(),
+        nginx_dir: nginx_dir(&dir),
         tool,
         secs,
+        site: p.site.clone(),
     };
     let load_commands = workloads
         .iter()
         .map(|w| {
             let cmd = match tool {
-                LoadTool::Wrk => {
-                    wrk::command("http://127.0.0.1:PORT/", w.conns, run.wrk_secs(), w.close)
-                        .iter()
-                        .map(|a| {
-                            if a.contains(' ') {
-                                format!("'{a}'")
-                            } else {
-                                a.clone()
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                }
+                LoadTool::Wrk => wrk::command(
+                    &format!("http://127.0.0.1:PORT{}", w.path),
+                    w.conns,
+                    run.wrk_secs(),
+                    w.close,
+                )
+                .iter()
+                .map(|a| {
+                    if a.contains(' ') {
+                        format!("'{a}'")
+                    } else {
+                        a.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
                 LoadTool::Builtin => format!(
-                    "ringkit bench http http://127.0.0.1:PORT/ -c {} -t {secs}{} --cpu {}",
+                    "ringkit bench http http://127.0.0.1:PORT{} {}-c {} -t {secs}{} --cpu {}",
+                    w.path,
+                    match (&w.mix, &p.mix_file, w.body_len) {
+                        (Some(_), Some(f), _) => format!("--paths {} ", f.display()),
+                        (_, _, Some(n)) => format!("--body-len {n} "),
+                        _ => String::new(),
+                    },
                     w.conns,
                     if w.close { " --close" } else { "" },
                     opts.client_cpu
@@ -224,7 +287,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     let mut strace_calls: Vec<(String, String, Result<f64, String>)> = Vec::new();
     if let Some(tool) = opts.peer_syscalls {
         for w in &workloads {
-            for c in cs.iter().filter(|c| !c.ringkit) {
+            for c in cs.iter().filter(|c| !c.ringkit || p.count_ringkit_syscalls) {
                 progress(&format!("{} {} {}", tool.name(), c.name, w.name));
                 let r = run.syscalls(c, w, tool).map_err(|e| e.to_string());
                 strace_calls.push((c.name.clone(), w.name.clone(), r));
@@ -237,11 +300,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             if c.name == "nginx" {
                 return nginx_version().map(|v| (c.name.clone(), v));
             }
-            let tag = format!(
-                "{}-{}-0",
-                workloads[0].conns,
-                if workloads[0].close { "close" } else { "ka" }
-            );
+            let tag = workloads[0].tag("0");
             let log = dir.join("logs").join(format!("{}-{tag}.log", c.name));
             std::fs::read_to_string(log)
                 .ok()
@@ -251,13 +310,16 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     let summary = summarize(cs, &workloads, &samples, &strace_calls, opts.peer_syscalls);
     let _ = std::fs::remove_dir_all(dir.join("tmp"));
     let has_nginx = cs.iter().any(|c| c.name == "nginx");
-    let res = HttpResults {
+    Ok(HttpResults {
+        study: p.study.into(),
+        title: p.title.into(),
+        about: p.about,
         system: SystemInfo::gather(),
         tool,
         tool_reason,
         tool_version,
         nginx_version: if has_nginx { nginx_version() } else { None },
-        nginx_conf: has_nginx.then(|| nginx_conf(&p.nginx_dir, "PORT")),
+        nginx_conf: has_nginx.then(|| nginx_conf(&run.nginx_dir, "PORT", &p.site)),
         rounds,
         secs,
         server_cpu: opts.server_cpu,
@@ -270,6 +332,5 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         samples,
         summary,
         wall_secs: wall.elapsed().as_secs_f64(),
-    };
-    Ok(report::section(&res))
+    })
 }

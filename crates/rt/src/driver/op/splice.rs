@@ -72,6 +72,9 @@ impl OpCode for Splice {
         if !crate::runtime::is_uring() {
             return std::task::Poll::Ready(None);
         }
+        // Made in place, outside the ring and the driver: count it here
+        // (epoll's attempts are counted by the driver).
+        crate::count_syscalls(1);
         std::task::Poll::Ready(match self.attempt() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && !self.out_socket => None,
             r => Some(r),
