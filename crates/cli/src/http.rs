@@ -14,7 +14,9 @@ use std::time::Duration;
 use clap::Args;
 use ringkit::{Backend, LaunchConfig};
 use ringkit_http::static_files::StaticFiles;
-use ringkit_http::{Handler, Limits, Method, Request, Response, Server, ServerConfig, StatusCode};
+use ringkit_http::{
+    FileSend, Handler, Limits, Method, Request, Response, Server, ServerConfig, StatusCode,
+};
 
 /// Settings shared by both servers.
 #[derive(Args, Debug, Clone)]
@@ -51,11 +53,13 @@ pub struct ServerArgs {
     /// one-request connection never is); 0 = plain fds.
     #[arg(long, default_value_t = 4096)]
     fixed_files: u32,
-    /// File bodies over 16 KiB: on = splice(2) file -> pipe -> socket, no
-    /// copy through user memory (IORING_OP_SPLICE on io_uring); off = read
-    /// each piece into a buffer and send it.
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    zero_copy: String,
+    /// File bodies over 16 KiB: sendfile = sendfile(2) after a head sent
+    /// with MSG_MORE, no copy through user memory; splice = splice(2) file
+    /// -> pipe -> socket, corked; copy = read each piece into a buffer and
+    /// send it (on io_uring all through the ring). `on` is sendfile, `off`
+    /// is copy.
+    #[arg(long, default_value = "sendfile", value_parser = FileSend::parse)]
+    zero_copy: FileSend,
     /// Write this thread's runtime counters (io_uring enters, SQEs, CQEs,
     /// syscalls, accepted connections) as JSON to PATH.<thread> every 50 ms;
     /// `ringkit compare` reads them.
@@ -73,7 +77,7 @@ impl ServerArgs {
             idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
             header_timeout: Duration::from_secs(self.header_timeout.max(1)),
             max_connections: self.max_connections.max(1),
-            zero_copy: self.zero_copy == "on",
+            file_send: self.zero_copy,
             ..ServerConfig::default()
         }
     }

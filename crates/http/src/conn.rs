@@ -44,7 +44,8 @@ use crate::decode::RequestDecoder;
 use crate::encode::{self, write_head};
 use crate::response::FileBody;
 use crate::{
-    Body, Error, Handler, Method, Parsed, Request, Response, ServerConfig, StatusCode, Version,
+    Body, Error, FileSend, Handler, Method, Parsed, Request, Response, ServerConfig, StatusCode,
+    Version,
 };
 
 /// Most requests decoded from the input before their responses are written.
@@ -337,21 +338,36 @@ impl<H: Handler> Conn<H> {
     }
 
     /// Append a file body (small: into the output buffer; large: in pieces
-    /// after flushing what precedes it).
+    /// after flushing what precedes it, as [`FileSend`] says).
     async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
         let inline = f.len <= INLINE_BODY as u64;
-        if !inline && self.shared.config.zero_copy {
-            // Corked (nginx's tcp_nopush): the head and the spliced body
-            // leave in full segments, not one short segment per splice.
-            let corked = self.stream.set_cork(true).is_ok();
-            let mut res = self.flush().await;
-            if res.is_ok() {
-                res = self.splice_file(f).await;
+        match self.shared.config.file_send {
+            _ if inline => {}
+            FileSend::SendFile => {
+                // The head waits (MSG_MORE) to share a segment with the body.
+                if !self.out.is_empty() {
+                    let out = std::mem::take(&mut self.out);
+                    let (r, mut v) = self.stream.write_all_more(out).await;
+                    v.clear();
+                    self.out = v;
+                    r?;
+                }
+                return self.zero_copy(f, FileSend::SendFile).await;
             }
-            if corked {
-                let _ = self.stream.set_cork(false);
+            FileSend::Splice => {
+                // Corked (nginx's tcp_nopush): the head and the spliced body
+                // leave in full segments, not one short segment per splice.
+                let corked = self.stream.set_cork(true).is_ok();
+                let mut res = self.flush().await;
+                if res.is_ok() {
+                    res = self.zero_copy(f, FileSend::Splice).await;
+                }
+                if corked {
+                    let _ = self.stream.set_cork(false);
+                }
+                return res;
             }
-            return res;
+            FileSend::Copy => {}
         }
         let mut buf = self
             .file_buf
@@ -389,12 +405,16 @@ impl<H: Handler> Conn<H> {
         res
     }
 
-    /// A large file body without a user-space copy (the head is flushed).
-    async fn splice_file(&mut self, f: FileBody) -> io::Result<()> {
+    /// A large file body without a user-space copy (the head is flushed),
+    /// by `sendfile` or through the pipe.
+    async fn zero_copy(&mut self, f: FileBody, how: FileSend) -> io::Result<()> {
         let (mut off, end) = (f.offset, f.offset.saturating_add(f.len));
         while off < end {
             let want = (end - off).min(usize::MAX as u64) as usize;
-            let n = self.stream.send_file(&f.file, off, want).await?;
+            let n = match how {
+                FileSend::Splice => self.stream.splice_file(&f.file, off, want).await?,
+                _ => self.stream.send_file(&*f.file, off, want).await?,
+            };
             if n == 0 {
                 return Err(truncated());
             }

@@ -47,7 +47,7 @@ pub use decode::RequestDecoder;
 pub use error::Error;
 pub use handler::{BoxResponse, Handler};
 pub use head::{Framing, Head};
-pub use limits::{Limits, ServerConfig, MAX_HEADERS_CAP};
+pub use limits::{FileSend, Limits, ServerConfig, MAX_HEADERS_CAP};
 pub use method::{Method, Version};
 pub use parse::{parse_head, Parsed};
 pub use request::Request;

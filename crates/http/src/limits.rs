@@ -68,11 +68,39 @@ pub struct ServerConfig {
     /// Set `TCP_NODELAY` on accepted connections (default true: responses go
     /// out in one write, so Nagle only adds latency).
     pub nodelay: bool,
-    /// Send file bodies larger than the inline limit (16 KiB) without
-    /// copying them through user memory: `splice(2)` file -> pipe ->
-    /// socket (`IORING_OP_SPLICE` on io_uring). Default true; false reads
-    /// each piece into a buffer and sends it (two copies of every byte).
-    pub zero_copy: bool,
+    /// How file bodies larger than the inline limit (16 KiB) are sent.
+    /// Default [`FileSend::SendFile`].
+    pub file_send: FileSend,
+}
+
+/// How a file body larger than the inline limit (16 KiB) leaves; smaller
+/// ones are read into the response buffer and leave with the head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FileSend {
+    /// `sendfile(2)` after a head sent with `MSG_MORE`: no copy through
+    /// user memory, one syscall per socket-buffer-full, on both backends.
+    #[default]
+    SendFile,
+    /// `splice(2)` file -> the connection's pipe -> socket, corked
+    /// (`TCP_CORK`): no copy either, but two splices a pipe-full and two
+    /// `setsockopt`s a response. Kept to measure against `SendFile`.
+    Splice,
+    /// Read each piece into a buffer and send it (ring reads and sends on
+    /// io_uring: no syscall outside the ring, but two copies of each byte).
+    Copy,
+}
+
+impl FileSend {
+    /// Parse `sendfile`, `splice` or `copy` (`on` is `sendfile`, `off` is
+    /// `copy`).
+    pub fn parse(s: &str) -> Result<FileSend, String> {
+        match s {
+            "sendfile" | "on" => Ok(FileSend::SendFile),
+            "splice" => Ok(FileSend::Splice),
+            "copy" | "off" => Ok(FileSend::Copy),
+            _ => Err(format!("{s:?}: want sendfile, splice or copy")),
+        }
+    }
 }
 
 impl Default for ServerConfig {
@@ -84,7 +112,7 @@ impl Default for ServerConfig {
             max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
             nodelay: true,
-            zero_copy: true,
+            file_send: FileSend::SendFile,
         }
     }
 }

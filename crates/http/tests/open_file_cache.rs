@@ -236,9 +236,10 @@ ringkit::test_all! {
         let mid: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 241) as u8 + 1).collect();
         f.write_all_at(&mid, 1 << 30).unwrap();
         drop(f);
-        for zero_copy in [true, false] {
+        use ringkit_http::FileSend;
+        for zero_copy in [FileSend::SendFile, FileSend::Splice, FileSend::Copy] {
             let config = ringkit_http::ServerConfig {
-                zero_copy,
+                file_send: zero_copy,
                 ..Default::default()
             };
             let addr = harness::serve_forever(config, StaticFiles::new(&root).unwrap());
@@ -246,13 +247,13 @@ ringkit::test_all! {
             client(move || {
                 // The last 100 000 bytes.
                 let g = get_with(addr, "/big.bin", "Range: bytes=-100000\r\n");
-                assert_eq!(g.status, 206, "zero_copy={zero_copy}");
-                assert!(g.body == t, "zero_copy={zero_copy}: tail differs");
+                assert_eq!(g.status, 206, "{zero_copy:?}");
+                assert!(g.body == t, "{zero_copy:?}: tail differs");
                 // 1 MiB from the middle, by offsets.
                 let r = format!("Range: bytes={}-{}\r\n", 1u64 << 30, (1u64 << 30) + (1 << 20) - 1);
                 let g = get_with(addr, "/big.bin", &r);
                 assert_eq!((g.status, g.length), (206, Some(1 << 20)));
-                assert!(g.body == m, "zero_copy={zero_copy}: middle differs");
+                assert!(g.body == m, "{zero_copy:?}: middle differs");
                 // Past the end: 416.
                 let g = get_with(addr, "/big.bin", &format!("Range: bytes={size}-\r\n"));
                 assert_eq!(g.status, 416);

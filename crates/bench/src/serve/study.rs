@@ -3,9 +3,10 @@
 //! Contenders: nginx in its best documented configuration for static files
 //! (`sendfile on`, `tcp_nopush on`, `open_file_cache` for every file of the
 //! tree; one worker), `ringkit serve` on io_uring and on epoll (open-file
-//! cache as large as nginx's), and, outside `--quick`, ringkit on io_uring
-//! with the cache off and with zero-copy off, so the report shows what each
-//! one is worth.
+//! cache as large as nginx's; bodies over 16 KiB by `sendfile`), and,
+//! outside `--quick`, ringkit on io_uring with the cache off, with bodies
+//! spliced through a pipe, and with bodies copied through the ring, so the
+//! report shows what each choice is worth.
 //!
 //! Workloads, 100 connections each: 1 KiB, 64 KiB and 1 MiB files with
 //! keep-alive; 1 KiB with `Connection: close`; and 10 000 files of mixed
@@ -69,8 +70,10 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             .stats()
             .flag("--open-file-cache", 0);
         contenders.push(nocache.contender("ringkit-uring-nocache", Family::Uring));
-        let copy = serve("uring").flag("--zero-copy", "off");
-        contenders.push(copy.contender("ringkit-uring-copy", Family::Uring));
+        for how in ["splice", "copy"] {
+            let other = serve("uring").flag("--zero-copy", how);
+            contenders.push(other.contender(&format!("ringkit-uring-{how}"), Family::Uring));
+        }
     }
 
     let single = |i: usize, close: bool| {

@@ -25,6 +25,7 @@ use crate::buf::{IoBuf, IoBufMut, RecvBuf};
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
+use crate::driver::op::sendfile::{SendFile, Sent};
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
 use crate::driver::op::splice::{self, Pipe};
@@ -191,10 +192,22 @@ impl StreamCore {
         Op::new(Send::new(self.fd, true, buf, 0).fixed(self.slot())).await
     }
 
-    pub(crate) async fn write_all<B: IoBuf>(&self, mut buf: B) -> (io::Result<()>, B) {
+    pub(crate) async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
+        self.write_all_flags(buf, 0).await
+    }
+
+    /// `write_all` with `send` flags (`MSG_MORE`).
+    pub(crate) async fn write_all_flags<B: IoBuf>(
+        &self,
+        mut buf: B,
+        flags: i32,
+    ) -> (io::Result<()>, B) {
         let mut done = 0;
         while done < buf.bytes_init() {
-            let (res, b) = Op::new(Send::new(self.fd, true, buf, done).fixed(self.slot())).await;
+            let send = Send::new(self.fd, true, buf, done)
+                .fixed(self.slot())
+                .flags(flags);
+            let (res, b) = Op::new(send).await;
             buf = b;
             match res {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
@@ -206,10 +219,27 @@ impl StreamCore {
         (Ok(()), buf)
     }
 
-    /// Send up to `len` bytes of `file` from `offset` without copying them
-    /// through user memory (see [`splice::send_file`]); 0: `file` ends
+    /// `sendfile(2)` up to `len` bytes of `file` from `offset` (see
+    /// [`SendFile`]): returns the bytes sent, maybe fewer; 0: `file` ends
     /// before `offset`.
-    pub(crate) async fn send_file<F: std::os::fd::AsRawFd + 'static>(
+    pub(crate) async fn send_file<F: std::os::fd::AsRawFd>(
+        &self,
+        file: &F,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        loop {
+            let op = SendFile::new(self.fd, file.as_raw_fd(), offset, len);
+            match Op::new(op).await? {
+                Sent::Bytes(n) => return Ok(n),
+                Sent::Writable => {}
+            }
+        }
+    }
+
+    /// Send up to `len` bytes of `file` from `offset` through this stream's
+    /// pipe (see [`splice::send_file`]); 0: `file` ends before `offset`.
+    pub(crate) async fn splice_file<F: std::os::fd::AsRawFd + 'static>(
         &self,
         file: &Rc<F>,
         offset: u64,

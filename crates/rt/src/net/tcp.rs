@@ -195,20 +195,47 @@ impl TcpStream {
         self.core.write_all(buf)
     }
 
+    /// Write all of `buf` with `MSG_MORE`: more data follows at once, so
+    /// the kernel holds a last partial segment to fill it (a response head
+    /// before a [`TcpStream::send_file`] body, like `TCP_CORK` without the
+    /// two `setsockopt` calls). The next write without it pushes.
+    pub fn write_all_more<B: IoBuf>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.write_all_flags(buf, libc::MSG_MORE)
+    }
+
     /// Send up to `len` bytes of `file` from `offset` without copying them
-    /// through user memory: file -> a pipe of this stream's -> socket
-    /// (`splice(2)`; `IORING_OP_SPLICE` on io_uring), at most one pipe-full
-    /// (up to 1 MiB) per call. Returns the bytes sent; 0 means `file` ends
-    /// before `offset`. The file is kept alive until the kernel is done
-    /// with it, even if this future is dropped.
-    pub fn send_file<F: AsRawFd + 'static>(
+    /// through user memory, with `sendfile(2)`: one syscall, made in place
+    /// on both backends (io_uring has no sendfile opcode); while the socket
+    /// is full the wait is a ring poll (io_uring) or the readiness wait
+    /// (epoll). Returns the bytes sent, maybe fewer than `len`; 0 means
+    /// `file` ends before `offset`.
+    pub async fn send_file<F: AsRawFd>(
+        &self,
+        file: &F,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<usize> {
+        self.core.send_file(file, offset, len).await
+    }
+
+    /// Like [`TcpStream::send_file`], through a pipe of this stream's
+    /// instead: file -> pipe -> socket (`splice(2)`, tried in place first;
+    /// `IORING_OP_SPLICE` on io_uring when it would block), at most one
+    /// pipe-full (up to 1 MiB) per call. Two syscalls a pipe-full where
+    /// `send_file` makes one; kept to measure against it. The file is kept
+    /// alive until the kernel is done with it, even if this future is
+    /// dropped.
+    pub fn splice_file<F: AsRawFd + 'static>(
         &self,
         file: &Rc<F>,
         offset: u64,
         len: usize,
     ) -> impl Future<Output = io::Result<usize>> + '_ {
         let file = file.clone();
-        async move { self.core.send_file(&file, offset, len).await }
+        async move { self.core.splice_file(&file, offset, len).await }
     }
 
     /// Vectored write (`sendmsg`).

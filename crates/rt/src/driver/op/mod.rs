@@ -15,6 +15,7 @@ pub(crate) mod recv;
 pub(crate) mod recv_multi;
 pub(crate) mod recvmsg;
 pub(crate) mod send;
+pub(crate) mod sendfile;
 pub(crate) mod sendmsg;
 pub(crate) mod shutdown;
 pub(crate) mod splice;

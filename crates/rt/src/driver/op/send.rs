@@ -19,6 +19,8 @@ pub(crate) struct Send<B> {
     buf: B,
     /// Send `buf[start..bytes_init]` (used by `write_all`).
     start: usize,
+    /// `send` flags besides `MSG_NOSIGNAL` (sockets only).
+    flags: i32,
 }
 
 impl<B: IoBuf> Send<B> {
@@ -29,7 +31,14 @@ impl<B: IoBuf> Send<B> {
             socket,
             buf,
             start,
+            flags: 0,
         }
+    }
+
+    /// Add `send` flags (e.g. `MSG_MORE`); sockets only.
+    pub(crate) fn flags(mut self, flags: i32) -> Self {
+        self.flags = flags;
+        self
     }
 
     /// io_uring: address the fd by its registered-file slot.
@@ -53,7 +62,7 @@ impl<B: IoBuf> OpCode for Send<B> {
         let (ptr, len) = self.slice();
         if self.socket {
             opcode::Send::new(target(self.fd, self.fixed), ptr, len as u32)
-                .flags(libc::MSG_NOSIGNAL)
+                .flags(libc::MSG_NOSIGNAL | self.flags)
                 .build()
         } else {
             opcode::Write::new(Target::Fd(self.fd), ptr, len as u32)
@@ -71,7 +80,7 @@ impl<B: IoBuf> OpCode for Send<B> {
         // SAFETY: `ptr` is readable for `len` initialised bytes (IoBuf contract).
         let r = unsafe {
             if self.socket {
-                raw::send(self.fd, ptr.cast(), len, libc::MSG_NOSIGNAL)
+                raw::send(self.fd, ptr.cast(), len, libc::MSG_NOSIGNAL | self.flags)
             } else {
                 raw::write(self.fd, ptr.cast(), len)
             }
