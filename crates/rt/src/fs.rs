@@ -9,7 +9,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::driver::op::close::Close;
 use crate::driver::op::fsync::Fsync;
-use crate::driver::op::open::Open;
+use crate::driver::op::open::{Open, Open2};
 use crate::driver::op::read_at::ReadAt;
 use crate::driver::op::readv::Readv;
 use crate::driver::op::statx::Statx;
@@ -178,6 +178,10 @@ impl Metadata {
     pub fn ino(&self) -> u64 {
         self.stx.stx_ino
     }
+    /// Device the file is on (`st_dev`).
+    pub fn dev(&self) -> u64 {
+        libc::makedev(self.stx.stx_dev_major, self.stx.stx_dev_minor)
+    }
     /// Preferred I/O block size.
     pub fn blksize(&self) -> u32 {
         self.stx.stx_blksize
@@ -188,6 +192,52 @@ impl Metadata {
 pub async fn metadata(path: impl AsRef<Path>) -> io::Result<Metadata> {
     let stx = Op::new(Statx::path(cpath(path.as_ref())?)).await?;
     Ok(Metadata { stx })
+}
+
+/// `RESOLVE_*` flags of [`open_at`] (`linux/openat2.h`).
+pub mod resolve {
+    /// Stay on the mount of the directory.
+    pub const NO_XDEV: u64 = 0x01;
+    /// Refuse `/proc/*/fd`-style magic links.
+    pub const NO_MAGICLINKS: u64 = 0x02;
+    /// Refuse every symlink.
+    pub const NO_SYMLINKS: u64 = 0x04;
+    /// Refuse any resolution that would leave the directory (`EXDEV`).
+    pub const BENEATH: u64 = 0x08;
+    /// Resolve as if the directory were `/`.
+    pub const IN_ROOT: u64 = 0x10;
+}
+
+/// Open `path` relative to the directory `dir` with `openat2(2)`, the
+/// lookup restricted by `resolve` ([`resolve`] flags); `flags` are `O_*`
+/// (`O_CLOEXEC` is added). io_uring: `IORING_OP_OPENAT2` (a lookup served
+/// from the dentry cache completes inline, without a worker thread); epoll:
+/// the syscall inline. `dir` must stay open until this completes. `EAGAIN`
+/// (a rename raced a `BENEATH` lookup) is returned as is: try again.
+pub async fn open_at(
+    dir: BorrowedFd<'_>,
+    path: impl AsRef<Path>,
+    flags: i32,
+    resolve: u64,
+) -> io::Result<OwnedFd> {
+    let path = cpath(path.as_ref())?;
+    Op::new(Open2::new(dir.as_raw_fd(), path, flags, resolve)).await
+}
+
+/// Metadata of an open descriptor of any kind, `O_PATH` included
+/// (`statx` with `AT_EMPTY_PATH`; `IORING_OP_STATX` on io_uring).
+pub async fn fd_metadata(fd: BorrowedFd<'_>) -> io::Result<Metadata> {
+    let stx = Op::new(Statx::fd(fd.as_raw_fd())).await?;
+    Ok(Metadata { stx })
+}
+
+/// Close `fd` (`IORING_OP_CLOSE` on io_uring; epoll: inline) and report the
+/// error, if any.
+pub async fn close(fd: OwnedFd) -> io::Result<()> {
+    Op::new(Close {
+        fd: fd.into_raw_fd(),
+    })
+    .await
 }
 
 /// An open file. Reads and writes are positional (`read_at`/`write_at`).

@@ -600,6 +600,38 @@ opcode! {
     }
 }
 
+/// `struct open_how` of `openat2(2)` (`linux/openat2.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OpenHow {
+    /// `O_*` flags.
+    pub flags: u64,
+    /// Mode for `O_CREAT`/`O_TMPFILE`.
+    pub mode: u64,
+    /// `RESOLVE_*` flags.
+    pub resolve: u64,
+}
+
+opcode! {
+    /// Open a file relative to `dirfd`, like `openat2(2)`: `how` says the
+    /// flags and how the path may be resolved (`RESOLVE_BENEATH`, ...). The
+    /// kernel copies `*how` when it prepares the entry, at submission.
+    pub struct OpenAt2 {
+        dirfd: RawFd, pathname: *const libc::c_char, how: *const OpenHow
+        ;;
+        dest: Dest = Dest::Fd,
+    }
+    const CODE = sys::IORING_OP_OPENAT2;
+    fn build(self, sqe) {
+        sqe.fd = self.dirfd;
+        sqe.addr = self.pathname as u64;
+        // addr2 (the `off` field) points at the struct, len is its size.
+        sqe.off = self.how as u64;
+        sqe.len = std::mem::size_of::<OpenHow>() as u32;
+        sqe.file_index = self.dest.file_index();
+    }
+}
+
 opcode! {
     /// File status, like `statx(2)`.
     pub struct Statx {

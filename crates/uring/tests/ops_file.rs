@@ -187,6 +187,50 @@ fn fsync_and_sync_file_range() {
 }
 
 #[test]
+fn openat2_resolves_beneath_its_directory_only() {
+    let mut ring = ring(8);
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("in.txt"), b"inside").unwrap();
+    std::fs::write(t.path().join("secret"), b"outside").unwrap();
+    std::os::unix::fs::symlink("../secret", root.join("out")).unwrap();
+    let dirf = std::fs::File::open(&root).unwrap();
+    const RESOLVE_BENEATH: u64 = 0x08;
+    let how = opcode::OpenHow {
+        flags: (libc::O_RDONLY | libc::O_CLOEXEC) as u64,
+        mode: 0,
+        resolve: RESOLVE_BENEATH,
+    };
+    let names: Vec<CString> = ["in.txt", "../secret", "out", "/etc/passwd", "nope"]
+        .iter()
+        .map(|n| CString::new(*n).unwrap())
+        .collect();
+    for (i, n) in names.iter().enumerate() {
+        let o = opcode::OpenAt2::new(raw(&dirf), n.as_ptr(), &how);
+        // SAFETY: the names and `how` outlive the wait.
+        unsafe { push(&mut ring, o.build().user_data(i as u64)) };
+    }
+    let got = wait_sorted(&mut ring, names.len());
+    let fd = own(got[0].res);
+    let mut buf = [0u8; 16];
+    // SAFETY: reading into a local buffer from our fd.
+    let n = unsafe { libc::read(raw(&fd), buf.as_mut_ptr().cast(), buf.len()) };
+    assert_eq!(&buf[..n as usize], b"inside");
+    let res: Vec<i32> = got[1..].iter().map(|c| c.res).collect();
+    assert_eq!(
+        res,
+        [
+            neg(libc::EXDEV),
+            neg(libc::EXDEV),
+            neg(libc::EXDEV),
+            neg(libc::ENOENT)
+        ],
+        "{got:?}"
+    );
+}
+
+#[test]
 fn openat_creates_a_file_and_statx_sees_its_size() {
     let mut ring = ring(8);
     let dir = tempfile::tempdir().unwrap();

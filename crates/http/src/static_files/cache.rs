@@ -161,7 +161,7 @@ pub(crate) async fn open(
     };
     // Miss or stale: the contained lookup, as without a cache.
     let forget = || with_cache(id, |cache| cache.maps[slash].remove(bytes));
-    let found = match root.find(p, index) {
+    let found = match root.find(p, index).await {
         Ok(f) => f,
         Err(r) => {
             forget();
@@ -170,7 +170,10 @@ pub(crate) async fn open(
     };
     let open = match stale {
         // The same file (a path names one file: same inode, same path).
-        Some(old) if same_content(&old.stat, &found.stat) => old,
+        Some(old) if same_content(&old.stat, &found.stat) => {
+            found.close().await;
+            old
+        }
         _ => match OpenFile::open(root, found).await {
             Ok(f) => f,
             Err(failed) => {
@@ -208,7 +211,7 @@ pub(crate) async fn open(
 }
 
 async fn open_uncached(root: &Root, p: &SafePath, index: &str) -> Opened {
-    match root.find(p, index) {
+    match root.find(p, index).await {
         Ok(found) => match OpenFile::open(root, found).await {
             Ok(f) => Opened::Ready(f),
             Err(failed) => failed,

@@ -60,3 +60,62 @@ impl OpCode for Open {
         }
     }
 }
+
+/// `openat2(2)`: io_uring `IORING_OP_OPENAT2`; epoll: `openat2` inline.
+pub(crate) struct Open2 {
+    dirfd: RawFd,
+    // Heap blocks: stable across moves until the kernel has read them.
+    path: CString,
+    how: Box<opcode::OpenHow>,
+}
+
+impl Open2 {
+    pub(crate) fn new(dirfd: RawFd, path: CString, flags: i32, resolve: u64) -> Open2 {
+        Open2 {
+            dirfd,
+            path,
+            how: Box::new(opcode::OpenHow {
+                flags: (flags | libc::O_CLOEXEC) as u64,
+                mode: 0,
+                resolve,
+            }),
+        }
+    }
+}
+
+impl OpCode for Open2 {
+    type Output = io::Result<OwnedFd>;
+
+    fn uring_entry(&mut self) -> Entry {
+        opcode::OpenAt2::new(self.dirfd, self.path.as_ptr(), &*self.how).build()
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        // SAFETY: a NUL-terminated path and a valid `open_how` with its size.
+        cvt(unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.dirfd,
+                self.path.as_ptr(),
+                &*self.how as *const opcode::OpenHow,
+                std::mem::size_of::<opcode::OpenHow>(),
+            )
+        } as isize)
+    }
+
+    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
+        // SAFETY: the kernel just gave us this fd.
+        res.map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+    }
+
+    fn orphan_result(self, res: i32, _flags: u32) {
+        if res >= 0 {
+            // SAFETY: a file opened after its future was dropped: close it.
+            unsafe { libc::close(res) };
+        }
+    }
+}
