@@ -50,11 +50,15 @@ pub fn table(res: &HttpResults) -> String {
             opt(r.syscalls_per_req, 2),
             opt(r.enters_per_req, 3),
             r.p99_us,
-            ratio(r.rps_vs_nginx),
-            ratio(r.cpu_vs_nginx),
+            ratio(r.rps_vs_nginx_paired.map(|p| p.median).or(r.rps_vs_nginx)),
+            ratio(r.cpu_vs_nginx_paired.map(|p| p.median).or(r.cpu_vs_nginx)),
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
+    let _ = writeln!(
+        s,
+        "vs nginx, cpu/ngx: paired over rounds (req/s higher is better, CPU lower is better)"
+    );
     let _ = writeln!(s, "load: {} ({})", res.tool_version, res.tool_reason);
     for (n, why) in &res.skipped {
         let _ = writeln!(s, "skipped {n}: {why}");
@@ -137,25 +141,32 @@ pub fn markdown(res: &HttpResults) -> String {
         s,
         "\n### Results (medians over good samples; ratios in the same run: req/s higher is better, CPU lower is better)\n"
     );
-    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs nginx | server CPU µs/req (user+sys) | CPU vs nginx | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |");
+    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs nginx | req/s vs nginx, paired (range) | server CPU µs/req (user+sys) | CPU vs nginx | CPU vs nginx, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |");
     let _ = writeln!(
         s,
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
+    let paired = |p: Option<crate::harness::stat::Stat>| {
+        p.map_or("-".to_string(), |p| {
+            format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max)
+        })
+    };
     for r in &res.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |",
+            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |",
             r.contender,
             r.workload,
             r.rps.median,
             r.rps.min,
             r.rps.max,
             ratio(r.rps_vs_nginx),
+            paired(r.rps_vs_nginx_paired),
             r.cpu_us.median,
             r.cpu_user_us,
             r.cpu_sys_us,
             ratio(r.cpu_vs_nginx),
+            paired(r.cpu_vs_nginx_paired),
             opt(r.cpu_us_per_mib, 0),
             ratio(r.rps_vs_best_epoll),
             ratio(r.cpu_vs_best_epoll),

@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::load::{HttpLoadResult, Target};
 use super::wrk::WrkResult;
 use crate::harness::server::Contender;
-use crate::harness::stat::stat;
+use crate::harness::stat::{stat, Stat};
 use crate::harness::summary::{best_epoll, Figures, PeerSyscalls, ServerSample};
 use crate::harness::syscalls::SyscallTool;
 use crate::harness::sysinfo::SystemInfo;
@@ -182,6 +182,12 @@ pub struct HttpSummary {
     pub cpu_vs_best_epoll: Option<f64>,
     /// Server CPU per MiB of body sent, µs (workloads with a body).
     pub cpu_us_per_mib: Option<f64>,
+    /// Paired: this contender's requests/s over nginx's in the same round,
+    /// median and range over the rounds where both have a good sample.
+    pub rps_vs_nginx_paired: Option<Stat>,
+    /// Paired: CPU per request over nginx's in the same round (lower is
+    /// better).
+    pub cpu_vs_nginx_paired: Option<Stat>,
 }
 
 /// A summary reads as its figures (`r.rps`, `r.contender`, ...).
@@ -239,6 +245,31 @@ pub struct HttpResults {
     pub wall_secs: f64,
 }
 
+/// `value` of `who`'s sample over `base`'s in the same round of workload
+/// `w`, for every round where both have a good sample: median and range.
+fn paired(
+    samples: &[HttpSample],
+    w: &str,
+    who: &str,
+    base: &str,
+    value: impl Fn(&HttpSample) -> f64,
+) -> Option<Stat> {
+    let good = |name: &str, round: usize| {
+        samples
+            .iter()
+            .find(|s| s.contender == name && s.workload == w && s.round == round && s.ok())
+    };
+    let v: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.contender == who && s.workload == w && s.ok())
+        .filter_map(|s| {
+            let b = value(good(base, s.round)?);
+            (b > 0.0).then(|| value(s) / b)
+        })
+        .collect();
+    (!v.is_empty()).then(|| stat(v))
+}
+
 pub(crate) fn summarize(
     cs: &[Contender],
     workloads: &[Workload],
@@ -281,6 +312,11 @@ pub(crate) fn summarize(
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
                     cpu_us_per_mib: None,
+                    rps_vs_nginx_paired: paired(samples, &w.name, &c.name, "nginx", |s| s.rps),
+                    cpu_vs_nginx_paired: paired(samples, &w.name, &c.name, "nginx", |s| {
+                        let (u, k) = s.cpu_us_per_req();
+                        u + k
+                    }),
                 }
             })
             .collect();
@@ -355,7 +391,12 @@ mod tests {
         assert!((u.cpu_vs_nginx.unwrap() - 0.5).abs() < 1e-9);
         assert!((u.rps_vs_best_epoll.unwrap() - 1.25).abs() < 1e-9);
         assert!((u.cpu_vs_best_epoll.unwrap() - 5.0 / 8.0).abs() < 1e-9);
+        let p = u.cpu_vs_nginx_paired.unwrap();
+        assert!((p.median - 0.5).abs() < 1e-9, "{p:?}");
+        assert!((u.rps_vs_nginx_paired.unwrap().median - 1.5).abs() < 1e-9);
         let h = get("hyper");
+        // The failed sample (round 0 too, but errors) is not paired.
+        assert!((h.rps_vs_nginx_paired.unwrap().max - 1.2).abs() < 1e-9);
         assert_eq!((h.ok_samples, h.samples), (1, 2));
         assert!((h.rps.median - 120.0).abs() < 1e-9);
     }
