@@ -5,12 +5,14 @@
 //! (see [`crate::buf`]). Sockets are `!Send`: they belong to the runtime
 //! thread that made them.
 
+mod poll_io;
 mod stream;
 mod tcp;
 mod udp;
 mod unix;
 
 pub use crate::buf::RecvBuf;
+pub use poll_io::PollIo;
 pub use tcp::{Incoming, OwnedReadHalf, OwnedWriteHalf, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixListener, UnixStream};

@@ -100,6 +100,12 @@ impl UnixStream {
         self.core.write_all(buf)
     }
 
+    /// Poll-based reads and writes over this stream, for readiness-style
+    /// traits (hyper, tokio-io): see [`crate::net::PollIo`].
+    pub fn into_poll_io(self) -> crate::net::PollIo {
+        crate::net::PollIo::new(self.core.clone())
+    }
+
     /// Shut down reading, writing or both.
     pub fn shutdown(&self, how: std::net::Shutdown) -> impl Future<Output = io::Result<()>> + '_ {
         self.core.shutdown(how)

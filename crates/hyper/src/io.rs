@@ -1,0 +1,65 @@
+//! [`HyperIo`]: hyper's I/O traits over a ringkit stream.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use hyper::rt::{Read, ReadBufCursor, Write};
+use ringkit::net::{PollIo, TcpStream, UnixStream};
+
+/// A ringkit stream as hyper I/O (see [`ringkit::net::PollIo`]).
+#[derive(Debug)]
+pub struct HyperIo(PollIo);
+
+impl HyperIo {
+    /// Wrap poll-based I/O.
+    pub fn new(io: PollIo) -> HyperIo {
+        HyperIo(io)
+    }
+}
+
+impl From<TcpStream> for HyperIo {
+    fn from(s: TcpStream) -> HyperIo {
+        HyperIo(s.into_poll_io())
+    }
+}
+
+impl From<UnixStream> for HyperIo {
+    fn from(s: UnixStream) -> HyperIo {
+        HyperIo(s.into_poll_io())
+    }
+}
+
+impl Read for HyperIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        // SAFETY: `PollIo::poll_read` only writes initialised bytes into the
+        // slice, never de-initialises any, and returns how many it wrote.
+        let dst = unsafe { buf.as_mut() };
+        let n = ready!(self.get_mut().0.poll_read(cx, dst))?;
+        // SAFETY: the first `n` bytes were just written.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Write for HyperIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.get_mut().0.poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().0.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.get_mut().0.poll_shutdown(cx)
+    }
+}

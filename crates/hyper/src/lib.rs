@@ -1,0 +1,34 @@
+//! hyper and axum on ringkit, completion-based.
+//!
+//! - [`HyperIo`]: a ringkit stream under hyper's `rt::Read`/`rt::Write`.
+//!   Reads come from the stream's multishot receive into the runtime's
+//!   buffer ring (io_uring) or from readiness reads (epoll); writes collect
+//!   in an owned buffer and go out as whole sends. See
+//!   [`ringkit::net::PollIo`] for how, and how it differs from bridges that
+//!   poll for readiness inside io_uring or zero-fill the caller's buffer.
+//! - [`LocalExec`] and [`RingkitTimer`]: hyper's executor (spawns on the
+//!   current ringkit thread; `!Send` futures allowed) and timer (on
+//!   `ringkit::time`).
+//! - [`serve`]: a thread-per-core server: one runtime, one `SO_REUSEPORT`
+//!   listener per thread, HTTP/1.1 and HTTP/2 (hyper-util's auto builder,
+//!   h2 by prior knowledge), graceful shutdown on SIGINT/SIGTERM.
+//! - [`client::handshake`]: a hyper HTTP/1.1 client connection over a
+//!   ringkit stream.
+//!
+//! Supported: hyper 1.x, hyper-util 0.1, and axum 0.8 (an axum `Router`
+//! is a tower service; [`serve`] takes any tower service).
+//!
+//! ```no_run
+//! use axum::{routing::get, Router};
+//! let app = Router::new().route("/", get(|| async { "Hello, World!" }));
+//! ringkit_hyper::serve(ringkit_hyper::ServeConfig::new("127.0.0.1:8080".parse().unwrap()), move || app.clone()).unwrap();
+//! ```
+
+pub mod client;
+mod io;
+mod rt;
+mod server;
+
+pub use io::HyperIo;
+pub use rt::{LocalExec, RingkitSleep, RingkitTimer};
+pub use server::{serve, serve_listener, ServeConfig};

@@ -1,0 +1,175 @@
+//! [`serve`]: a hyper service on every thread of a thread-per-core server.
+//!
+//! Each thread runs its own ringkit runtime (io_uring, or epoll with the
+//! reason printed), binds the address with `SO_REUSEPORT`, accepts, and
+//! serves each connection with hyper-util's auto builder (HTTP/1.1, or
+//! HTTP/2 when the client starts with the h2 preface). The service is made
+//! once per thread and cloned per connection, so it need not be `Send`.
+//!
+//! Shutdown: on SIGINT/SIGTERM (or the future given to [`serve_listener`])
+//! the thread stops accepting, asks every connection to finish gracefully
+//! (HTTP/1.1: after the response in flight; HTTP/2: GOAWAY), waits for them
+//! up to the grace period, and returns.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::net::SocketAddr;
+use std::pin::pin;
+use std::rc::Rc;
+use std::task::Poll;
+use std::time::Duration;
+
+use http_body::Body;
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use ringkit::net::TcpListener;
+use ringkit::sync::Drain;
+use ringkit::{Backend, LaunchConfig};
+
+use crate::{HyperIo, LocalExec, RingkitTimer};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Where and how [`serve`] runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Address every thread binds (`SO_REUSEPORT`).
+    pub addr: SocketAddr,
+    /// Threads, one runtime and listener each.
+    pub threads: usize,
+    /// CPUs to pin the threads to (thread i on `cpus[i % len]`); empty: none.
+    pub cpus: Vec<usize>,
+    /// I/O backend.
+    pub backend: Backend,
+    /// How long connections may take to finish after a shutdown request.
+    pub grace: Duration,
+}
+
+impl ServeConfig {
+    /// One thread on `addr`, backend `auto`, 30 s of grace.
+    pub fn new(addr: SocketAddr) -> ServeConfig {
+        ServeConfig {
+            addr,
+            threads: 1,
+            cpus: Vec::new(),
+            backend: Backend::Auto,
+            grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Serve the tower service `make()` (an axum `Router`, for one) on every
+/// thread until SIGINT/SIGTERM; returns once every thread has drained.
+pub fn serve<M, S, B>(cfg: ServeConfig, make: M) -> io::Result<()>
+where
+    M: Fn() -> S + Send + Sync + Clone + 'static,
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
+    S::Future: 'static,
+    S::Error: Into<BoxError>,
+    B: Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    ringkit::raise_nofile_limit();
+    ringkit::signal::install()?;
+    let launch = LaunchConfig::new(cfg.threads.max(1))
+        .cpus(cfg.cpus.clone())
+        .backend(cfg.backend);
+    let (addr, grace) = (cfg.addr, cfg.grace);
+    let handles = ringkit::launch(launch, move |i| {
+        let make = make.clone();
+        async move {
+            let listener = match TcpListener::bind_reuseport(addr) {
+                Ok(l) => l,
+                Err(e) => {
+                    eprintln!("ringkit-hyper: thread {i}: cannot listen on {addr}: {e}");
+                    std::process::exit(1);
+                }
+            };
+            eprintln!(
+                "ringkit-hyper: thread {i} listening on {} with {}",
+                listener.local_addr().unwrap_or(addr),
+                ringkit::backend_report()
+            );
+            let shutdown = ringkit::signal::shutdown_requested();
+            if let Err(e) = serve_listener(listener, make(), shutdown, grace).await {
+                eprintln!("ringkit-hyper: thread {i}: {e}");
+                std::process::exit(1);
+            }
+        }
+    })?;
+    for h in handles {
+        h.join()
+            .map_err(|_| io::Error::other("server thread panicked"))??;
+    }
+    Ok(())
+}
+
+/// Serve `service` on `listener` (on this runtime thread) until `shutdown`
+/// resolves, then drain for at most `grace`.
+pub async fn serve_listener<S, B>(
+    listener: TcpListener,
+    service: S,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
+    S::Future: 'static,
+    S::Error: Into<BoxError>,
+    B: Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    let mut builder = auto::Builder::new(LocalExec);
+    builder.http1().timer(RingkitTimer);
+    builder.http2().timer(RingkitTimer);
+    let builder = Rc::new(builder);
+    let drain = Drain::new();
+    let mut shutdown = pin!(shutdown);
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let next = {
+            let mut accept = pin!(listener.accept());
+            poll_fn(|cx| {
+                if shutdown.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(None);
+                }
+                accept.as_mut().poll(cx).map(Some)
+            })
+            .await
+        };
+        let stream = match next {
+            None => break,
+            Some(Ok((s, _))) => {
+                backoff = Duration::from_millis(1);
+                s
+            }
+            Some(Err(e)) => {
+                // EMFILE and friends: back off instead of spinning, keep serving.
+                eprintln!("ringkit-hyper: accept: {e}");
+                ringkit::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_millis(500));
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (builder, service, guard) = (builder.clone(), service.clone(), drain.enter());
+        drop(ringkit::spawn(async move {
+            let svc = TowerToHyperService::new(service);
+            let mut conn = pin!(builder.serve_connection(HyperIo::from(stream), svc));
+            let mut asked = false;
+            let _ = poll_fn(|cx| {
+                if !asked && guard.poll_draining(cx).is_ready() {
+                    asked = true;
+                    conn.as_mut().graceful_shutdown();
+                }
+                conn.as_mut().poll(cx)
+            })
+            .await;
+        }));
+    }
+    drain.start();
+    let _ = ringkit::time::timeout(grace, drain.drained()).await;
+    Ok(())
+}
