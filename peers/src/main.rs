@@ -7,14 +7,20 @@
 //! HTTP/1.1 keep-alive, every request answered `200` with an empty body (like
 //! nginx `return 200;`).
 //!
-//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http ADDR
+//! `axum-http` is the axum peer: `ringkit_hyper::hello::app()` (the same
+//! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
+//! runtime, TCP_NODELAY on every connection.
+//!
+//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR
 
 use std::net::SocketAddr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
-        eprintln!("usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http ADDR");
+        eprintln!(
+            "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR"
+        );
         std::process::exit(2);
     }
     let addr: SocketAddr = match args[2].parse() {
@@ -27,6 +33,7 @@ fn main() {
     let res = match args[1].as_str() {
         "tokio-echo" => tokio_echo(addr),
         "hyper-http" => hyper_http(addr),
+        "axum-http" => axum_http(addr),
         "monoio-echo" => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
             .build()
             .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio io_uring"))),
@@ -79,6 +86,21 @@ fn tokio_echo(addr: SocketAddr) -> std::io::Result<()> {
 
 /// hyper 1 HTTP/1.1 server on tokio current_thread: `200`, empty body, for
 /// every request; keep-alive unless the client asks to close.
+fn axum_http(addr: SocketAddr) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(addr).await?.tap_io(|s| {
+            let _ = s.set_nodelay(true);
+        });
+        eprintln!("ringkit-peer: axum 0.8 (hello app) on tokio current_thread on {addr}");
+        axum::serve(l, ringkit_hyper::hello::app()).await
+    })
+}
+
 fn hyper_http(addr: SocketAddr) -> std::io::Result<()> {
     use http_body_util::Empty;
     use hyper::body::{Bytes, Incoming};

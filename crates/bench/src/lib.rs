@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod axum;
 pub mod echo;
 pub mod file;
 pub mod generator;

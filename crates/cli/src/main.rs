@@ -40,6 +40,9 @@ enum Cmd {
     Http(http::HttpArgs),
     /// Serve the files of a directory over HTTP/1.1.
     Serve(http::ServeArgs),
+    /// Serve an axum app on ringkit through hyper (HTTP/1.1 and h2):
+    /// `GET /` (text), `GET /json`, `GET /user/{id}`.
+    Axum(AxumArgs),
     /// Load generators and micro-benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
@@ -47,6 +50,22 @@ enum Cmd {
     Compare(CompareArgs),
     /// Chaos load against a server it starts, every byte verified.
     Torture(torture::TortureArgs),
+}
+
+#[derive(Args, Debug)]
+struct AxumArgs {
+    /// Address to listen on (every thread binds it with SO_REUSEPORT).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    addr: SocketAddr,
+    /// auto | uring | epoll.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+    /// Runtime threads, one listener each.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// CPUs to pin the threads to, e.g. 0,1.
+    #[arg(long, value_delimiter = ',')]
+    cpus: Vec<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -154,7 +173,7 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, static, wakeup, nop, file or all (default: all).
+    /// Study to run: echo, generator, http, static, axum, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -213,6 +232,13 @@ fn main() -> ExitCode {
         }),
         Cmd::Http(a) => http::http(a),
         Cmd::Serve(a) => http::serve(a),
+        Cmd::Axum(a) => {
+            let mut cfg = ringkit_hyper::ServeConfig::new(a.addr);
+            cfg.threads = a.threads;
+            cfg.cpus = a.cpus;
+            cfg.backend = a.backend;
+            ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
+        }
         Cmd::Bench(BenchCmd::Echo(a)) => bench_echo(a),
         Cmd::Bench(BenchCmd::Http(a)) => bench_http::bench_http(a),
         Cmd::Bench(BenchCmd::Wakeup(a)) => studies::bench_wakeup(a),
@@ -361,11 +387,12 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 7] = [
+const STUDIES: [(&str, StudyFn); 8] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
     ("static", ringkit_bench::serve::study),
+    ("axum", ringkit_bench::axum::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),

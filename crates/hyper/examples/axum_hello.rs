@@ -1,5 +1,6 @@
-//! An axum app on ringkit: `GET /` (plain text), `GET /json` (a small JSON
-//! object), `GET /user/{id}` (the path parameter echoed in JSON).
+//! An axum app on ringkit (`ringkit_hyper::hello::app`): `GET /` (plain
+//! text), `GET /json` (a small JSON object), `GET /user/{id}` (the path
+//! parameter echoed in JSON).
 //!
 //! ```sh
 //! cargo run --release -p ringkit-hyper --example axum_hello -- --addr 127.0.0.1:3000 --backend auto
@@ -7,12 +8,8 @@
 
 use std::net::SocketAddr;
 
-use axum::extract::Path;
-use axum::routing::get;
-use axum::{Json, Router};
 use clap::Parser;
 use ringkit::Backend;
-use serde::Serialize;
 
 /// An axum app served by ringkit-hyper.
 #[derive(Parser, Debug)]
@@ -31,38 +28,11 @@ struct Args {
     cpus: Vec<usize>,
 }
 
-#[derive(Serialize)]
-struct Message {
-    message: &'static str,
-}
-
-#[derive(Serialize)]
-struct User {
-    id: String,
-}
-
-fn app() -> Router {
-    Router::new()
-        .route("/", get(|| async { "Hello, World!" }))
-        .route(
-            "/json",
-            get(|| async {
-                Json(Message {
-                    message: "Hello, World!",
-                })
-            }),
-        )
-        .route(
-            "/user/{id}",
-            get(|Path(id): Path<String>| async { Json(User { id }) }),
-        )
-}
-
 fn main() -> std::io::Result<()> {
     let a = Args::parse();
     let mut cfg = ringkit_hyper::ServeConfig::new(a.addr);
     cfg.threads = a.threads;
     cfg.cpus = a.cpus;
     cfg.backend = a.backend;
-    ringkit_hyper::serve(cfg, app)
+    ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
 }

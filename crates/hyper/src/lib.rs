@@ -25,6 +25,8 @@
 //! ```
 
 pub mod client;
+#[cfg(feature = "hello")]
+pub mod hello;
 mod io;
 mod rt;
 mod server;

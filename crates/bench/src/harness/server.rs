@@ -152,6 +152,11 @@ impl RingkitServer {
         RingkitServer::new(bin, &["http"])
     }
 
+    /// `ringkit axum` (the axum hello app on ringkit-hyper).
+    pub fn axum(bin: &Path) -> RingkitServer {
+        RingkitServer::new(bin, &["axum"])
+    }
+
     /// `ringkit serve DIR`.
     pub fn serve(bin: &Path, dir: &Path) -> RingkitServer {
         let dir = dir.display().to_string();

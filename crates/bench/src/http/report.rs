@@ -32,8 +32,8 @@ pub fn table(res: &HttpResults) -> String {
         "sysc/r",
         "enter/r",
         "p99 us",
-        "vs nginx",
-        "cpu/ngx",
+        "vs ref",
+        "cpu/ref",
         "ok"
     );
     for r in &res.summary {
@@ -50,14 +50,15 @@ pub fn table(res: &HttpResults) -> String {
             opt(r.syscalls_per_req, 2),
             opt(r.enters_per_req, 3),
             r.p99_us,
-            ratio(r.rps_vs_nginx_paired.map(|p| p.median).or(r.rps_vs_nginx)),
-            ratio(r.cpu_vs_nginx_paired.map(|p| p.median).or(r.cpu_vs_nginx)),
+            ratio(r.rps_vs_ref_paired.map(|p| p.median).or(r.rps_vs_ref)),
+            ratio(r.cpu_vs_ref_paired.map(|p| p.median).or(r.cpu_vs_ref)),
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
     let _ = writeln!(
         s,
-        "vs nginx, cpu/ngx: paired over rounds (req/s higher is better, CPU lower is better)"
+        "vs ref, cpu/ref: against {}, paired over rounds (req/s higher is better, CPU lower is better)",
+        res.reference
     );
     let _ = writeln!(s, "load: {} ({})", res.tool_version, res.tool_reason);
     for (n, why) in &res.skipped {
@@ -141,7 +142,7 @@ pub fn markdown(res: &HttpResults) -> String {
         s,
         "\n### Results (medians over good samples; ratios in the same run: req/s higher is better, CPU lower is better)\n"
     );
-    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs nginx | req/s vs nginx, paired (range) | server CPU µs/req (user+sys) | CPU vs nginx | CPU vs nginx, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |");
+    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs {r} | req/s vs {r}, paired (range) | server CPU µs/req (user+sys) | CPU vs {r} | CPU vs {r}, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |", r = res.reference);
     let _ = writeln!(
         s,
         "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -160,13 +161,13 @@ pub fn markdown(res: &HttpResults) -> String {
             r.rps.median,
             r.rps.min,
             r.rps.max,
-            ratio(r.rps_vs_nginx),
-            paired(r.rps_vs_nginx_paired),
+            ratio(r.rps_vs_ref),
+            paired(r.rps_vs_ref_paired),
             r.cpu_us.median,
             r.cpu_user_us,
             r.cpu_sys_us,
-            ratio(r.cpu_vs_nginx),
-            paired(r.cpu_vs_nginx_paired),
+            ratio(r.cpu_vs_ref),
+            paired(r.cpu_vs_ref_paired),
             opt(r.cpu_us_per_mib, 0),
             ratio(r.rps_vs_best_epoll),
             ratio(r.cpu_vs_best_epoll),
@@ -178,7 +179,7 @@ pub fn markdown(res: &HttpResults) -> String {
             r.samples
         );
     }
-    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); nginx and hyper are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (or, without perf, `strace -c -f`, which slows the server and so under-counts its `epoll_wait` calls).");
+    let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); the other servers (and ringkit's where a study says so) are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (or, without perf, `strace -c -f`, which slows the server and so under-counts its `epoll_wait` calls).");
     for r in res
         .summary
         .iter()

@@ -172,22 +172,22 @@ pub struct HttpSummary {
     pub workload: String,
     /// p50 latency, µs (median).
     pub p50_us: f64,
-    /// rps median / nginx's.
-    pub rps_vs_nginx: Option<f64>,
-    /// CPU per request median / nginx's (lower is better).
-    pub cpu_vs_nginx: Option<f64>,
+    /// rps median / the reference's (nginx, or the study's `reference`).
+    pub rps_vs_ref: Option<f64>,
+    /// CPU per request median / the reference's (lower is better).
+    pub cpu_vs_ref: Option<f64>,
     /// rps median / best epoll contender's.
     pub rps_vs_best_epoll: Option<f64>,
     /// CPU per request median / best epoll contender's.
     pub cpu_vs_best_epoll: Option<f64>,
     /// Server CPU per MiB of body sent, µs (workloads with a body).
     pub cpu_us_per_mib: Option<f64>,
-    /// Paired: this contender's requests/s over nginx's in the same round,
-    /// median and range over the rounds where both have a good sample.
-    pub rps_vs_nginx_paired: Option<Stat>,
-    /// Paired: CPU per request over nginx's in the same round (lower is
-    /// better).
-    pub cpu_vs_nginx_paired: Option<Stat>,
+    /// Paired: this contender's requests/s over the reference's in the same
+    /// round, median and range over the rounds where both have a good sample.
+    pub rps_vs_ref_paired: Option<Stat>,
+    /// Paired: CPU per request over the reference's in the same round
+    /// (lower is better).
+    pub cpu_vs_ref_paired: Option<Stat>,
 }
 
 /// A summary reads as its figures (`r.rps`, `r.contender`, ...).
@@ -201,8 +201,10 @@ impl std::ops::Deref for HttpSummary {
 /// Everything the study produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct HttpResults {
-    /// The study: "http" or "static".
+    /// The study: "http", "static" or "axum".
     pub study: String,
+    /// The contender the `*_vs_ref` ratios divide by.
+    pub reference: String,
     /// Its heading in the report.
     pub title: String,
     /// What the workloads ask for, one sentence.
@@ -271,6 +273,7 @@ fn paired(
 }
 
 pub(crate) fn summarize(
+    reference: &str,
     cs: &[Contender],
     workloads: &[Workload],
     samples: &[HttpSample],
@@ -307,13 +310,13 @@ pub(crate) fn summarize(
                     figures: Figures::of(c, &mine, peer),
                     workload: w.name.clone(),
                     p50_us: stat(good.iter().map(|s| s.p50_us).collect()).median,
-                    rps_vs_nginx: None,
-                    cpu_vs_nginx: None,
+                    rps_vs_ref: None,
+                    cpu_vs_ref: None,
                     rps_vs_best_epoll: None,
                     cpu_vs_best_epoll: None,
                     cpu_us_per_mib: None,
-                    rps_vs_nginx_paired: paired(samples, &w.name, &c.name, "nginx", |s| s.rps),
-                    cpu_vs_nginx_paired: paired(samples, &w.name, &c.name, "nginx", |s| {
+                    rps_vs_ref_paired: paired(samples, &w.name, &c.name, reference, |s| s.rps),
+                    cpu_vs_ref_paired: paired(samples, &w.name, &c.name, reference, |s| {
                         let (u, k) = s.cpu_us_per_req();
                         u + k
                     }),
@@ -324,18 +327,21 @@ pub(crate) fn summarize(
         let nginx = rows
             .iter()
             .filter(usable)
-            .find(|r| r.contender == "nginx")
+            .find(|r| r.contender == reference)
             .map(|r| (r.rps.median, r.cpu_us.median));
         let (best_rps, best_cpu) = best_epoll(rows.iter().map(|r| &r.figures));
         let ratio = |a: f64, b: f64| (b > 0.0).then(|| a / b);
         for r in rows.iter_mut().filter(|r| r.ok_samples > 0) {
             if let Some((n_rps, n_cpu)) = nginx {
-                r.rps_vs_nginx = ratio(r.rps.median, n_rps);
-                r.cpu_vs_nginx = ratio(r.cpu_us.median, n_cpu);
+                r.rps_vs_ref = ratio(r.rps.median, n_rps);
+                r.cpu_vs_ref = ratio(r.cpu_us.median, n_cpu);
             }
             r.rps_vs_best_epoll = best_rps.and_then(|b| ratio(r.rps.median, b));
             r.cpu_vs_best_epoll = best_cpu.and_then(|b| ratio(r.cpu_us.median, b));
-            r.cpu_us_per_mib = ratio(r.cpu_us.median, w.mean_body / (1 << 20) as f64);
+            // Per MiB only where bodies are what the server moves (1 KiB and up).
+            if w.mean_body >= 1024.0 {
+                r.cpu_us_per_mib = ratio(r.cpu_us.median, w.mean_body / (1 << 20) as f64);
+            }
         }
         out.extend(rows);
     }
@@ -384,19 +390,19 @@ mod tests {
             s("hyper", 120.0, 8.0, 0),
             s("hyper", 1e9, 1.0, 3),
         ];
-        let sum = summarize(&cs, &w, &samples, &[], None);
+        let sum = summarize("nginx", &cs, &w, &samples, &[], None);
         let get = |n: &str| sum.iter().find(|r| r.contender == n).unwrap();
         let u = get("ringkit-uring");
-        assert!((u.rps_vs_nginx.unwrap() - 1.5).abs() < 1e-9);
-        assert!((u.cpu_vs_nginx.unwrap() - 0.5).abs() < 1e-9);
+        assert!((u.rps_vs_ref.unwrap() - 1.5).abs() < 1e-9);
+        assert!((u.cpu_vs_ref.unwrap() - 0.5).abs() < 1e-9);
         assert!((u.rps_vs_best_epoll.unwrap() - 1.25).abs() < 1e-9);
         assert!((u.cpu_vs_best_epoll.unwrap() - 5.0 / 8.0).abs() < 1e-9);
-        let p = u.cpu_vs_nginx_paired.unwrap();
+        let p = u.cpu_vs_ref_paired.unwrap();
         assert!((p.median - 0.5).abs() < 1e-9, "{p:?}");
-        assert!((u.rps_vs_nginx_paired.unwrap().median - 1.5).abs() < 1e-9);
+        assert!((u.rps_vs_ref_paired.unwrap().median - 1.5).abs() < 1e-9);
         let h = get("hyper");
         // The failed sample (round 0 too, but errors) is not paired.
-        assert!((h.rps_vs_nginx_paired.unwrap().max - 1.2).abs() < 1e-9);
+        assert!((h.rps_vs_ref_paired.unwrap().max - 1.2).abs() < 1e-9);
         assert_eq!((h.ok_samples, h.samples), (1, 2));
         assert!((h.rps.median - 120.0).abs() < 1e-9);
     }

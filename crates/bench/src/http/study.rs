@@ -32,17 +32,17 @@ use crate::harness::study::{Section, StudyOpts};
 use crate::harness::summary::ServerSample;
 use crate::harness::sysinfo::SystemInfo;
 
-/// Whether the `ringkit-peer` binary knows `hyper-http` (one built before it
-/// existed prints a usage line without it).
-fn peer_has_hyper(peer: &Path) -> Result<(), String> {
+/// Whether the `ringkit-peer` binary knows the server `name` (one built
+/// before it existed prints a usage line without it).
+pub(crate) fn peer_has(peer: &Path, name: &str) -> Result<(), String> {
     let o = Command::new(peer)
         .output()
         .map_err(|e| format!("cannot run {}: {e}", peer.display()))?;
-    if String::from_utf8_lossy(&o.stderr).contains("hyper-http") {
+    if String::from_utf8_lossy(&o.stderr).contains(name) {
         Ok(())
     } else {
         Err(format!(
-            "{} predates hyper-http: rebuild it (cargo build --release -p ringkit-peers)",
+            "{} predates {name}: rebuild it (cargo build --release -p ringkit-peers)",
             peer.display()
         ))
     }
@@ -79,6 +79,8 @@ pub(crate) struct Spec {
     pub study: &'static str,
     /// The report's heading.
     pub title: &'static str,
+    /// The contender ratios divide by (nginx in the HTTP studies).
+    pub reference: &'static str,
     /// What the workloads ask for, one sentence.
     pub about: String,
     /// Contenders (nginx's files go in `dir/nginx`).
@@ -125,7 +127,7 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Spec {
     match opts
         .peer_bin
         .clone()
-        .and_then(|p| peer_has_hyper(&p).map(|()| p))
+        .and_then(|p| peer_has(&p, "hyper-http").map(|()| p))
     {
         Ok(p) => contenders.push(Contender {
             name: "hyper".into(),
@@ -151,6 +153,7 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Spec {
     Spec {
         study: "http",
         title: "HTTP",
+        reference: "nginx",
         about: "`GET /` answered `200` with an empty body".into(),
         contenders,
         skipped,
@@ -307,11 +310,19 @@ pub(crate) fn run(
                 .and_then(|s| s.lines().next().map(|l| (c.name.clone(), l.to_string())))
         })
         .collect();
-    let summary = summarize(cs, &workloads, &samples, &strace_calls, opts.peer_syscalls);
+    let summary = summarize(
+        p.reference,
+        cs,
+        &workloads,
+        &samples,
+        &strace_calls,
+        opts.peer_syscalls,
+    );
     let _ = std::fs::remove_dir_all(dir.join("tmp"));
     let has_nginx = cs.iter().any(|c| c.name == "nginx");
     Ok(HttpResults {
         study: p.study.into(),
+        reference: p.reference.into(),
         title: p.title.into(),
         about: p.about,
         system: SystemInfo::gather(),

@@ -95,6 +95,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     let spec = Spec {
         study: "static",
         title: "Static files",
+        reference: "nginx",
         about: format!(
             "files from `{}`: 1 KiB, 64 KiB and 1 MiB files, and {MIX_FILES} files of mixed sizes \
              (70% 100 B–8 KiB, 25% 8–64 KiB, 5% 64 KiB–1 MiB, {:.0} KiB on average) asked for \

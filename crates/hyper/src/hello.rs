@@ -1,0 +1,45 @@
+//! The axum app of the `axum_hello` example, of `ringkit axum` and of the
+//! `axum-tokio` peer of `ringkit compare axum` (one definition, so every
+//! contender serves the same bytes).
+//!
+//! - `GET /`: `Hello, World!` as plain text (13 bytes).
+//! - `GET /json`: `{"message":"Hello, World!"}` (27 bytes).
+//! - `GET /user/{id}`: `{"id":"<id>"}`.
+
+use axum::extract::Path;
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+/// Body length of `GET /`.
+pub const ROOT_LEN: usize = 13;
+/// Body length of `GET /json`.
+pub const JSON_LEN: usize = 27;
+
+#[derive(Serialize)]
+struct Message {
+    message: &'static str,
+}
+
+#[derive(Serialize)]
+struct User {
+    id: String,
+}
+
+/// The app.
+pub fn app() -> Router {
+    Router::new()
+        .route("/", get(|| async { "Hello, World!" }))
+        .route(
+            "/json",
+            get(|| async {
+                Json(Message {
+                    message: "Hello, World!",
+                })
+            }),
+        )
+        .route(
+            "/user/{id}",
+            get(|Path(id): Path<String>| async { Json(User { id }) }),
+        )
+}
