@@ -66,6 +66,12 @@ struct AxumArgs {
     /// CPUs to pin the threads to, e.g. 0,1.
     #[arg(long, value_delimiter = ',')]
     cpus: Vec<usize>,
+    /// Serve TLS (rustls; ALPN h2, http/1.1) with this PEM certificate chain.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -237,7 +243,14 @@ fn main() -> ExitCode {
             cfg.threads = a.threads;
             cfg.cpus = a.cpus;
             cfg.backend = a.backend;
-            ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
+            match (&a.tls_cert, &a.tls_key) {
+                (Some(cert), Some(key)) => {
+                    ringkit_hyper::tls::server_config(cert, key, &[b"h2", b"http/1.1"])
+                        .map(|t| cfg.tls = Some(t))
+                        .and_then(|()| ringkit_hyper::serve(cfg, ringkit_hyper::hello::app))
+                }
+                _ => ringkit_hyper::serve(cfg, ringkit_hyper::hello::app),
+            }
         }
         Cmd::Bench(BenchCmd::Echo(a)) => bench_echo(a),
         Cmd::Bench(BenchCmd::Http(a)) => bench_http::bench_http(a),

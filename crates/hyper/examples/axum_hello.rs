@@ -26,6 +26,12 @@ struct Args {
     /// CPUs to pin the threads to, e.g. 0,1.
     #[arg(long, value_delimiter = ',')]
     cpus: Vec<usize>,
+    /// Serve TLS (ALPN h2, http/1.1) with this PEM certificate chain.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
 }
 
 fn main() -> std::io::Result<()> {
@@ -34,5 +40,12 @@ fn main() -> std::io::Result<()> {
     cfg.threads = a.threads;
     cfg.cpus = a.cpus;
     cfg.backend = a.backend;
+    if let (Some(cert), Some(key)) = (&a.tls_cert, &a.tls_key) {
+        cfg.tls = Some(ringkit_hyper::tls::server_config(
+            cert,
+            key,
+            &[b"h2", b"http/1.1"],
+        )?);
+    }
     ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
 }

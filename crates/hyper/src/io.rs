@@ -7,26 +7,40 @@ use std::task::{ready, Context, Poll};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use ringkit::net::{PollIo, TcpStream, UnixStream};
 
-/// A ringkit stream as hyper I/O (see [`ringkit::net::PollIo`]).
+use crate::tls::TlsIo;
+
+/// A ringkit stream as hyper I/O (see [`ringkit::net::PollIo`]), in the
+/// clear or through TLS ([`TlsIo`]).
 #[derive(Debug)]
-pub struct HyperIo(PollIo);
+pub struct HyperIo(Inner);
+
+#[derive(Debug)]
+enum Inner {
+    Plain(PollIo),
+    Tls(Box<TlsIo>),
+}
 
 impl HyperIo {
     /// Wrap poll-based I/O.
     pub fn new(io: PollIo) -> HyperIo {
-        HyperIo(io)
+        HyperIo(Inner::Plain(io))
+    }
+
+    /// Wrap a TLS connection.
+    pub fn tls(io: TlsIo) -> HyperIo {
+        HyperIo(Inner::Tls(Box::new(io)))
     }
 }
 
 impl From<TcpStream> for HyperIo {
     fn from(s: TcpStream) -> HyperIo {
-        HyperIo(s.into_poll_io())
+        HyperIo::new(s.into_poll_io())
     }
 }
 
 impl From<UnixStream> for HyperIo {
     fn from(s: UnixStream) -> HyperIo {
-        HyperIo(s.into_poll_io())
+        HyperIo::new(s.into_poll_io())
     }
 }
 
@@ -39,7 +53,10 @@ impl Read for HyperIo {
         // SAFETY: `PollIo::poll_read` only writes initialised bytes into the
         // slice, never de-initialises any, and returns how many it wrote.
         let dst = unsafe { buf.as_mut() };
-        let n = ready!(self.get_mut().0.poll_read(cx, dst))?;
+        let n = ready!(match &mut self.get_mut().0 {
+            Inner::Plain(io) => io.poll_read(cx, dst),
+            Inner::Tls(io) => io.poll_read(cx, dst),
+        })?;
         // SAFETY: the first `n` bytes were just written.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
@@ -52,14 +69,23 @@ impl Write for HyperIo {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.get_mut().0.poll_write(cx, buf)
+        match &mut self.get_mut().0 {
+            Inner::Plain(io) => io.poll_write(cx, buf),
+            Inner::Tls(io) => io.poll_write(cx, buf),
+        }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().0.poll_flush(cx)
+        match &mut self.get_mut().0 {
+            Inner::Plain(io) => io.poll_flush(cx),
+            Inner::Tls(io) => io.poll_flush(cx),
+        }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.get_mut().0.poll_shutdown(cx)
+        match &mut self.get_mut().0 {
+            Inner::Plain(io) => io.poll_shutdown(cx),
+            Inner::Tls(io) => io.poll_shutdown(cx),
+        }
     }
 }

@@ -12,6 +12,8 @@
 //! - [`serve`]: a thread-per-core server: one runtime, one `SO_REUSEPORT`
 //!   listener per thread, HTTP/1.1 and HTTP/2 (hyper-util's auto builder,
 //!   h2 by prior knowledge), graceful shutdown on SIGINT/SIGTERM.
+//! - [`tls`]: TLS with rustls over the same I/O (`ServeConfig::tls`; ALPN
+//!   `h2` and `http/1.1`).
 //! - [`client::handshake`]: a hyper HTTP/1.1 client connection over a
 //!   ringkit stream.
 //!
@@ -30,6 +32,7 @@ pub mod hello;
 mod io;
 mod rt;
 mod server;
+pub mod tls;
 
 pub use io::HyperIo;
 pub use rt::{LocalExec, RingkitSleep, RingkitTimer};

@@ -16,6 +16,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ use ringkit::net::TcpListener;
 use ringkit::sync::Drain;
 use ringkit::{Backend, LaunchConfig};
 
+use crate::tls::TlsIo;
 use crate::{HyperIo, LocalExec, RingkitTimer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -45,6 +47,8 @@ pub struct ServeConfig {
     pub backend: Backend,
     /// How long connections may take to finish after a shutdown request.
     pub grace: Duration,
+    /// Serve TLS with this configuration (see [`crate::tls::server_config`]).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl ServeConfig {
@@ -56,6 +60,7 @@ impl ServeConfig {
             cpus: Vec::new(),
             backend: Backend::Auto,
             grace: Duration::from_secs(30),
+            tls: None,
         }
     }
 }
@@ -76,9 +81,9 @@ where
     let launch = LaunchConfig::new(cfg.threads.max(1))
         .cpus(cfg.cpus.clone())
         .backend(cfg.backend);
-    let (addr, grace) = (cfg.addr, cfg.grace);
+    let (addr, grace, tls) = (cfg.addr, cfg.grace, cfg.tls.clone());
     let handles = ringkit::launch(launch, move |i| {
-        let make = make.clone();
+        let (make, tls) = (make.clone(), tls.clone());
         async move {
             let listener = match TcpListener::bind_reuseport(addr) {
                 Ok(l) => l,
@@ -93,7 +98,7 @@ where
                 ringkit::backend_report()
             );
             let shutdown = ringkit::signal::shutdown_requested();
-            if let Err(e) = serve_listener(listener, make(), shutdown, grace).await {
+            if let Err(e) = serve_listener(listener, make(), tls, shutdown, grace).await {
                 eprintln!("ringkit-hyper: thread {i}: {e}");
                 std::process::exit(1);
             }
@@ -106,11 +111,12 @@ where
     Ok(())
 }
 
-/// Serve `service` on `listener` (on this runtime thread) until `shutdown`
-/// resolves, then drain for at most `grace`.
+/// Serve `service` on `listener` (on this runtime thread), through TLS if
+/// `tls` is given, until `shutdown` resolves, then drain for at most `grace`.
 pub async fn serve_listener<S, B>(
     listener: TcpListener,
     service: S,
+    tls: Option<Arc<rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> io::Result<()>
@@ -154,10 +160,20 @@ where
             }
         };
         let _ = stream.set_nodelay(true);
+        let io = match &tls {
+            None => HyperIo::from(stream),
+            Some(cfg) => match TlsIo::new(stream.into_poll_io(), cfg.clone()) {
+                Ok(t) => HyperIo::tls(t),
+                Err(e) => {
+                    eprintln!("ringkit-hyper: TLS: {e}");
+                    continue;
+                }
+            },
+        };
         let (builder, service, guard) = (builder.clone(), service.clone(), drain.enter());
         drop(ringkit::spawn(async move {
             let svc = TowerToHyperService::new(service);
-            let mut conn = pin!(builder.serve_connection(HyperIo::from(stream), svc));
+            let mut conn = pin!(builder.serve_connection(io, svc));
             let mut asked = false;
             let _ = poll_fn(|cx| {
                 if !asked && guard.poll_draining(cx).is_ready() {

@@ -65,6 +65,7 @@ fn start() -> (
     let h = ringkit::spawn(ringkit_hyper::serve_listener(
         listener,
         app(),
+        None,
         shutdown,
         Duration::from_secs(5),
     ));

@@ -1,0 +1,255 @@
+//! TLS for ringkit-hyper with rustls (the `ring` provider: it builds with
+//! the Rust toolchain and a C compiler alone).
+//!
+//! [`TlsIo`] runs a `rustls::ServerConnection` over [`PollIo`]: rustls is
+//! sans-I/O, so ciphertext is read from the stream's pooled receives and
+//! handed to rustls, and the records rustls produces are written as owned
+//! sends, exactly as plaintext would be. The handshake happens inside the
+//! first reads and writes. [`server_config`] loads a PEM certificate chain
+//! and key and offers ALPN `h2` and `http/1.1`.
+
+use std::io::{self, Read as _, Write as _};
+use std::mem::MaybeUninit;
+use std::path::Path;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use ringkit::net::PollIo;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection};
+
+/// A server configuration from a PEM certificate chain and a PEM private
+/// key, with ALPN `alpn` (e.g. `[b"h2", b"http/1.1"]`). Errors name the
+/// file and say what is wrong with it.
+pub fn server_config(cert: &Path, key: &Path, alpn: &[&[u8]]) -> io::Result<Arc<ServerConfig>> {
+    let bad = |path: &Path, what: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: {what}", path.display()),
+        )
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| bad(cert, format!("cannot read a PEM certificate chain: {e}")))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(cert, format!("not a PEM certificate chain: {e}")))?;
+    if certs.is_empty() {
+        return Err(bad(cert, "no certificate in it".into()));
+    }
+    let key_der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| bad(key, format!("no usable PEM private key: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| io::Error::other(format!("TLS versions: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(certs, key_der)
+        .map_err(|e| {
+            bad(
+                key,
+                format!("does not match the certificate or is unusable: {e}"),
+            )
+        })?;
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(cfg))
+}
+
+/// A TLS server connection over poll-based ringkit I/O.
+#[derive(Debug)]
+pub struct TlsIo {
+    io: PollIo,
+    conn: ServerConnection,
+    /// The peer's transport has ended.
+    eof: bool,
+}
+
+/// `io::Read`/`io::Write` over `PollIo` for rustls: `Pending` becomes
+/// `WouldBlock` (the waker is registered by the poll call).
+struct Sync<'a, 'b> {
+    io: &'a mut PollIo,
+    cx: &'a mut Context<'b>,
+}
+
+impl io::Read for Sync<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and
+        // poll_read only writes initialised bytes into it.
+        let dst = unsafe { &mut *(buf as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        match self.io.poll_read(self.cx, dst) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl io::Write for Sync<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self.io.poll_write(self.cx, buf) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self.io.poll_flush(self.cx) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
+    }
+}
+
+impl TlsIo {
+    /// Start a server connection on `io`.
+    pub fn new(io: PollIo, config: Arc<ServerConfig>) -> io::Result<TlsIo> {
+        let conn = ServerConnection::new(config).map_err(io::Error::other)?;
+        Ok(TlsIo {
+            io,
+            conn,
+            eof: false,
+        })
+    }
+
+    /// The protocol ALPN chose, once the handshake is done.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.conn.alpn_protocol()
+    }
+
+    /// Hand every record rustls has to the stream (buffered there), and
+    /// start sending them. Pending only if the stream's buffers are full.
+    fn write_records(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.conn.wants_write() {
+            let mut s = Sync {
+                io: &mut self.io,
+                cx,
+            };
+            match self.conn.write_tls(&mut s) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+        // Start the send now; its completion is awaited by a later flush.
+        match self.io.poll_flush(cx) {
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            _ => Poll::Ready(Ok(())),
+        }
+    }
+
+    /// Read ciphertext and process it. `Ok(false)`: end of stream.
+    fn read_records(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let mut s = Sync {
+            io: &mut self.io,
+            cx,
+        };
+        let n = match self.conn.read_tls(&mut s) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if n == 0 {
+            self.eof = true;
+            return Poll::Ready(Ok(false));
+        }
+        if let Err(e) = self.conn.process_new_packets() {
+            // Send the alert rustls queued, then fail.
+            let _ = self.write_records(cx);
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
+        }
+        Poll::Ready(Ok(true))
+    }
+
+    /// Read plaintext into `dst`; `Ok(0)` at the end of the stream.
+    pub fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        dst: &mut [MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        loop {
+            if let Poll::Ready(Err(e)) = self.write_records(cx) {
+                return Poll::Ready(Err(e));
+            }
+            // SAFETY: rustls only writes into the slice (initialising what
+            // it returns); the bytes it reports are initialised.
+            let buf = unsafe { &mut *(dst as *mut [MaybeUninit<u8>] as *mut [u8]) };
+            match self.conn.reader().read(buf) {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                // The peer closed without close_notify: end of stream if
+                // the handshake was done (as most servers treat it).
+                Err(e)
+                    if e.kind() == io::ErrorKind::UnexpectedEof && !self.conn.is_handshaking() =>
+                {
+                    return Poll::Ready(Ok(0));
+                }
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+            if self.eof {
+                return Poll::Ready(if self.conn.is_handshaking() {
+                    Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "TLS handshake ended early",
+                    ))
+                } else {
+                    Ok(0)
+                });
+            }
+            match self.read_records(cx) {
+                Poll::Ready(Ok(_)) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Encrypt `src` (as much as rustls buffers) and queue the records.
+    pub fn poll_write(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            let n = self.conn.writer().write(src)?;
+            if n > 0 || src.is_empty() {
+                if let Poll::Ready(Err(e)) = self.write_records(cx) {
+                    return Poll::Ready(Err(e));
+                }
+                return Poll::Ready(Ok(n));
+            }
+            // rustls's buffer is full: move records out, or wait.
+            match self.write_records(cx) {
+                Poll::Ready(Ok(())) if !self.conn.wants_write() => {
+                    // Still nothing accepted with nothing to write: the
+                    // handshake needs the peer first.
+                    match self.read_records(cx) {
+                        Poll::Ready(Ok(true)) => {}
+                        Poll::Ready(Ok(false)) => {
+                            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()))
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => return Poll::Pending,
+                    }
+                }
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    /// Send every queued record.
+    pub fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.conn.writer().flush()?;
+        loop {
+            match self.write_records(cx) {
+                Poll::Ready(Ok(())) if !self.conn.wants_write() => break,
+                Poll::Ready(Ok(())) => {}
+                other => return other,
+            }
+        }
+        self.io.poll_flush(cx)
+    }
+
+    /// Send close_notify, flush, shut down writing.
+    pub fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.conn.send_close_notify();
+        match self.poll_flush(cx) {
+            Poll::Ready(Ok(())) => self.io.poll_shutdown(cx),
+            other => other,
+        }
+    }
+}

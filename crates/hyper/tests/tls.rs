@@ -1,0 +1,234 @@
+//! TLS (rustls) under an axum app on ringkit-hyper, on both backends, with
+//! a certificate made in the test (rcgen) and real clients: curl over
+//! HTTP/1.1 and h2 (ALPN), Python's `ssl`. Bad input, each while another
+//! client is served: plaintext HTTP to the TLS port, a client that stops
+//! mid-handshake, a client that resets mid-handshake or mid-body; and missing or
+//! garbage certificate and key files at start-up. A client tool that is not
+//! installed is skipped with a printed reason.
+
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringkit::net::TcpListener;
+
+struct Certs {
+    _dir: tempfile::TempDir,
+    cert: PathBuf,
+    key: PathBuf,
+}
+
+fn certs() -> Certs {
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let cert = dir.path().join("cert.pem");
+    let key = dir.path().join("key.pem");
+    std::fs::write(&cert, ck.cert.pem()).unwrap();
+    std::fs::write(&key, ck.key_pair.serialize_pem()).unwrap();
+    Certs {
+        _dir: dir,
+        cert,
+        key,
+    }
+}
+
+fn config(c: &Certs) -> Arc<rustls::ServerConfig> {
+    ringkit_hyper::tls::server_config(&c.cert, &c.key, &[b"h2", b"http/1.1"]).unwrap()
+}
+
+fn start(
+    tls: Arc<rustls::ServerConfig>,
+) -> (
+    SocketAddr,
+    Rc<Cell<bool>>,
+    ringkit::JoinHandle<std::io::Result<()>>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = Rc::new(Cell::new(false));
+    let flag = stop.clone();
+    let shutdown = async move {
+        while !flag.get() {
+            ringkit::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let h = ringkit::spawn(ringkit_hyper::serve_listener(
+        listener,
+        ringkit_hyper::hello::app(),
+        Some(tls),
+        shutdown,
+        Duration::from_secs(5),
+    ));
+    (addr, stop, h)
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let h = std::thread::spawn(f);
+    while !h.is_finished() {
+        ringkit::time::sleep(Duration::from_millis(2)).await;
+    }
+    h.join().unwrap()
+}
+
+fn have(tool: &str) -> bool {
+    let ok = Command::new(tool).arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("skipped: {tool} not installed");
+    }
+    ok
+}
+
+/// curl over TLS with the test's CA: body, HTTP version.
+fn curl(addr: SocketAddr, cert: &Path, extra: &[&str], path: &str) -> (bool, String) {
+    let o = Command::new("curl")
+        .args(["-sS", "--max-time", "10", "--cacert"])
+        .arg(cert)
+        .args(["--resolve", &format!("localhost:{}:127.0.0.1", addr.port())])
+        .args(extra)
+        .args(["-w", " %{http_version}"])
+        .arg(format!("https://localhost:{}{path}", addr.port()))
+        .output()
+        .unwrap();
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr),
+    )
+}
+
+ringkit::test_all! {
+    async fn curl_and_python_over_tls() {
+        let c = certs();
+        let (addr, stop, server) = start(config(&c));
+        if have("curl") {
+            let cert = c.cert.clone();
+            let (h1, h2, keep) = blocking(move || {
+                (
+                    curl(addr, &cert, &["--http1.1"], "/json"),
+                    curl(addr, &cert, &["--http2"], "/user/tls"),
+                    // Two URLs on one TLS connection.
+                    curl(addr, &cert, &["--http1.1", &format!("https://localhost:{}/", addr.port())], "/"),
+                )
+            })
+            .await;
+            assert!(h1.0, "{}", h1.1);
+            assert_eq!(h1.1, "{\"message\":\"Hello, World!\"} 1.1");
+            assert!(h2.0, "{}", h2.1);
+            assert_eq!(h2.1, "{\"id\":\"tls\"} 2");
+            assert!(keep.0, "{}", keep.1);
+            assert_eq!(keep.1, "Hello, World! 1.1Hello, World! 1.1");
+        }
+        if have("python3") {
+            let script = format!(
+                "import http.client, ssl\n\
+                 ctx = ssl.create_default_context(cafile='{cert}')\n\
+                 c = http.client.HTTPSConnection('localhost', {port}, context=ctx)\n\
+                 for p in ['/', '/json']:\n    \
+                     c.request('GET', p)\n    \
+                     r = c.getresponse()\n    \
+                     print(r.status, r.read().decode())\n\
+                 print(c.sock.version())\n",
+                cert = c.cert.display(),
+                port = addr.port()
+            );
+            let out = blocking(move || {
+                Command::new("python3").arg("-c").arg(script).output().unwrap()
+            })
+            .await;
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(text, "200 Hello, World!\n200 {\"message\":\"Hello, World!\"}\nTLSv1.3\n");
+        }
+        stop.set(true);
+        server.await.unwrap().unwrap();
+    }
+
+    async fn bad_clients_do_not_stop_the_server() {
+        if !have("curl") {
+            return;
+        }
+        let c = certs();
+        let (addr, stop, server) = start(config(&c));
+        let cert = c.cert.clone();
+        let out = blocking(move || {
+            // Plaintext HTTP to the TLS port: refused, connection closed.
+            let mut plain = std::net::TcpStream::connect(addr).unwrap();
+            plain.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            plain.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut got = Vec::new();
+            let _ = plain.read_to_end(&mut got);
+            assert!(!got.starts_with(b"HTTP/1.1 200"), "plaintext got an answer");
+            // A client that stops mid-handshake (half a ClientHello) and
+            // stays connected, and one that resets mid-handshake.
+            let mut stalled = std::net::TcpStream::connect(addr).unwrap();
+            stalled.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00]).unwrap();
+            let reset = std::net::TcpStream::connect(addr).unwrap();
+            (&reset).write_all(&[0x16, 0x03, 0x01]).unwrap();
+            socket2::SockRef::from(&reset).set_linger(Some(Duration::ZERO)).unwrap();
+            drop(reset);
+            // Meanwhile a good client is served.
+            let ok = curl(addr, &cert, &["--http1.1"], "/");
+            drop(stalled);
+            ok
+        })
+        .await;
+        assert!(out.0, "{}", out.1);
+        assert_eq!(out.1, "Hello, World! 1.1");
+        stop.set(true);
+        server.await.unwrap().unwrap();
+    }
+}
+
+ringkit::test_all! {
+    async fn a_client_reset_mid_body_does_not_stop_the_server() {
+        if !have("python3") || !have("curl") {
+            return;
+        }
+        let c = certs();
+        let (addr, stop, server) = start(config(&c));
+        let script = format!(
+            "import socket, ssl, struct\n\
+             ctx = ssl.create_default_context(cafile='{cert}')\n\
+             t = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port})), server_hostname='localhost')\n\
+             t.sendall(b'POST /json HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: 100000\\r\\n\\r\\n' + b'x' * 1000)\n\
+             t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 0))\n\
+             t.close()\n\
+             print('reset')\n",
+            cert = c.cert.display(),
+            port = addr.port()
+        );
+        let cert = c.cert.clone();
+        let (out, ok) = blocking(move || {
+            let o = Command::new("python3").arg("-c").arg(script).output().unwrap();
+            (o, curl(addr, &cert, &["--http1.1"], "/"))
+        })
+        .await;
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(ok.0, "{}", ok.1);
+        assert_eq!(ok.1, "Hello, World! 1.1");
+        stop.set(true);
+        server.await.unwrap().unwrap();
+    }
+}
+
+#[test]
+fn missing_or_garbage_files_name_the_file() {
+    let c = certs();
+    let nowhere = c.cert.with_file_name("missing.pem");
+    let e = ringkit_hyper::tls::server_config(&nowhere, &c.key, &[]).unwrap_err();
+    assert!(e.to_string().contains("missing.pem"), "{e}");
+    let garbage = c.cert.with_file_name("garbage.pem");
+    std::fs::write(&garbage, b"not a pem file at all").unwrap();
+    let e = ringkit_hyper::tls::server_config(&garbage, &c.key, &[]).unwrap_err();
+    assert!(e.to_string().contains("garbage.pem"), "{e}");
+    let e = ringkit_hyper::tls::server_config(&c.cert, &garbage, &[]).unwrap_err();
+    assert!(e.to_string().contains("garbage.pem"), "{e}");
+    // A key that is not the certificate's.
+    let other = certs();
+    let e = ringkit_hyper::tls::server_config(&c.cert, &other.key, &[]).unwrap_err();
+    assert!(e.to_string().contains("key.pem"), "{e}");
+}
