@@ -112,6 +112,13 @@ pub struct ServeArgs {
     /// (a replaced, truncated or deleted file is seen after at most this).
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs)]
     open_file_cache_valid: f64,
+    /// Serve HTTPS (rustls, ALPN http/1.1) with this PEM certificate chain;
+    /// file bodies are then read and encrypted (no kTLS, no sendfile).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 /// Seconds: a finite, non-negative number.
@@ -149,9 +156,18 @@ pub fn serve(a: ServeArgs) -> io::Result<()> {
     if let Some(cc) = &a.cache_control {
         files = files.cache_control(cc.clone());
     }
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(cert), Some(key)) => Some(ringkit_tls::server_config(cert, key, &[b"http/1.1"])?),
+        _ => None,
+    };
     eprintln!(
-        "ringkit serve: serving {} (open-file cache: {})",
+        "ringkit serve: serving {}{} (open-file cache: {})",
         a.dir.display(),
+        if a.tls_cert.is_some() {
+            " over TLS"
+        } else {
+            ""
+        },
         match a.open_file_cache {
             0 => "off".to_string(),
             n => format!(
@@ -161,6 +177,10 @@ pub fn serve(a: ServeArgs) -> io::Result<()> {
         }
     );
     run("ringkit serve", &a.server, move |server, _| {
+        let server = match &tls {
+            Some(cfg) => server.tls(cfg.clone()),
+            None => server,
+        };
         (server, files.clone())
     })
 }

@@ -33,6 +33,7 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,7 @@ use ringkit::time::Sleep;
 use crate::decode::RequestDecoder;
 use crate::encode::{self, write_head};
 use crate::response::FileBody;
+use crate::transport::Transport;
 use crate::{
     Body, Error, FileSend, Handler, Method, Parsed, Request, Response, ServerConfig, StatusCode,
     Version,
@@ -64,6 +66,8 @@ const LINGER_BYTES: usize = 1 << 20;
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
+    /// Serve TLS with this (see [`crate::Server::tls`]).
+    pub(crate) tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
     /// Read with `read_pooled` (io_uring) rather than into a buffer of the
     /// connection's own (epoll).
     pooled_reads: bool,
@@ -72,9 +76,13 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: ServerConfig) -> Shared {
+    pub(crate) fn new(
+        config: ServerConfig,
+        tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    ) -> Shared {
         Shared {
             config,
+            tls,
             pooled_reads: ringkit::backend_report().chosen == ringkit::Backend::Uring,
             drain: Drain::new(),
         }
@@ -132,7 +140,7 @@ fn truncated() -> io::Error {
 
 /// Per-connection state.
 struct Conn<H> {
-    stream: TcpStream,
+    stream: Transport,
     handler: Rc<H>,
     shared: Rc<Shared>,
     decoder: RequestDecoder,
@@ -162,6 +170,13 @@ pub(crate) async fn serve<H: Handler>(
     // Register this task's waker once, so shutdown can wake it when idle.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
     guard.set_waker(waker);
+    let stream = match Transport::new(stream, shared.tls.as_ref()) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::debug!("ringkit-http: TLS session: {e}");
+            return;
+        }
+    };
     let now = Instant::now();
     let mut c = Conn {
         pooled: shared.pooled_reads,
@@ -342,7 +357,8 @@ impl<H: Handler> Conn<H> {
     async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
         let inline = f.len <= INLINE_BODY as u64;
         match self.shared.config.file_send {
-            _ if inline => {}
+            // No kTLS: under TLS a body is read and encrypted like any other.
+            _ if inline || !self.stream.zero_copy() => {}
             FileSend::SendFile => {
                 // The head waits (MSG_MORE) to share a segment with the body.
                 if !self.out.is_empty() {
@@ -357,13 +373,13 @@ impl<H: Handler> Conn<H> {
             FileSend::Splice => {
                 // Corked (nginx's tcp_nopush): the head and the spliced body
                 // leave in full segments, not one short segment per splice.
-                let corked = self.stream.set_cork(true).is_ok();
+                let corked = self.stream.tcp().set_cork(true).is_ok();
                 let mut res = self.flush().await;
                 if res.is_ok() {
                     res = self.zero_copy(f, FileSend::Splice).await;
                 }
                 if corked {
-                    let _ = self.stream.set_cork(false);
+                    let _ = self.stream.tcp().set_cork(false);
                 }
                 return res;
             }
@@ -412,8 +428,8 @@ impl<H: Handler> Conn<H> {
         while off < end {
             let want = (end - off).min(usize::MAX as u64) as usize;
             let n = match how {
-                FileSend::Splice => self.stream.splice_file(&f.file, off, want).await?,
-                _ => self.stream.send_file(&*f.file, off, want).await?,
+                FileSend::Splice => self.stream.tcp().splice_file(&f.file, off, want).await?,
+                _ => self.stream.tcp().send_file(&*f.file, off, want).await?,
             };
             if n == 0 {
                 return Err(truncated());

@@ -41,6 +41,7 @@ mod router;
 pub mod server;
 pub mod static_files;
 mod status;
+mod transport;
 
 pub use chunked::ChunkedDecoder;
 pub use decode::RequestDecoder;

@@ -40,6 +40,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::{pin, Pin};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -54,6 +55,7 @@ pub struct Server {
     config: ServerConfig,
     accepted: Option<Rc<Cell<u64>>>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
 }
 
 impl std::fmt::Debug for Server {
@@ -84,6 +86,7 @@ impl Server {
             config: ServerConfig::default(),
             accepted: None,
             shutdown: None,
+            tls: None,
         }
     }
 
@@ -106,6 +109,14 @@ impl Server {
         self
     }
 
+    /// Serve TLS with this configuration (`ringkit_tls::server_config`;
+    /// ALPN `http/1.1`). File bodies are then read and encrypted, not sent
+    /// with `sendfile` (no kTLS).
+    pub fn tls(mut self, config: Arc<ringkit_tls::rustls::ServerConfig>) -> Server {
+        self.tls = Some(config);
+        self
+    }
+
     /// The listening address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
@@ -119,6 +130,7 @@ impl Server {
             config,
             accepted,
             shutdown,
+            tls,
         } = self;
         let mut shutdown = match shutdown {
             Some(s) => s,
@@ -130,7 +142,7 @@ impl Server {
         let grace = config.shutdown_grace;
         let nodelay = config.nodelay;
         let max = config.max_connections;
-        let shared = Rc::new(Shared::new(config));
+        let shared = Rc::new(Shared::new(config, tls));
         let handler = Rc::new(handler);
         let mut backoff = Duration::from_millis(1);
         loop {

@@ -48,7 +48,7 @@ pub struct ServeConfig {
     /// How long connections may take to finish after a shutdown request.
     pub grace: Duration,
     /// Serve TLS with this configuration (see [`crate::tls::server_config`]).
-    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
 }
 
 impl ServeConfig {
@@ -116,7 +116,7 @@ where
 pub async fn serve_listener<S, B>(
     listener: TcpListener,
     service: S,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> io::Result<()>

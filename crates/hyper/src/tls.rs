@@ -6,53 +6,16 @@
 //! handed to rustls, and the records rustls produces are written as owned
 //! sends, exactly as plaintext would be. The handshake happens inside the
 //! first reads and writes. [`server_config`] loads a PEM certificate chain
-//! and key and offers ALPN `h2` and `http/1.1`.
+//! and key (it is `ringkit_tls::server_config`, shared with `ringkit serve`).
 
 use std::io::{self, Read as _, Write as _};
 use std::mem::MaybeUninit;
-use std::path::Path;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use ringkit::net::PollIo;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::{ServerConfig, ServerConnection};
-
-/// A server configuration from a PEM certificate chain and a PEM private
-/// key, with ALPN `alpn` (e.g. `[b"h2", b"http/1.1"]`). Errors name the
-/// file and say what is wrong with it.
-pub fn server_config(cert: &Path, key: &Path, alpn: &[&[u8]]) -> io::Result<Arc<ServerConfig>> {
-    let bad = |path: &Path, what: String| {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{}: {what}", path.display()),
-        )
-    };
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
-        .map_err(|e| bad(cert, format!("cannot read a PEM certificate chain: {e}")))?
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(cert, format!("not a PEM certificate chain: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad(cert, "no certificate in it".into()));
-    }
-    let key_der = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| bad(key, format!("no usable PEM private key: {e}")))?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| io::Error::other(format!("TLS versions: {e}")))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key_der)
-        .map_err(|e| {
-            bad(
-                key,
-                format!("does not match the certificate or is unusable: {e}"),
-            )
-        })?;
-    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(Arc::new(cfg))
-}
+use ringkit_tls::rustls::{ServerConfig, ServerConnection};
+pub use ringkit_tls::server_config;
 
 /// A TLS server connection over poll-based ringkit I/O.
 #[derive(Debug)]

@@ -31,6 +31,13 @@ pub unsafe trait IoBuf: 'static {
     fn bytes_init(&self) -> usize;
     /// Total capacity.
     fn bytes_total(&self) -> usize;
+
+    /// The bytes holding data, as a slice.
+    fn init_slice(&self) -> &[u8] {
+        // SAFETY: the trait's contract: `stable_ptr` points to `bytes_init`
+        // initialised bytes, alive as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.stable_ptr(), self.bytes_init()) }
+    }
 }
 
 /// A buffer the kernel may write into while an operation is in flight.

@@ -51,7 +51,9 @@ impl RecvBuf {
         }
     }
 
-    pub(crate) fn heap(v: Vec<u8>) -> RecvBuf {
+    /// Bytes from elsewhere (e.g. plaintext a TLS layer decrypted), as a
+    /// chunk a pooled read returns.
+    pub fn heap(v: Vec<u8>) -> RecvBuf {
         RecvBuf {
             inner: RecvInner::Heap(v),
         }
