@@ -62,6 +62,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         site: Site::Return200,
         workloads,
         builtin_only: None,
+        scheme: "http",
         mix_file: None,
         count_ringkit_syscalls: false,
     };

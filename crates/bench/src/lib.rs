@@ -17,5 +17,6 @@ pub mod http;
 pub mod nop;
 pub mod raw;
 pub mod serve;
+pub mod tls;
 pub mod torture;
 pub mod wakeup;

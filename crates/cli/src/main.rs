@@ -179,7 +179,7 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, static, axum, wakeup, nop, file or all (default: all).
+    /// Study to run: echo, generator, http, static, axum, tls, wakeup, nop, file or all (default: all).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -400,12 +400,13 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 8] = [
+const STUDIES: [(&str, StudyFn); 9] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
     ("static", ringkit_bench::serve::study),
     ("axum", ringkit_bench::axum::study),
+    ("tls", ringkit_bench::tls::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),

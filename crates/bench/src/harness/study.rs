@@ -1,7 +1,7 @@
 //! What every study of `ringkit compare` shares: its options and the
 //! section it contributes to the report.
 //!
-//! Each study (echo, generator, http, static, axum, wakeup, nop, file) is a function
+//! Each study (echo, generator, http, static, axum, tls, wakeup, nop, file) is a function
 //! `fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section>`.
 //! `ringkit compare` runs the studies one after another and writes one
 //! directory: `results.json` (`{"system": …, "studies": {name: json}}`),

@@ -21,6 +21,8 @@ pub enum Site {
         root: PathBuf,
         /// `open_file_cache max=`.
         cache_max: usize,
+        /// Serve TLS 1.3 with this PEM certificate and key.
+        tls: Option<(PathBuf, PathBuf)>,
     },
 }
 
@@ -28,8 +30,12 @@ impl Site {
     fn location(&self) -> String {
         match self {
             Site::Return200 => "location / {\n            return 200;\n        }".into(),
-            Site::Files { root, cache_max } => format!(
-                "root {};
+            Site::Files {
+                root,
+                cache_max,
+                tls,
+            } => format!(
+                "{}root {};
         sendfile on;
         tcp_nopush on;
         open_file_cache max={cache_max} inactive=20s;
@@ -38,6 +44,15 @@ impl Site {
         open_file_cache_errors on;
         location / {{
         }}",
+                tls.as_ref().map_or(String::new(), |(cert, key)| format!(
+                    "ssl_certificate {};
+        ssl_certificate_key {};
+        ssl_protocols TLSv1.3;
+        ssl_conf_command Ciphersuites TLS_AES_256_GCM_SHA384;
+        ",
+                    cert.display(),
+                    key.display()
+                )),
                 root.display()
             ),
         }
@@ -49,6 +64,10 @@ impl Site {
 pub fn nginx_conf(dir: &Path, port: &str, site: &Site) -> String {
     let d = dir.display();
     let location = site.location();
+    let ssl = match site {
+        Site::Files { tls: Some(_), .. } => " ssl",
+        _ => "",
+    };
     format!(
         "worker_processes 1;
 daemon off;
@@ -69,7 +88,7 @@ http {{
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
     server {{
-        listen 127.0.0.1:{port} reuseport;
+        listen 127.0.0.1:{port}{ssl} reuseport;
         {location}
     }}
 }}
@@ -109,6 +128,7 @@ mod tests {
         let site = Site::Files {
             root: "/srv/www".into(),
             cache_max: 10_000,
+            tls: None,
         };
         let c = nginx_conf(Path::new("/tmp/x"), "8080", &site);
         for want in [
@@ -122,5 +142,20 @@ mod tests {
             assert!(c.contains(want), "missing {want:?} in\n{c}");
         }
         assert!(!c.contains("return 200"));
+        let site = Site::Files {
+            root: "/srv/www".into(),
+            cache_max: 10,
+            tls: Some(("/k/cert.pem".into(), "/k/key.pem".into())),
+        };
+        let c = nginx_conf(Path::new("/tmp/x"), "8443", &site);
+        for want in [
+            "listen 127.0.0.1:8443 ssl reuseport;",
+            "ssl_certificate /k/cert.pem;",
+            "ssl_certificate_key /k/key.pem;",
+            "ssl_protocols TLSv1.3;",
+            "sendfile on;",
+        ] {
+            assert!(c.contains(want), "missing {want:?} in\n{c}");
+        }
     }
 }

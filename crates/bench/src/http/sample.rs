@@ -27,6 +27,8 @@ pub(super) struct Run<'a> {
     pub(super) secs: f64,
     /// What nginx serves.
     pub(super) site: Site,
+    /// `http` or `https`.
+    pub(super) scheme: &'static str,
 }
 
 impl Run<'_> {
@@ -42,7 +44,7 @@ impl Run<'_> {
                 "wrk cannot ask for a random mix of paths: use the built-in generator",
             ));
         }
-        Ok(format!("http://{addr}{}", w.path))
+        Ok(format!("{}://{addr}{}", self.scheme, w.path))
     }
 
     /// Start `c` on a fresh port (writing nginx's config first).

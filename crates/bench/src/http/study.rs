@@ -93,6 +93,9 @@ pub(crate) struct Spec {
     pub workloads: Vec<Workload>,
     /// Use the built-in generator whatever is installed, for this reason.
     pub builtin_only: Option<&'static str>,
+    /// `https`: the servers speak TLS, so the load is wrk (the built-in
+    /// generator has no TLS); `http` otherwise.
+    pub scheme: &'static str,
     /// The mix's list (`PATH BODY_LEN` lines), for the load command shown.
     pub mix_file: Option<PathBuf>,
     /// Count ringkit servers' syscalls from outside too (perf or strace,
@@ -160,6 +163,7 @@ fn plan(opts: &StudyOpts, dir: &Path) -> Spec {
         site: Site::Return200,
         workloads,
         builtin_only: None,
+        scheme: "http",
         mix_file: None,
         count_ringkit_syscalls: false,
     }
@@ -199,7 +203,20 @@ pub(crate) fn run(
         ));
     }
     let have_wrk = Path::new(wrk::WRK).exists();
+    if p.scheme == "https" && !have_wrk {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{} not found (apt-get install -y wrk): the built-in generator has no TLS",
+                wrk::WRK
+            ),
+        ));
+    }
     let (tool, tool_reason) = match std::env::var("RINGKIT_HTTP_LOAD").as_deref() {
+        _ if p.scheme == "https" => (
+            LoadTool::Wrk,
+            "wrk speaks https (the built-in generator has no TLS)".to_string(),
+        ),
         _ if p.builtin_only.is_some() => (
             LoadTool::Builtin,
             p.builtin_only.unwrap_or_default().to_string(),
@@ -229,6 +246,7 @@ pub(crate) fn run(
         tool,
         secs,
         site: p.site.clone(),
+        scheme: p.scheme,
     };
     let load_commands = workloads
         .iter()

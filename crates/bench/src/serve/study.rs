@@ -108,11 +108,13 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         site: Site::Files {
             root: tree.root.clone(),
             cache_max: cache,
+            tls: None,
         },
         workloads,
         builtin_only: Some(
             "the built-in generator checks every response's status and body length (wrk cannot for a mix)",
         ),
+        scheme: "http",
         mix_file: Some(list),
         // Its own counters miss what the file server calls libc for
         // directly; perf (or strace) sees every syscall.
