@@ -179,7 +179,11 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, static, axum, tls, wakeup, nop, file or all (default: all).
+    /// Study to run: echo, generator, http, static, axum, tls, wakeup, nop,
+    /// file or all (default: all). `http` runs three parts: `http-core`
+    /// (ringkit-http against nginx, hyper and the rest), `axum` (axum on
+    /// ringkit and on tokio) and `tls` (HTTPS against nginx); each part also
+    /// runs alone by its name.
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -412,18 +416,30 @@ const STUDIES: [(&str, StudyFn); 9] = [
     ("file", ringkit_bench::file::study),
 ];
 
+/// Names that run several studies, or one under another name: `compare
+/// http` is the HTTP study with its axum and TLS parts.
+const GROUPS: [(&str, &[&str]); 2] = [("http", &["http", "axum", "tls"]), ("http-core", &["http"])];
+
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
-    let names = || STUDIES.map(|(n, _)| n).join(", ");
+    let names = || {
+        let mut n = STUDIES.map(|(n, _)| n).to_vec();
+        n.insert(3, "http-core");
+        n.join(", ")
+    };
+    let study = |name: &str| STUDIES.iter().copied().find(|(n, _)| *n == name);
     let studies: Vec<(&str, StudyFn)> = match a.study.as_deref() {
         None | Some("all") => STUDIES.to_vec(),
-        Some(s) => match STUDIES.iter().find(|(n, _)| *n == s) {
-            Some(&study) => vec![study],
-            None => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidInput,
-                    format!("unknown study {s:?}: available: {} (or all)", names()),
-                ))
-            }
+        Some(s) => match GROUPS.iter().find(|(g, _)| *g == s) {
+            Some((_, parts)) => parts.iter().filter_map(|p| study(p)).collect(),
+            None => match study(s) {
+                Some(study) => vec![study],
+                None => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("unknown study {s:?}: available: {} (or all)", names()),
+                    ))
+                }
+            },
         },
     };
     let me = std::env::current_exe()?;

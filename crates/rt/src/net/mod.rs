@@ -6,6 +6,8 @@
 //! thread that made them.
 
 mod poll_io;
+#[cfg(feature = "tokio")]
+mod poll_io_tokio;
 mod stream;
 mod tcp;
 mod udp;

@@ -1,7 +1,8 @@
 //! [`PollIo`]: poll-based reads and writes over a completion-based stream,
 //! for code written against readiness-style traits (hyper's `rt::Read` and
 //! `rt::Write`, tokio's `AsyncRead`/`AsyncWrite`; `ringkit-hyper` adapts
-//! them onto this type).
+//! them onto this type; with the `tokio` feature `PollIo` implements
+//! tokio's traits itself, see `poll_io_tokio.rs`).
 //!
 //! # How it works
 //! - **Reads** are [`TcpStream::read_pooled`]: on io_uring a multishot
