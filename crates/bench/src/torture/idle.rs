@@ -70,7 +70,7 @@ impl IdleConfig {
             IdleServer {
                 name: "ringkit-epoll".into(),
                 cmd: ringkit_cmd("epoll"),
-                holds: "a task, the stream, and the 4 KiB buffer of its pending receive (readiness-based: the buffer waits with the read)".into(),
+                holds: "a task, the stream and its epoll registration, and no buffer: the pending receive waits for readiness without one, then reads into the thread's scratch buffer and keeps an exact-size copy of what arrived, dropped once echoed".into(),
             },
         ];
         let mut skipped = Vec::new();
@@ -137,6 +137,10 @@ pub struct IdleReport {
     /// CPUs: server, client.
     pub cpus: (Option<usize>, Option<usize>),
 }
+
+/// Bytes per connection after one message that each ringkit backend aims
+/// to stay under.
+const IDLE_TARGETS: [(&str, f64); 2] = [("ringkit-uring", 1024.0), ("ringkit-epoll", 1536.0)];
 
 impl IdleReport {
     fn per_conn(&self, name: &str) -> Option<f64> {
@@ -210,6 +214,15 @@ impl std::fmt::Display for IdleReport {
                 ratio,
                 if ratio <= 0.25 { "met" } else { "NOT met" }
             )?;
+        }
+        for (name, target) in IDLE_TARGETS {
+            if let Some(b) = self.per_conn(name) {
+                let verdict = if b <= target { "met" } else { "NOT met" };
+                writeln!(
+                    f,
+                    "{name} holds {b:.0} bytes per connection (target: at most {target:.0}): {verdict}"
+                )?;
+            }
         }
         Ok(())
     }

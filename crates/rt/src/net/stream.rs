@@ -292,6 +292,7 @@ impl StreamCore {
         }
         self.multi
             .next(
+                self.fd,
                 || target(self.fd, self.slot()),
                 |buf| Recv::new(self.fd, true, buf, self.stash.clone()).fixed(self.slot()),
             )

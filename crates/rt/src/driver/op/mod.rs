@@ -13,6 +13,7 @@ pub(crate) mod read_at;
 pub(crate) mod readv;
 pub(crate) mod recv;
 pub(crate) mod recv_multi;
+pub(crate) mod recv_scratch;
 pub(crate) mod recvmsg;
 pub(crate) mod send;
 pub(crate) mod sendfile;

@@ -7,7 +7,9 @@
 //! ends without data, one plain receive stands in and the next call arms a
 //! new multishot.
 //!
-//! epoll: each call is one plain receive into a fresh heap buffer.
+//! epoll: each call waits for readiness holding no buffer, then receives
+//! into the thread's scratch buffer and returns an exact-size copy
+//! ([`super::recv_scratch`]), so an idle connection holds no read buffer.
 
 use std::future::poll_fn;
 use std::io;
@@ -16,6 +18,7 @@ use std::task::Poll;
 use ringkit_uring::opcode::{self, Target};
 
 use super::recv::Recv;
+use super::recv_scratch::RecvScratch;
 use crate::buf::RecvBuf;
 use crate::driver::multishot::Multishot;
 use crate::driver::uring::{MultiKind, BGID};
@@ -44,13 +47,14 @@ impl RecvMulti {
         self.shot.is_armed()
     }
 
-    /// The next chunk; an empty one is end of stream. `target` says what a
+    /// The next chunk of `fd`; an empty one is end of stream. `target` says what a
     /// new multishot receive addresses (called only when arming) and
     /// `single` builds the plain receive that stands in (given its buffer).
     /// Neither may borrow the driver while the other runs: both are called
     /// outside it.
     pub(crate) async fn next(
         &self,
+        fd: std::os::fd::RawFd,
         mut target: impl FnMut() -> Target,
         single: impl FnOnce(Vec<u8>) -> Recv<Vec<u8>>,
     ) -> io::Result<RecvBuf> {
@@ -58,6 +62,8 @@ impl RecvMulti {
             if let Some(got) = self.next_multi(&mut target).await? {
                 return Ok(got);
             }
+        } else {
+            return Op::new(RecvScratch::new(fd)).await.map(RecvBuf::heap);
         }
         let (res, buf) = Op::new(single(Vec::with_capacity(SINGLE_RECV))).await;
         res.map(|_| RecvBuf::heap(buf))
