@@ -18,6 +18,8 @@ pub(crate) struct Metrics {
     pub(crate) parks: Cell<u64>,
     pub(crate) polls: Cell<u64>,
     pub(crate) tasks_spawned: Cell<u64>,
+    pub(crate) recv_buffers: Cell<u64>,
+    pub(crate) recv_bundled: Cell<u64>,
 }
 
 impl Metrics {
@@ -57,6 +59,13 @@ pub struct MetricsSnapshot {
     /// A gauge, not a counter: it must return to its baseline when the
     /// connections that made it rise are gone.
     pub ops_in_flight: u64,
+    /// Provided buffers handed out by multishot receives (io_uring).
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub recv_buffers: u64,
+    /// Of those, the buffers that arrived after the first of a bundle CQE
+    /// (`IORING_RECVSEND_BUNDLE`): each one a CQE saved.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub recv_bundled: u64,
 }
 
 impl MetricsSnapshot {
@@ -92,6 +101,8 @@ impl MetricsSnapshot {
             task_polls: f(self.task_polls, o.task_polls),
             tasks_spawned: f(self.tasks_spawned, o.tasks_spawned),
             ops_in_flight: gauge,
+            recv_buffers: f(self.recv_buffers, o.recv_buffers),
+            recv_bundled: f(self.recv_bundled, o.recv_bundled),
         }
     }
 }
@@ -126,5 +137,7 @@ pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
         task_polls: m.polls.get(),
         tasks_spawned: m.tasks_spawned.get(),
         ops_in_flight: cx.driver.borrow().ops_in_flight() as u64,
+        recv_buffers: m.recv_buffers.get(),
+        recv_bundled: m.recv_bundled.get(),
     }
 }

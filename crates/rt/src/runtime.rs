@@ -263,6 +263,17 @@ impl Builder {
         self
     }
 
+    /// io_uring: let a multishot receive take several provided buffers per
+    /// completion when a peer has sent more than one holds
+    /// (`IORING_RECVSEND_BUNDLE`, Linux 6.10; without it, or with `false`,
+    /// one buffer per completion). Reads still hand out one buffer at a
+    /// time, in order, without a copy. On by default;
+    /// `RINGKIT_RECV_BUNDLE=0|1` sets it too.
+    pub fn recv_bundle(mut self, on: bool) -> Self {
+        self.config.recv_bundle = on;
+        self
+    }
+
     /// Build the runtime on this thread.
     pub fn build(self) -> io::Result<Runtime> {
         if CURRENT.with(Cell::get).is_some() {
@@ -282,6 +293,18 @@ impl Builder {
         if self.env_override {
             if let Ok(v) = std::env::var("RINGKIT_BATCH_WAIT") {
                 config.batch_wait = Some(parse_batch_wait(&v)?);
+            }
+            if let Ok(v) = std::env::var("RINGKIT_RECV_BUNDLE") {
+                config.recv_bundle = match v.trim() {
+                    "1" | "on" => true,
+                    "0" | "off" => false,
+                    _ => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("RINGKIT_RECV_BUNDLE={v:?}: expected 1 or 0 (on or off)"),
+                        ))
+                    }
+                };
             }
             if let Ok(v) = std::env::var("RINGKIT_FIXED_FILES") {
                 config.fixed_files = v.trim().parse().map_err(|_| {

@@ -9,6 +9,16 @@
 //! application until it is added back ([`BufRing::recycle`]). When the ring is
 //! empty, a request that selects a buffer fails with `ENOBUFS` (a multishot
 //! one ends, without `F_MORE`).
+//!
+//! # Bundles
+//! A receive with `IORING_RECVSEND_BUNDLE` takes several buffers at once:
+//! its CQE names only the first buffer id and the byte count, and the
+//! kernel took the entries that follow the first one's in ring order (the
+//! buffers are all full but the last). [`BufRing::bundle`] names them: we
+//! keep, for every ring slot, the buffer id we wrote there, and for every
+//! buffer the ring position we last wrote it at. A slot is not rewritten
+//! before the kernel has consumed it (the ring never holds more than
+//! `entries` published buffers), so the ids read back are the ones taken.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -49,6 +59,11 @@ struct Bufs {
     // `bid * buf_len`. The Vec is never resized, so the addresses are stable.
     slab: Vec<u8>,
     buf_len: u32,
+    /// The buffer id written at each ring slot (our copy: the ring memory
+    /// is shared with the kernel).
+    slot_bid: Vec<u16>,
+    /// The ring position (tail counter) each buffer was last written at.
+    bid_pos: Vec<u16>,
 }
 
 // Not derived: formatting the slab would read every buffer, including those
@@ -144,6 +159,13 @@ impl BufRing {
         self.bufs.buffer(bid, len)
     }
 
+    /// The ids of the buffers a bundle CQE (first buffer `first`, `count`
+    /// buffers: its byte count over [`BufRing::buf_len`], rounded up) took,
+    /// in the order the bytes fill them. See the module docs.
+    pub fn bundle(&self, first: u16, count: usize) -> impl Iterator<Item = u16> + '_ {
+        self.bufs.bundle(first, count)
+    }
+
     /// Give buffer `bid` back to the kernel.
     pub fn recycle(&mut self, bid: u16) {
         self.bufs.recycle(bid);
@@ -171,6 +193,8 @@ impl Bufs {
             tail: 0,
             slab: vec![0u8; entries as usize * buf_len as usize],
             buf_len,
+            slot_bid: vec![0; entries as usize],
+            bid_pos: vec![0; entries as usize],
         }
     }
 
@@ -185,7 +209,10 @@ impl Bufs {
     /// Write entry `tail + offset` to describe buffer `bid` (not yet visible).
     fn add(&mut self, bid: u16, offset: u16) {
         debug_assert!(bid < self.entries);
-        let slot = (self.tail.wrapping_add(offset) & self.mask) as usize;
+        let pos = self.tail.wrapping_add(offset);
+        let slot = (pos & self.mask) as usize;
+        self.slot_bid[slot] = bid;
+        self.bid_pos[bid as usize] = pos;
         let addr = self.slab.as_ptr() as u64 + u64::from(bid) * u64::from(self.buf_len);
         // SAFETY: `slot < entries` (INVARIANT of `ring`). We write only addr,
         // len and bid: entry 0's `resv` is the shared tail and stays untouched.
@@ -218,6 +245,15 @@ impl Bufs {
         // would borrow the whole slab, and so race with the kernel writing the
         // buffers it holds. `Vec::as_ptr` borrows nothing.
         unsafe { std::slice::from_raw_parts(self.slab.as_ptr().add(start), len) }
+    }
+
+    /// The ids of the `count` buffers a bundle starting at `first` took:
+    /// `first` and the buffers written after it in ring order.
+    fn bundle(&self, first: u16, count: usize) -> impl Iterator<Item = u16> + '_ {
+        assert!(first < self.entries, "buffer id {first} out of range");
+        let pos = self.bid_pos[first as usize];
+        (0..count.min(self.entries as usize) as u16)
+            .map(move |i| self.slot_bid[(pos.wrapping_add(i) & self.mask) as usize])
     }
 
     fn recycle(&mut self, bid: u16) {
@@ -385,6 +421,30 @@ mod tests {
         assert_eq!(k.pick().unwrap().2, 0);
         assert_eq!(k.pick().unwrap().2, 3);
         assert_eq!(k.pick(), None);
+    }
+
+    #[test]
+    fn bundle_names_the_buffers_the_kernel_took_in_order() {
+        let mut k = FakeRing::new(8);
+        let mut b = k.bufs(16);
+        b.fill();
+        // The kernel takes 3 buffers as one bundle: 0, 1, 2.
+        let first = k.pick().unwrap().2;
+        k.pick();
+        k.pick();
+        assert_eq!(b.bundle(first, 3).collect::<Vec<_>>(), [0, 1, 2]);
+        // Recycled out of order, then taken again across the wrap: a bundle
+        // of 4 starting at buffer 3 covers what follows it in the ring.
+        b.recycle_many(&[2, 0]);
+        b.recycle(1);
+        let took: Vec<u16> = (0..5).map(|_| k.pick().unwrap().2).collect();
+        assert_eq!(took, [3, 4, 5, 6, 7]);
+        let took: Vec<u16> = (0..3).map(|_| k.pick().unwrap().2).collect();
+        assert_eq!(took, [2, 0, 1]);
+        assert_eq!(b.bundle(6, 4).collect::<Vec<_>>(), [6, 7, 2, 0]);
+        assert_eq!(b.bundle(0, 2).collect::<Vec<_>>(), [0, 1]);
+        // Never more ids than the ring has.
+        assert_eq!(b.bundle(3, 100).count(), 8);
     }
 
     #[test]

@@ -470,6 +470,9 @@ opcode! {
         ;;
         /// `MSG_*` flags.
         flags: i32 = 0,
+        /// `IORING_RECVSEND_BUNDLE` (kernel 6.10, `IORING_FEAT_RECVSEND_BUNDLE`):
+        /// one CQE may cover several buffers ([`crate::BufRing::bundle`]).
+        bundle: bool = false,
     }
     const CODE = sys::IORING_OP_RECV;
     fn build(self, sqe) {
@@ -478,6 +481,9 @@ opcode! {
         sqe.buf_index = self.buf_group;
         sqe.flags |= sys::IOSQE_BUFFER_SELECT;
         sqe.ioprio = sys::IORING_RECV_MULTISHOT;
+        if self.bundle {
+            sqe.ioprio |= sys::IORING_RECVSEND_BUNDLE;
+        }
     }
 }
 

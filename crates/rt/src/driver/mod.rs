@@ -158,6 +158,9 @@ pub(crate) struct DriverConfig {
     /// io_uring only: slots of the registered (fixed) file table that busy
     /// sockets are promoted into; 0 = off.
     pub(crate) fixed_files: u32,
+    /// io_uring only: multishot receives take several buffers per CQE
+    /// (`IORING_RECVSEND_BUNDLE`) where the kernel can.
+    pub(crate) recv_bundle: bool,
 }
 
 impl Default for DriverConfig {
@@ -169,6 +172,7 @@ impl Default for DriverConfig {
             buf_size: 4096,
             batch_wait: None,
             fixed_files: 0,
+            recv_bundle: true,
         }
     }
 }
@@ -224,12 +228,16 @@ impl Driver {
         matches!(self, Driver::Uring(_))
     }
 
-    /// io_uring: the runtime's provided-buffer ring (created on first use).
+    /// io_uring: the runtime's provided-buffer ring (created on first use),
+    /// and whether multishot receives may take bundles of its buffers.
     pub(crate) fn buf_ring(
         &mut self,
-    ) -> io::Result<std::rc::Rc<std::cell::RefCell<ringkit_uring::BufRing>>> {
+    ) -> io::Result<(
+        std::rc::Rc<std::cell::RefCell<ringkit_uring::BufRing>>,
+        bool,
+    )> {
         match self {
-            Driver::Uring(d) => d.buf_ring(),
+            Driver::Uring(d) => Ok((d.buf_ring()?, d.recv_bundle())),
             Driver::Epoll(_) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
                 "provided-buffer rings need the io_uring backend",

@@ -130,15 +130,35 @@ pub(super) fn discard(kind: MultiKind, cqe: Cqe, bufs: &Option<Rc<RefCell<BufRin
         }
         MultiKind::Recv => {
             if let (Some(bid), Some(b)) = (cqe.buffer_id(), bufs) {
-                b.borrow_mut().recycle(bid);
+                // Every buffer the CQE took (several if it was a bundle).
+                let mut b = b.borrow_mut();
+                let bids: Vec<u16> = b.bundle(bid, buffers_taken(cqe.res, b.buf_len())).collect();
+                b.recycle_many(&bids);
             }
         }
     }
 }
 
+/// How many provided buffers a receive CQE with `res` bytes took: one
+/// (even for 0 bytes, or an error that still carried a buffer), or as many
+/// as the bytes fill when it was a bundle.
+pub(crate) fn buffers_taken(res: i32, buf_len: u32) -> usize {
+    (res.max(1) as usize).div_ceil(buf_len.max(1) as usize)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::CqeQueue;
+    use super::{buffers_taken, CqeQueue};
+
+    #[test]
+    fn buffers_taken_rounds_up_and_is_never_zero() {
+        assert_eq!(buffers_taken(0, 4096), 1);
+        assert_eq!(buffers_taken(-105, 4096), 1);
+        assert_eq!(buffers_taken(1, 4096), 1);
+        assert_eq!(buffers_taken(4096, 4096), 1);
+        assert_eq!(buffers_taken(4097, 4096), 2);
+        assert_eq!(buffers_taken(3 * 4096, 4096), 3);
+    }
 
     #[test]
     fn cqe_queue_keeps_order_across_the_inline_slot() {

@@ -30,7 +30,7 @@ mod fixed;
 mod lifecycle;
 
 use fixed::FixedFiles;
-pub(crate) use lifecycle::MultiKind;
+pub(crate) use lifecycle::{buffers_taken, MultiKind};
 use lifecycle::{discard, dispatch, CqeQueue, Lifecycle};
 
 use super::DriverConfig;
@@ -82,6 +82,8 @@ pub(crate) struct UringDriver {
     buf_count: u16,
     buf_size: u32,
     skip_success: bool,
+    /// Multishot receives ask for bundles (`IORING_RECVSEND_BUNDLE`).
+    recv_bundle: bool,
     /// (want, min_wait) for blocking waits, when the kernel supports it.
     batch_wait: Option<(u32, Duration)>,
     /// The registered file table (created on first use).
@@ -151,6 +153,8 @@ impl UringDriver {
             Err(e) => return Err((format!("io_uring probe failed: {e}"), attempts)),
         }
         let skip_success = ring.features() & sys::IORING_FEAT_CQE_SKIP != 0;
+        let recv_bundle =
+            cfg.recv_bundle && ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0;
         let mut d = UringDriver {
             ring,
             ops: slab::Slab::with_capacity(256),
@@ -160,6 +164,7 @@ impl UringDriver {
             buf_count: cfg.buf_count,
             buf_size: cfg.buf_size,
             skip_success,
+            recv_bundle,
             batch_wait: None,
             fixed: FixedFiles::new(cfg.fixed_files),
         };
@@ -174,6 +179,11 @@ impl UringDriver {
             return Err((format!("could not arm the wake-up poll: {e}"), attempts));
         }
         Ok((d, attempts))
+    }
+
+    /// Whether multishot receives take bundles of buffers.
+    pub(crate) fn recv_bundle(&self) -> bool {
+        self.recv_bundle
     }
 
     pub(crate) fn ops_in_flight(&self) -> usize {

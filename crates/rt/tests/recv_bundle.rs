@@ -1,0 +1,271 @@
+//! Pooled receives with and without bundles (`IORING_RECVSEND_BUNDLE`),
+//! and on epoll: every case runs three ways, on a ring of 64 small (256 B)
+//! buffers so that bundles are long and the ring runs dry mid-bundle
+//! (`ENOBUFS`). Nothing may be lost or reordered: bulk data, a peer that
+//! sends one byte at a time, `read` mixed with `read_pooled`, a reset with
+//! bundled buffers still queued, and streams dropped with bundled buffers
+//! queued (which must go back to the ring).
+
+use std::future::Future;
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr};
+
+use ringkit::net::{TcpListener, TcpStream};
+use ringkit::{Backend, Builder};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Mode {
+    Bundle,
+    NoBundle,
+    Epoll,
+}
+
+fn kernel_has_bundles() -> bool {
+    ringkit_uring::IoUring::new(4)
+        .map(|r| r.features() & ringkit_uring::sys::IORING_FEAT_RECVSEND_BUNDLE != 0)
+        .unwrap_or(false)
+}
+
+/// Run `f` on a runtime in `mode`; `None` if the mode is not available here.
+fn run<F: Future<Output = ()>>(
+    mode: Mode,
+    f: impl FnOnce() -> F,
+) -> Option<ringkit::MetricsSnapshot> {
+    ringkit::raise_nofile_limit();
+    let b = Builder::new().ignore_env().recv_buffers(64, 256);
+    let b = match mode {
+        Mode::Bundle => b.backend(Backend::Uring).recv_bundle(true),
+        Mode::NoBundle => b.backend(Backend::Uring).recv_bundle(false),
+        Mode::Epoll => b.backend(Backend::Epoll),
+    };
+    let rt = match b.build() {
+        Ok(rt) => rt,
+        Err(e) if mode != Mode::Epoll => {
+            eprintln!("skipped {mode:?}: io_uring unavailable here: {e}");
+            return None;
+        }
+        Err(e) => panic!("epoll runtime: {e}"),
+    };
+    rt.block_on(f());
+    Some(rt.metrics())
+}
+
+/// Check the bundle counters of a run that received bulk data.
+fn check_bundles(mode: Mode, m: Option<ringkit::MetricsSnapshot>) {
+    let Some(m) = m else { return };
+    match mode {
+        Mode::Bundle if !kernel_has_bundles() => {
+            eprintln!(
+                "no bundle check: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE (Linux 6.10)"
+            );
+        }
+        Mode::Bundle => assert!(m.recv_bundled > 0, "no bundle was received: {m:?}"),
+        Mode::NoBundle => {
+            assert!(m.recv_buffers > 0);
+            assert_eq!(m.recv_bundled, 0, "bundles while switched off");
+        }
+        Mode::Epoll => assert_eq!(m.recv_buffers, 0),
+    }
+}
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len as u64)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect()
+}
+
+/// A listener and a std client thread running `client` on its stream.
+async fn pair(
+    client: impl FnOnce(std::net::TcpStream) + Send + 'static,
+) -> (TcpStream, std::thread::JoinHandle<()>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr: SocketAddr = l.local_addr().unwrap();
+    let t = std::thread::spawn(move || client(std::net::TcpStream::connect(addr).unwrap()));
+    let (s, _) = l.accept().await.unwrap();
+    (s, t)
+}
+
+/// Read everything through `read_pooled` until end of stream. Buffers are
+/// held in groups of up to 7 and given back in reverse, so the ring's order
+/// stops following buffer ids (a bundle's later buffers must be found by
+/// ring position, not by id).
+async fn read_all(s: &TcpStream) -> std::io::Result<Vec<u8>> {
+    let mut got = Vec::new();
+    let mut held = Vec::new();
+    loop {
+        let rb = s.read_pooled().await?;
+        if rb.is_empty() {
+            return Ok(got);
+        }
+        got.extend_from_slice(&rb);
+        held.push(rb);
+        if held.len() == 7 {
+            while let Some(rb) = held.pop() {
+                drop(rb);
+            }
+        }
+    }
+}
+
+fn bulk(mode: Mode) {
+    let data = pattern(4 << 20);
+    let sent = data.clone();
+    let m = run(mode, || async move {
+        let (s, t) = pair(move |mut c| {
+            for chunk in sent.chunks(64 * 1024) {
+                c.write_all(chunk).unwrap();
+            }
+        })
+        .await;
+        let got = read_all(&s).await.unwrap();
+        t.join().unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "bytes lost or reordered");
+    });
+    check_bundles(mode, m);
+}
+
+fn one_byte_at_a_time(mode: Mode) {
+    let data = pattern(3000);
+    let sent = data.clone();
+    run(mode, || async move {
+        let (s, t) = pair(move |mut c| {
+            c.set_nodelay(true).unwrap();
+            for b in &sent {
+                c.write_all(std::slice::from_ref(b)).unwrap();
+            }
+        })
+        .await;
+        let got = read_all(&s).await.unwrap();
+        t.join().unwrap();
+        assert!(got == data, "bytes lost or reordered");
+    });
+}
+
+fn read_mixed_with_pooled(mode: Mode) {
+    let data = pattern(1 << 20);
+    let sent = data.clone();
+    run(mode, || async move {
+        let (s, t) = pair(move |mut c| c.write_all(&sent).unwrap()).await;
+        // Let a lot arrive, so the first pooled read is a long bundle.
+        ringkit::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut got = s.read_pooled().await.unwrap().to_vec();
+        loop {
+            let (r, buf) = s.read(Vec::with_capacity(100)).await;
+            if r.unwrap() == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf);
+            // Alternate: a pooled read now and then.
+            if got.len() % 7 == 0 {
+                got.extend_from_slice(&s.read_pooled().await.unwrap());
+            }
+        }
+        t.join().unwrap();
+        assert_eq!(got.len(), data.len());
+        assert!(got == data, "bytes lost or reordered");
+    });
+}
+
+fn reset_with_bundles_queued(mode: Mode) {
+    let data = pattern(200 * 1024);
+    let sent = data.clone();
+    run(mode, || async move {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let (s, t) = pair(move |mut c| {
+            c.write_all(&sent).unwrap();
+            rx.recv().unwrap();
+            // SO_LINGER 0: the close sends a reset.
+            socket2::SockRef::from(&c)
+                .set_linger(Some(std::time::Duration::ZERO))
+                .unwrap();
+            drop(c);
+        })
+        .await;
+        ringkit::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut got = s.read_pooled().await.unwrap().to_vec();
+        tx.send(()).unwrap();
+        t.join().unwrap();
+        ringkit::time::sleep(std::time::Duration::from_millis(50)).await;
+        loop {
+            match s.read_pooled().await {
+                Ok(rb) if rb.is_empty() => break,
+                Ok(rb) => got.extend_from_slice(&rb),
+                Err(e) => {
+                    assert_eq!(e.kind(), std::io::ErrorKind::ConnectionReset, "{e}");
+                    break;
+                }
+            }
+        }
+        assert!(!got.is_empty());
+        assert!(
+            data.starts_with(&got),
+            "received bytes are not a prefix of what was sent"
+        );
+    });
+}
+
+fn dropped_streams_give_their_buffers_back(mode: Mode) {
+    let m = run(mode, || async move {
+        for _ in 0..20 {
+            let (s, t) = pair(|mut c| {
+                c.write_all(&pattern(64 * 1024)).unwrap();
+                let _ = c.shutdown(Shutdown::Write);
+            })
+            .await;
+            ringkit::time::sleep(std::time::Duration::from_millis(5)).await;
+            // Read until a bundle has left buffers queued in the stream (on
+            // io_uring with bundles), then drop it with them.
+            let start = ringkit::metrics().recv_bundled;
+            for _ in 0..8 {
+                let rb = s.read_pooled().await.unwrap();
+                if rb.is_empty() || ringkit::metrics().recv_bundled > start {
+                    break;
+                }
+            }
+            drop(s);
+            t.join().unwrap();
+        }
+        let before = ringkit::metrics();
+        let data = pattern(1 << 20);
+        let sent = data.clone();
+        let (s, t) = pair(move |mut c| c.write_all(&sent).unwrap()).await;
+        let got = read_all(&s).await.unwrap();
+        t.join().unwrap();
+        assert!(got == data);
+        let m = ringkit::metrics().since(&before);
+        if ringkit::backend_report().chosen == Backend::Uring {
+            // Leaked buffers would leave the ring dry: every multishot
+            // would end at once with ENOBUFS and plain receives stand in.
+            assert!(
+                m.recv_buffers > 64,
+                "the ring ran dry: buffers were not returned ({m:?})"
+            );
+        }
+    });
+    let _ = m;
+}
+
+macro_rules! three_ways {
+    ($($case:ident),*) => {
+        $(
+            mod $case {
+                use super::*;
+                #[test]
+                fn bundle() { super::$case(Mode::Bundle) }
+                #[test]
+                fn no_bundle() { super::$case(Mode::NoBundle) }
+                #[test]
+                fn epoll() { super::$case(Mode::Epoll) }
+            }
+        )*
+    };
+}
+
+three_ways!(
+    bulk,
+    one_byte_at_a_time,
+    read_mixed_with_pooled,
+    reset_with_bundles_queued,
+    dropped_streams_give_their_buffers_back
+);
