@@ -53,6 +53,11 @@ pub struct ServerArgs {
     /// one-request connection never is); 0 = plain fds.
     #[arg(long, default_value_t = 4096)]
     fixed_files: u32,
+    /// io_uring: let one receive completion cover several buffers when a
+    /// client pipelines more than one holds (IORING_RECVSEND_BUNDLE, Linux
+    /// 6.10; ignored where the kernel lacks it): on or off.
+    #[arg(long, default_value = "on", value_parser = crate::parse_on_off)]
+    recv_bundle: bool,
     /// File bodies over 16 KiB: sendfile = sendfile(2) after a head sent
     /// with MSG_MORE, no copy through user memory; splice = splice(2) file
     /// -> pipe -> socket, corked; copy = read each piece into a buffer and
@@ -197,7 +202,11 @@ where
     ringkit::signal::install()?;
     let launch = LaunchConfig::new(args.threads)
         .cpus(args.cpus.clone())
-        .builder(ringkit::Builder::new().fixed_files(args.fixed_files))
+        .builder(
+            ringkit::Builder::new()
+                .fixed_files(args.fixed_files)
+                .recv_bundle(args.recv_bundle),
+        )
         .backend(args.backend);
     let (addr, config) = (args.addr, args.config());
     let stats = args.stats.clone();

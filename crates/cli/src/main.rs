@@ -99,6 +99,11 @@ struct EchoArgs {
     /// path is `--recv single --fixed-files 0`.
     #[arg(long, default_value_t = 4096)]
     fixed_files: u32,
+    /// io_uring: let one receive completion cover several buffers when a
+    /// peer sends more than one holds (IORING_RECVSEND_BUNDLE, Linux 6.10;
+    /// ignored where the kernel lacks it): on or off.
+    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    recv_bundle: bool,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -230,6 +235,7 @@ fn main() -> ExitCode {
             cpus: a.cpus,
             recv: a.recv,
             fixed_files: a.fixed_files,
+            recv_bundle: a.recv_bundle,
             stats: a.stats,
             limits: EchoLimits {
                 entries: a.entries,
@@ -399,6 +405,15 @@ fn bench_echo(a: BenchEchoArgs) -> std::io::Result<()> {
         )));
     }
     Ok(())
+}
+
+/// `on` or `off` (also `1`/`0`, `true`/`false`).
+pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
+    match v {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        _ => Err(format!("{v:?}: expected on or off")),
+    }
 }
 
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;

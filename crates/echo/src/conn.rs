@@ -88,7 +88,17 @@ pub(crate) async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
         if !buf.is_ring_buffer() {
             st.heap_reads.set(st.heap_reads.get() + 1);
         }
-        if let (Err(e), _) = s.write_all(buf).await {
+        // The other buffers of a receive bundle are here already: echo them
+        // all with one send.
+        let Some(next) = s.take_pooled() else {
+            if let (Err(e), _) = s.write_all(buf).await {
+                break Err(e);
+            }
+            continue;
+        };
+        let mut batch = vec![buf, next];
+        batch.extend(std::iter::from_fn(|| s.take_pooled()));
+        if let Err(e) = s.write_all_pooled(batch).await {
             break Err(e);
         }
     };

@@ -61,6 +61,9 @@ pub struct EchoServerConfig {
     /// io_uring: registered file table slots that busy connections are
     /// promoted into ([`ringkit::Builder::fixed_files`]); 0 = plain fds.
     pub fixed_files: u32,
+    /// io_uring: multishot receives may take bundles of buffers
+    /// ([`ringkit::Builder::recv_bundle`]).
+    pub recv_bundle: bool,
     /// Write runtime counters to `PATH.<thread>` every 50 ms.
     pub stats: Option<PathBuf>,
     /// Resource limits (for fault injection) and shutdown timing.
@@ -140,7 +143,9 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     if let Some((want, min)) = cfg.limits.batch_wait {
         builder = builder.batch_wait(want, min);
     }
-    builder = builder.fixed_files(cfg.fixed_files);
+    builder = builder
+        .fixed_files(cfg.fixed_files)
+        .recv_bundle(cfg.recv_bundle);
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);

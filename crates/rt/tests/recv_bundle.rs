@@ -246,6 +246,55 @@ fn dropped_streams_give_their_buffers_back(mode: Mode) {
     let _ = m;
 }
 
+/// An echo that sends whatever a bundle brought with one vectored send
+/// (`take_pooled` + `write_all_pooled`); a client writes and reads 2 MiB
+/// concurrently and checks every byte.
+fn echo_in_batches(mode: Mode) {
+    let data = pattern(2 << 20);
+    let sent = data.clone();
+    let mut batches = 0;
+    run(mode, || async {
+        let (s, t) = pair(move |c| {
+            let mut w = c.try_clone().unwrap();
+            let writer = std::thread::spawn(move || {
+                for chunk in sent.chunks(10_000) {
+                    w.write_all(chunk).unwrap();
+                }
+                w.shutdown(Shutdown::Write).unwrap();
+            });
+            let mut got = Vec::new();
+            std::io::Read::read_to_end(&mut &c, &mut got).unwrap();
+            writer.join().unwrap();
+            assert_eq!(got.len(), data.len());
+            assert!(got == data, "echoed bytes lost or reordered");
+        })
+        .await;
+        loop {
+            let rb = s.read_pooled().await.unwrap();
+            if rb.is_empty() {
+                break;
+            }
+            match s.take_pooled() {
+                None => s.write_all(rb).await.0.unwrap(),
+                Some(next) => {
+                    batches += 1;
+                    let mut v = vec![rb, next];
+                    v.extend(std::iter::from_fn(|| s.take_pooled()));
+                    s.write_all_pooled(v).await.unwrap();
+                }
+            }
+        }
+        s.shutdown(Shutdown::Write).await.unwrap();
+        t.join().unwrap();
+    });
+    if mode == Mode::Bundle && kernel_has_bundles() {
+        assert!(batches > 0, "no bundle was echoed as a batch");
+    }
+    if mode != Mode::Bundle {
+        assert_eq!(batches, 0);
+    }
+}
+
 macro_rules! three_ways {
     ($($case:ident),*) => {
         $(
@@ -267,5 +316,6 @@ three_ways!(
     one_byte_at_a_time,
     read_mixed_with_pooled,
     reset_with_bundles_queued,
-    dropped_streams_give_their_buffers_back
+    dropped_streams_give_their_buffers_back,
+    echo_in_batches
 );

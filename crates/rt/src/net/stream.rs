@@ -273,6 +273,49 @@ impl StreamCore {
         Op::new(Shutdown { fd: self.fd, how }).await
     }
 
+    /// A pooled chunk that is already here (the rest of a partly read
+    /// buffer, or the next buffer of a receive bundle), without waiting;
+    /// `None` if the next bytes must be waited for.
+    pub(crate) fn take_pooled(&self) -> Option<RecvBuf> {
+        if let Some((rb, off)) = self.leftover.borrow_mut().take() {
+            return Some(rb.advance(off));
+        }
+        // Bytes of dropped plain reads come first; let `read_pooled` order them.
+        if self.stash.as_ref().is_some_and(|s| !s.is_idle()) {
+            return None;
+        }
+        self.multi.take_bundled()
+    }
+
+    /// Send every byte of `bufs`, in order, as one `sendmsg` (one SQE and
+    /// one CQE for the batch); a partial send continues from where it
+    /// stopped.
+    pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
+        loop {
+            let total: usize = bufs.iter().map(|b| b.len()).sum();
+            if total == 0 {
+                return Ok(());
+            }
+            let (r, back) = Op::new(SendMsg::new(self.fd, bufs, None)).await;
+            let mut n = r?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            if n == total {
+                return Ok(());
+            }
+            bufs = Vec::with_capacity(back.len());
+            for b in back {
+                if n >= b.len() {
+                    n -= b.len();
+                } else {
+                    bufs.push(b.advance(n));
+                    n = 0;
+                }
+            }
+        }
+    }
+
     /// Next chunk of data in a pooled buffer; an empty buffer means EOF.
     ///
     /// Order (so that mixing `read`, `read_pooled` and dropped reads of

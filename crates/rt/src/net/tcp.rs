@@ -238,6 +238,26 @@ impl TcpStream {
         async move { self.core.splice_file(&file, offset, len).await }
     }
 
+    /// The next pooled chunk if it is already here, without waiting: the
+    /// rest of a buffer a `read` took part of, or the next buffer of a
+    /// receive bundle ([`crate::Builder::recv_bundle`]). `None`: the next
+    /// bytes must be awaited with [`read_pooled`](Self::read_pooled). With
+    /// [`write_all_pooled`](Self::write_all_pooled), an echo or proxy sends
+    /// everything a bundle brought in one operation.
+    pub fn take_pooled(&self) -> Option<RecvBuf> {
+        self.core.take_pooled()
+    }
+
+    /// Send all of `bufs` in order as one vectored send (`sendmsg`: on
+    /// io_uring one SQE and one CQE for the batch), continuing after a
+    /// partial send.
+    pub fn write_all_pooled(
+        &self,
+        bufs: Vec<RecvBuf>,
+    ) -> impl Future<Output = io::Result<()>> + '_ {
+        self.core.write_all_pooled(bufs)
+    }
+
     /// Vectored write (`sendmsg`).
     pub fn writev<B: IoBuf>(
         &self,

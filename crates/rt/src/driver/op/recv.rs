@@ -39,6 +39,11 @@ impl ReadStash {
         }
     }
 
+    /// No dropped read is in flight and nothing is stashed.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.get() == 0 && self.data.borrow().is_empty()
+    }
+
     /// For pooled reads, which do not go through [`Recv::before`]: wait
     /// until no dropped read is in flight, then take every stashed byte
     /// (`None`: nothing stashed). These bytes precede anything a receive

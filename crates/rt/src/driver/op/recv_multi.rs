@@ -61,6 +61,11 @@ impl RecvMulti {
         self.shot.is_armed() || !self.bundled.borrow().is_empty()
     }
 
+    /// A buffer of a bundle already received, if one is queued.
+    pub(crate) fn take_bundled(&self) -> Option<RecvBuf> {
+        self.bundled.borrow_mut().pop_front()
+    }
+
     /// The next chunk of `fd`; an empty one is end of stream. `target` says what a
     /// new multishot receive addresses (called only when arming) and
     /// `single` builds the plain receive that stands in (given its buffer).
