@@ -15,6 +15,7 @@ pub mod generator;
 pub mod harness;
 pub mod http;
 pub mod nop;
+pub mod pipeline;
 pub mod raw;
 pub mod serve;
 pub mod tls;

@@ -21,6 +21,10 @@ pub struct BenchHttpArgs {
     /// A new connection per request, with `Connection: close`.
     #[arg(long)]
     close: bool,
+    /// Keep-alive: write N requests at once on each connection, then read
+    /// and check their N responses in order (HTTP/1.1 pipelining).
+    #[arg(long, default_value_t = 1, conflicts_with = "close")]
+    pipeline: usize,
     /// Status every response must have.
     #[arg(long, default_value_t = 200)]
     status: u16,
@@ -139,6 +143,7 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
         backend: a.backend,
         mix,
         seed: a.seed,
+        pipeline: a.pipeline.max(1),
     };
     println!(
         "Running {}s test @ {}\n  1 thread and {} connections ({}){}",
@@ -146,9 +151,14 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
         what,
         cfg.conns,
         if a.close {
-            "Connection: close, a new connection per request"
+            "Connection: close, a new connection per request".to_string()
+        } else if cfg.pipeline > 1 {
+            format!(
+                "keep-alive, {} pipelined requests in flight each",
+                cfg.pipeline
+            )
         } else {
-            "keep-alive, one request in flight each"
+            "keep-alive, one request in flight each".to_string()
         },
         a.cpu
             .map(|c| format!(", pinned to CPU {c}"))

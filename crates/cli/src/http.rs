@@ -56,7 +56,7 @@ pub struct ServerArgs {
     /// io_uring: let one receive completion cover several buffers when a
     /// client pipelines more than one holds (IORING_RECVSEND_BUNDLE, Linux
     /// 6.10; ignored where the kernel lacks it): on or off.
-    #[arg(long, default_value = "on", value_parser = crate::parse_on_off)]
+    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set)]
     recv_bundle: bool,
     /// File bodies over 16 KiB: sendfile = sendfile(2) after a head sent
     /// with MSG_MORE, no copy through user memory; splice = splice(2) file

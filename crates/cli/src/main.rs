@@ -102,7 +102,7 @@ struct EchoArgs {
     /// io_uring: let one receive completion cover several buffers when a
     /// peer sends more than one holds (IORING_RECVSEND_BUNDLE, Linux 6.10;
     /// ignored where the kernel lacks it): on or off.
-    #[arg(long, default_value = "on", value_parser = parse_on_off)]
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     recv_bundle: bool,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
@@ -184,11 +184,12 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, static, axum, tls, wakeup, nop,
-    /// file or all (default: all). `http` runs three parts: `http-core`
+    /// Study to run: echo, generator, http, static, axum, tls, pipeline, wakeup, nop,
+    /// file or all (default: all). `http` runs four parts: `http-core`
     /// (ringkit-http against nginx, hyper and the rest), `axum` (axum on
-    /// ringkit and on tokio) and `tls` (HTTPS against nginx); each part also
-    /// runs alone by its name.
+    /// ringkit and on tokio), `tls` (HTTPS against nginx) and `pipeline`
+    /// (16 pipelined requests per connection); each part also runs alone by
+    /// its name.
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -206,6 +207,10 @@ struct CompareArgs {
     /// Echo: message length.
     #[arg(long, default_value_t = 512)]
     len: usize,
+    /// Echo: messages in flight per connection (written together, then all
+    /// read back; 1: one at a time).
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
     /// Echo: only these contenders (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -419,13 +424,14 @@ pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 9] = [
+const STUDIES: [(&str, StudyFn); 10] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
     ("static", ringkit_bench::serve::study),
     ("axum", ringkit_bench::axum::study),
     ("tls", ringkit_bench::tls::study),
+    ("pipeline", ringkit_bench::pipeline::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),
@@ -433,7 +439,10 @@ const STUDIES: [(&str, StudyFn); 9] = [
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.
-const GROUPS: [(&str, &[&str]); 2] = [("http", &["http", "axum", "tls"]), ("http-core", &["http"])];
+const GROUPS: [(&str, &[&str]); 2] = [
+    ("http", &["http", "axum", "tls", "pipeline"]),
+    ("http-core", &["http"]),
+];
 
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
     let names = || {
@@ -481,6 +490,7 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         want_peer_syscalls: !a.no_strace && !a.quick,
         conns: a.conns.clone(),
         msg_len: a.len,
+        pipeline: a.pipeline.max(1),
         only: a.only.clone(),
     };
     let mut sections = Vec::new();

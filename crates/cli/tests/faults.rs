@@ -3,7 +3,8 @@
 //! correct data, and exit 0 on `SIGTERM`.
 //!
 //! - `RLIMIT_NOFILE` reached: `accept` fails with `EMFILE`;
-//! - a provided-buffer ring of 2 buffers: multishot receives hit `ENOBUFS`;
+//! - a provided-buffer ring of 2 buffers: multishot receives hit `ENOBUFS`
+//!   (with receive bundles, and with `--recv-bundle off`);
 //! - a ring of 4 SQ entries and 16 CQ entries: full SQ, CQ overflow;
 //! - peers that reset (RST) while the server is sending to them;
 //! - `SIGPIPE` at its default (fatal) disposition when the server starts;
@@ -259,6 +260,7 @@ macro_rules! both_backends {
 both_backends!(
     emfile_on_accept,
     tiny_buffer_ring,
+    tiny_buffer_ring_without_bundles,
     tiny_ring,
     reset_during_send,
     sigpipe_never_kills,
@@ -315,6 +317,28 @@ fn tiny_buffer_ring(backend: &str) {
             "the ring never ran dry"
         );
     }
+}
+
+/// The same with receive bundles switched off (`--recv-bundle off`, the
+/// fallback a kernel without them takes): one buffer per completion.
+fn tiny_buffer_ring_without_bundles(backend: &str) {
+    let Some(srv) = Server::start(
+        backend,
+        &[
+            "--recv-buffers",
+            "2",
+            "--recv-buffer-size",
+            "1024",
+            "--recv-bundle",
+            "off",
+        ],
+        false,
+    ) else {
+        return;
+    };
+    concurrent_echoes(srv.addr, 32, 10, 64 * 1024);
+    still_serves(srv.addr);
+    srv.stop_cleanly();
 }
 
 /// A ring of 4 SQ / 16 CQ entries under 64 connections: the SQ fills and

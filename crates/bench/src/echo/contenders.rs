@@ -47,6 +47,13 @@ pub fn contenders(
             &[("--fixed-files", "0")],
         ));
         v.push(rk(
+            "ringkit-uring-nobundle",
+            "uring",
+            "multishot",
+            Family::Uring,
+            &[("--recv-bundle", "off")],
+        ));
+        v.push(rk(
             "ringkit-uring-batch",
             "uring",
             "multishot",

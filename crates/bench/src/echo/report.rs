@@ -136,9 +136,9 @@ pub fn markdown(res: &CompareResults) -> String {
     let _ = writeln!(s, "## Echo\n");
     let _ = writeln!(
         s,
-        "- date: {}\n- command: `{}`\n- kernel: {}\n- CPU: {} ({} cores)\n- server pinned to CPU {}, load generator to CPU {}\n- workload: {}-byte messages, one in flight per connection; connections {:?}; {} rounds of {} s, contenders interleaved and rotated\n- wall time: {:.0} s; ringkit {}",
+        "- date: {}\n- command: `{}`\n- kernel: {}\n- CPU: {} ({} cores)\n- server pinned to CPU {}, load generator to CPU {}\n- workload: {}-byte messages, {} in flight per connection; connections {:?}; {} rounds of {} s, contenders interleaved and rotated\n- wall time: {:.0} s; ringkit {}",
         sys.date, sys.command, sys.kernel, sys.cpu_model, sys.cores, c.server_cpu, c.client_cpu,
-        c.len, c.conns, c.rounds, c.secs, res.wall_secs, sys.tool_version
+        c.len, c.pipeline, c.conns, c.rounds, c.secs, res.wall_secs, sys.tool_version
     );
     let _ = writeln!(s, "\n### Servers\n");
     for ct in &res.contenders {

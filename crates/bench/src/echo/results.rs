@@ -22,6 +22,8 @@ pub struct CompareConfig {
     pub conns: Vec<usize>,
     /// Message length.
     pub len: usize,
+    /// Messages in flight per connection.
+    pub pipeline: usize,
     /// Rounds (each contender once per round).
     pub rounds: usize,
     /// Measured seconds per sample.
@@ -364,6 +366,7 @@ mod tests {
         let cfg = CompareConfig {
             conns: vec![50],
             len: 512,
+            pipeline: 1,
             rounds: 2,
             secs: 1.0,
             server_cpu: 0,

@@ -55,7 +55,7 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             conns,
             len: cfg.len,
             duration: Duration::from_secs_f64(secs),
-            pipeline: 1,
+            pipeline: cfg.pipeline,
             backend: ringkit::Backend::Auto,
         };
         let load = load::run_load(&load_cfg, &mut |p| match p {
@@ -109,7 +109,7 @@ fn syscall_sample(
         conns,
         len: cfg.len,
         duration: Duration::from_secs(2),
-        pipeline: 1,
+        pipeline: cfg.pipeline,
         backend: ringkit::Backend::Auto,
     };
     let load = load::run_load(&load_cfg, &mut |p| counter.phase(p));
@@ -213,6 +213,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             opts.conns.clone()
         },
         len: opts.msg_len,
+        pipeline: opts.pipeline.max(1),
         rounds: opts.rounds.unwrap_or(3).max(1),
         secs: opts.secs.unwrap_or(if opts.quick { 2.0 } else { 10.0 }),
         server_cpu: opts.server_cpu,

@@ -541,6 +541,7 @@ mod tests {
             want_peer_syscalls: false,
             conns: Vec::new(),
             msg_len: 512,
+            pipeline: 1,
             only: Vec::new(),
         });
         let e: Engine = "uring-sqpoll".parse().unwrap();

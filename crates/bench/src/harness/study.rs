@@ -44,6 +44,8 @@ pub struct StudyOpts {
     pub conns: Vec<usize>,
     /// Message length in bytes (echo).
     pub msg_len: usize,
+    /// Messages in flight per connection (echo; 1: one at a time).
+    pub pipeline: usize,
     /// Only these contenders (echo; empty: all).
     pub only: Vec<String>,
 }

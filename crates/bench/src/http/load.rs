@@ -18,6 +18,11 @@
 //! at random (uniformly, seeded per connection) from a list, and its
 //! response is checked against that path's own body length.
 //!
+//! Pipelining ([`HttpLoadConfig::pipeline`] = N > 1, keep-alive only): a
+//! connection writes N requests in one write, then reads and checks N
+//! responses in order; anything after the Nth is an error. Latency is the
+//! batch's, recorded for each of its responses.
+//!
 //! The window starts once every connection's first connect has completed
 //! (plus 200 ms of warm-up); requests/s divide by the window measured. In
 //! `close` mode a request's latency includes its connect.
@@ -69,6 +74,9 @@ pub struct HttpLoadConfig {
     pub mix: Option<Arc<[Target]>>,
     /// Seed of the random picks (with the connection's index).
     pub seed: u64,
+    /// Requests written together on a keep-alive connection before their
+    /// responses are read (1: one at a time).
+    pub pipeline: usize,
 }
 
 /// A path of a mix and the body length its every response must have.
@@ -123,6 +131,7 @@ impl HttpLoadConfig {
             backend: Backend::Auto,
             mix: None,
             seed: 1,
+            pipeline: 1,
         }
     }
 
@@ -299,9 +308,10 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         for i in 0..cfg.conns {
             let (sh, asks) = (sh.clone(), asks.clone());
             let (addr, close) = (cfg.addr, cfg.close);
+            let depth = if close { 1 } else { cfg.pipeline.max(1) };
             let rng = Rng::for_stream(cfg.seed, i as u64, 0);
             handles.push(ringkit::spawn(async move {
-                conn_task(addr, close, &asks, rng, &sh).await;
+                conn_task(addr, close, depth, &asks, rng, &sh).await;
             }));
         }
         while sh.started.get() < cfg.conns && start.elapsed() < Duration::from_secs(30) {
@@ -358,8 +368,16 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     })
 }
 
-async fn conn_task(addr: SocketAddr, close: bool, asks: &Asks, mut rng: Rng, sh: &Shared) {
+async fn conn_task(
+    addr: SocketAddr,
+    close: bool,
+    depth: usize,
+    asks: &Asks,
+    mut rng: Rng,
+    sh: &Shared,
+) {
     let mut req = Vec::new();
+    let mut wants: Vec<Option<usize>> = Vec::with_capacity(depth);
     let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut acc: Vec<u8> = Vec::new();
     let mut first = true;
@@ -388,30 +406,34 @@ async fn conn_task(addr: SocketAddr, close: bool, asks: &Asks, mut rng: Rng, sh:
                 }
             }
         };
-        // The request, and the body length its response must have (None:
+        // The requests, and the body length each response must have (None:
         // the run's expectation).
-        let want = match asks {
-            Asks::One(r) => {
-                req.clone_from(r);
-                None
+        req.clear();
+        wants.clear();
+        for _ in 0..depth {
+            match asks {
+                Asks::One(r) => {
+                    req.extend_from_slice(r);
+                    wants.push(None);
+                }
+                Asks::Mix(list) => {
+                    let (r, len) = &list[rng.range(0, list.len() as u64 - 1) as usize];
+                    req.extend_from_slice(r);
+                    wants.push(Some(*len));
+                }
             }
-            Asks::Mix(list) => {
-                let (r, len) = &list[rng.range(0, list.len() as u64 - 1) as usize];
-                req.clone_from(r);
-                Some(*len)
-            }
-        };
+        }
         let outcome = match &s {
-            Some(s) => one_request(s, counting, want, &mut req, &mut rbuf, &mut acc, sh).await,
+            Some(s) => exchange(s, counting, &wants, &mut req, &mut rbuf, &mut acc, sh).await,
             None => Outcome::Broken,
         };
         sh.busy.set(sh.busy.get() - 1);
         match outcome {
             Outcome::Done { reuse } => {
                 if counting && sh.phase.get() == 1 {
-                    sh.responses.set(sh.responses.get() + 1);
+                    sh.responses.set(sh.responses.get() + depth as u64);
                     let ns = t.elapsed().as_nanos() as u64;
-                    let _ = sh.hist.borrow_mut().record(ns.max(1));
+                    let _ = sh.hist.borrow_mut().record_n(ns.max(1), depth as u64);
                 }
                 if reuse && !close {
                     conn = s;
@@ -425,10 +447,12 @@ async fn conn_task(addr: SocketAddr, close: bool, asks: &Asks, mut rng: Rng, sh:
     }
 }
 
-async fn one_request(
+/// Write the batch in `req` (one request per entry of `wants`), then read
+/// and check its responses in order.
+async fn exchange(
     s: &TcpStream,
     counting: bool,
-    want_body: Option<usize>,
+    wants: &[Option<usize>],
     req: &mut Vec<u8>,
     rbuf: &mut Vec<u8>,
     acc: &mut Vec<u8>,
@@ -441,9 +465,11 @@ async fn one_request(
         return Outcome::Broken;
     }
     if counting {
-        sh.requests.set(sh.requests.get() + 1);
+        sh.requests.set(sh.requests.get() + wants.len() as u64);
     }
     acc.clear();
+    let mut done = 0;
+    let mut reuse = true;
     loop {
         rbuf.clear();
         let (res, b) = s.read(std::mem::take(rbuf)).await;
@@ -464,42 +490,63 @@ async fn one_request(
         if counting && sh.phase.get() == 1 {
             sh.bytes.set(sh.bytes.get() + n as u64);
         }
-        // Usually the whole response arrives in one read: parse it in place.
-        let parsed = if acc.is_empty() {
-            parse_response(&rbuf[..n])
+        // Usually whole responses arrive in one read: parse them in place.
+        let took = if acc.is_empty() {
+            let took = take_responses(&rbuf[..n], wants, &mut done, &mut reuse, sh);
+            if let Some(t) = took {
+                acc.extend_from_slice(&rbuf[t..n]);
+            }
+            took
         } else {
             acc.extend_from_slice(&rbuf[..n]);
-            parse_response(acc)
-        };
-        let have = if acc.is_empty() { n } else { acc.len() };
-        match parsed {
-            Ok(Parse::Partial) => {
-                if acc.is_empty() {
-                    acc.extend_from_slice(&rbuf[..n]);
-                }
-                if acc.len() > MAX_RESPONSE {
-                    sh.error(&sh.errs.malformed, || {
-                        format!("response larger than {MAX_RESPONSE} bytes")
-                    });
-                    return Outcome::Broken;
-                }
+            let took = take_responses(acc, wants, &mut done, &mut reuse, sh);
+            if let Some(t) = took {
+                acc.drain(..t);
             }
+            took
+        };
+        if took.is_none() {
+            return Outcome::Broken;
+        }
+        if done == wants.len() {
+            return Outcome::Done { reuse };
+        }
+        if !reuse {
+            sh.error(&sh.errs.read, || {
+                "the server closed with pipelined requests unanswered".into()
+            });
+            return Outcome::Broken;
+        }
+        if acc.len() > MAX_RESPONSE {
+            sh.error(&sh.errs.malformed, || {
+                format!("response larger than {MAX_RESPONSE} bytes")
+            });
+            return Outcome::Broken;
+        }
+    }
+}
+
+/// Check the complete responses at the start of `buf` (`done` of `wants`
+/// already checked); how many bytes they took, or `None` on a framing error
+/// or bytes after the last response expected.
+fn take_responses(
+    buf: &[u8],
+    wants: &[Option<usize>],
+    done: &mut usize,
+    reuse: &mut bool,
+    sh: &Shared,
+) -> Option<usize> {
+    let mut pos = 0;
+    while *done < wants.len() && *reuse {
+        match parse_response(&buf[pos..]) {
+            Ok(Parse::Partial) => return Some(pos),
             Ok(Parse::Complete(r)) => {
-                if r.len != have {
-                    sh.error(&sh.errs.malformed, || {
-                        format!(
-                            "{} bytes after a complete response (one request was in flight)",
-                            have - r.len
-                        )
-                    });
-                    return Outcome::Broken;
-                }
                 if r.status != sh.expect_status {
                     sh.error(&sh.errs.bad_status, || {
                         format!("status {} (expected {})", r.status, sh.expect_status)
                     });
                 }
-                match want_body.or(sh.expect_body.get()) {
+                match wants[*done].or(sh.expect_body.get()) {
                     None => sh.expect_body.set(Some(r.body_len)),
                     Some(want) if want != r.body_len => {
                         sh.error(&sh.errs.bad_body, || {
@@ -508,14 +555,27 @@ async fn one_request(
                     }
                     Some(_) => {}
                 }
-                return Outcome::Done { reuse: !r.close };
+                pos += r.len;
+                *done += 1;
+                *reuse = !r.close;
             }
             Err(e) => {
                 sh.error(&sh.errs.malformed, || e.to_string());
-                return Outcome::Broken;
+                return None;
             }
         }
     }
+    if *done == wants.len() && pos != buf.len() {
+        sh.error(&sh.errs.malformed, || {
+            format!(
+                "{} bytes after the last response expected ({} requests were in flight)",
+                buf.len() - pos,
+                wants.len()
+            )
+        });
+        return None;
+    }
+    Some(pos)
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub struct Workload {
     pub mix_paths: usize,
     /// Mean body bytes per response (0 for an empty body).
     pub mean_body: f64,
+    /// Requests written together per connection (1: one at a time; more
+    /// needs the built-in generator).
+    pub pipeline: usize,
 }
 
 impl Workload {
@@ -65,7 +68,17 @@ impl Workload {
             mix: None,
             mix_paths: 0,
             mean_body: body_len as f64,
+            pipeline: 1,
         }
+    }
+
+    /// The same with `depth` requests pipelined per connection.
+    pub(crate) fn pipelined(mut self, depth: usize) -> Workload {
+        self.pipeline = depth.max(1);
+        if depth > 1 {
+            self.name = format!("{} pipeline={depth}", self.name);
+        }
+        self
     }
 
     /// Paths of `mix` at random, each checked against its own length.

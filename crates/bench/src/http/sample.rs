@@ -77,6 +77,7 @@ impl Run<'_> {
         cfg.path.clone_from(&w.path);
         cfg.expect_body_len = w.body_len;
         cfg.mix.clone_from(&w.mix);
+        cfg.pipeline = w.pipeline;
         let cpu = self.opts.client_cpu;
         std::thread::scope(|s| {
             s.spawn(|| {

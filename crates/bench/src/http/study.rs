@@ -277,7 +277,13 @@ pub(crate) fn run(
                         _ => String::new(),
                     },
                     w.conns,
-                    if w.close { " --close" } else { "" },
+                    if w.close {
+                        " --close".to_string()
+                    } else if w.pipeline > 1 {
+                        format!(" --pipeline {}", w.pipeline)
+                    } else {
+                        String::new()
+                    },
                     opts.client_cpu
                 ),
             };

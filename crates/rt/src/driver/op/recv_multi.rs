@@ -125,22 +125,27 @@ impl RecvMulti {
             };
             let r = ring.borrow();
             let buf_len = r.buf_len() as usize;
-            let mut left = res as usize;
-            let mut bufs = r
-                .bundle(first, buffers_taken(res, r.buf_len()))
-                .map(|bid| {
+            let count = buffers_taken(res, r.buf_len());
+            let got = {
+                let mut left = res as usize;
+                let mut bids = r.bundle(first, count);
+                let mut next = |bid: u16| {
                     let len = left.min(buf_len);
                     left -= len;
                     RecvBuf::ring(ring.clone(), bid, r.buffer(bid, 0).as_ptr(), len)
-                })
-                .collect::<VecDeque<_>>();
+                };
+                let got = next(bids.next().unwrap_or(first));
+                if count > 1 {
+                    // A bundle: the later buffers wait in order for the next reads.
+                    self.bundled.borrow_mut().extend(bids.map(&mut next));
+                }
+                got
+            };
             drop(r);
-            let got = bufs.pop_front().expect("a CQE with a buffer took one");
             with_ctx(|rt| {
-                Metrics::add(&rt.metrics.recv_buffers, 1 + bufs.len() as u64);
-                Metrics::add(&rt.metrics.recv_bundled, bufs.len() as u64);
+                Metrics::add(&rt.metrics.recv_buffers, count as u64);
+                Metrics::add(&rt.metrics.recv_bundled, count as u64 - 1);
             });
-            self.bundled.borrow_mut().extend(bufs);
             Poll::Ready(Ok(Some(got)))
         })
         .await
