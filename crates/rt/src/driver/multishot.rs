@@ -93,6 +93,23 @@ impl Multishot {
         })
     }
 
+    /// The next CQE if one is already queued and carries received bytes in
+    /// a buffer; never waits, never arms. Must be called with the driver
+    /// not borrowed.
+    pub(crate) fn try_next_buffer(&self) -> Option<(i32, u32)> {
+        let key = self.key.get()?;
+        let got = try_with_ctx(|rt| match &mut *rt.driver.borrow_mut() {
+            Driver::Uring(u) => u.try_multi_buffer(key),
+            Driver::Epoll(_) => None,
+        })
+        .flatten()?;
+        if got.1 & ringkit_uring::sys::IORING_CQE_F_MORE == 0 {
+            // The slot went with this last CQE (the slot rule).
+            self.key.set(None);
+        }
+        Some(got)
+    }
+
     /// Cancel the armed operation, if any (see the module docs). Must be
     /// called with the driver not borrowed.
     pub(crate) fn cancel(&self) {

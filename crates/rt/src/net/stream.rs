@@ -30,6 +30,7 @@ use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
 use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
+use crate::driver::op::writable::Writable;
 use crate::driver::Op;
 use crate::runtime::try_with_ctx;
 
@@ -284,7 +285,7 @@ impl StreamCore {
         if self.stash.as_ref().is_some_and(|s| !s.is_idle()) {
             return None;
         }
-        self.multi.take_bundled()
+        self.multi.try_next()
     }
 
     /// Send every byte of `bufs`, in order, as one `sendmsg` (one SQE and
@@ -297,7 +298,21 @@ impl StreamCore {
                 return Ok(());
             }
             let (r, back) = Op::new(SendMsg::new(self.fd, bufs, None)).await;
-            let mut n = r?;
+            let mut n = match r {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    // io_uring may hand a full non-blocking socket's EAGAIN
+                    // back for SENDMSG: wait until it is writable.
+                    Op::new(Writable { fd: self.fd }).await?;
+                    bufs = back;
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    bufs = back;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if n == 0 {
                 return Err(io::ErrorKind::WriteZero.into());
             }

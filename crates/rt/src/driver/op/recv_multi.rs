@@ -10,28 +10,31 @@
 //! Bundles (`IORING_RECVSEND_BUNDLE`, kernel 6.10, on unless
 //! `Builder::recv_bundle(false)` or `RINGKIT_RECV_BUNDLE=0`): when a peer
 //! has sent more than one buffer holds, one CQE covers several buffers.
-//! They are handed out one per call, in order, each a ring slot (no copy):
-//! the first at once, the rest from a per-stream queue that every later
-//! call empties before it looks at the ring. A bundle that finds the ring
-//! dry part-way takes what there is; an empty ring is `ENOBUFS` as above.
+//! The driver splits such a CQE into one entry per buffer as it reaps it
+//! (see `uring/lifecycle.rs`), so reads hand them out one per call, in
+//! order, each a ring slot (no copy), and [`RecvMulti::try_next`] takes the
+//! ones already here without waiting. A bundle that finds the ring dry
+//! part-way takes what there is; an empty ring is `ENOBUFS` as above.
 //!
 //! epoll: each call waits for readiness holding no buffer, then receives
 //! into the thread's scratch buffer and returns an exact-size copy
 //! ([`super::recv_scratch`]), so an idle connection holds no read buffer.
 
-use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io;
 use std::task::Poll;
 
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use ringkit_uring::opcode::{self, Target};
+use ringkit_uring::BufRing;
 
 use super::recv::Recv;
 use super::recv_scratch::RecvScratch;
 use crate::buf::RecvBuf;
 use crate::driver::multishot::Multishot;
-use crate::driver::uring::{buffers_taken, MultiKind, BGID};
+use crate::driver::uring::{MultiKind, BGID};
 use crate::driver::Op;
 use crate::metrics::Metrics;
 use crate::runtime::with_ctx;
@@ -43,27 +46,27 @@ const SINGLE_RECV: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct RecvMulti {
     shot: Multishot,
-    /// The buffers of a bundle after the one already handed out.
-    bundled: RefCell<VecDeque<RecvBuf>>,
 }
 
 impl RecvMulti {
     pub(crate) fn new() -> RecvMulti {
         RecvMulti {
             shot: Multishot::new(MultiKind::Recv),
-            bundled: RefCell::new(VecDeque::new()),
         }
     }
 
-    /// Whether a multishot receive is armed or holds bundled bytes (either
-    /// way data must be read through [`RecvMulti::next`] to keep order).
+    /// Whether a multishot receive is armed (its data must be read through
+    /// [`RecvMulti::next`] to keep order).
     pub(crate) fn is_armed(&self) -> bool {
-        self.shot.is_armed() || !self.bundled.borrow().is_empty()
+        self.shot.is_armed()
     }
 
-    /// A buffer of a bundle already received, if one is queued.
-    pub(crate) fn take_bundled(&self) -> Option<RecvBuf> {
-        self.bundled.borrow_mut().pop_front()
+    /// Received bytes already queued for this stream (the rest of a bundle,
+    /// or any CQE reaped but not yet read), without waiting.
+    pub(crate) fn try_next(&self) -> Option<RecvBuf> {
+        let (res, flags) = self.shot.try_next_buffer()?;
+        let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring()).ok()?.0;
+        Some(ring_buf(&ring, res, flags))
     }
 
     /// The next chunk of `fd`; an empty one is end of stream. `target` says what a
@@ -77,9 +80,6 @@ impl RecvMulti {
         mut target: impl FnMut() -> Target,
         single: impl FnOnce(Vec<u8>) -> Recv<Vec<u8>>,
     ) -> io::Result<RecvBuf> {
-        if let Some(rb) = self.bundled.borrow_mut().pop_front() {
-            return Ok(rb);
-        }
         if crate::runtime::is_uring() {
             if let Some(got) = self.next_multi(&mut target).await? {
                 return Ok(got);
@@ -115,46 +115,31 @@ impl RecvMulti {
             if res < 0 {
                 return Poll::Ready(Err(io::Error::from_raw_os_error(-res)));
             }
-            let cqe = ringkit_uring::Cqe {
-                user_data: 0,
-                res,
-                flags,
-            };
-            let Some(first) = cqe.buffer_id() else {
-                return Poll::Ready(Ok(Some(RecvBuf::heap(Vec::new()))));
-            };
-            let r = ring.borrow();
-            let buf_len = r.buf_len() as usize;
-            let count = buffers_taken(res, r.buf_len());
-            let got = {
-                let mut left = res as usize;
-                let mut bids = r.bundle(first, count);
-                let mut next = |bid: u16| {
-                    let len = left.min(buf_len);
-                    left -= len;
-                    RecvBuf::ring(ring.clone(), bid, r.buffer(bid, 0).as_ptr(), len)
-                };
-                let got = next(bids.next().unwrap_or(first));
-                if count > 1 {
-                    // A bundle: the later buffers wait in order for the next reads.
-                    self.bundled.borrow_mut().extend(bids.map(&mut next));
-                }
-                got
-            };
-            drop(r);
-            with_ctx(|rt| {
-                Metrics::add(&rt.metrics.recv_buffers, count as u64);
-                Metrics::add(&rt.metrics.recv_bundled, count as u64 - 1);
-            });
-            Poll::Ready(Ok(Some(got)))
+            Poll::Ready(Ok(Some(ring_buf(&ring, res, flags))))
         })
         .await
     }
 
-    /// Cancel the armed multishot, before the stream's fd is closed
-    /// (bundled buffers not yet handed out go back to the ring).
+    /// Cancel the armed multishot, before the stream's fd is closed.
     pub(crate) fn cancel(&self) {
         self.shot.cancel();
-        self.bundled.borrow_mut().clear();
+    }
+}
+
+/// The received bytes of one (split) receive CQE: its ring buffer, or an
+/// empty heap buffer (end of stream) when it carries none.
+fn ring_buf(ring: &Rc<RefCell<BufRing>>, res: i32, flags: u32) -> RecvBuf {
+    let cqe = ringkit_uring::Cqe {
+        user_data: 0,
+        res,
+        flags,
+    };
+    match cqe.buffer_id() {
+        Some(bid) => {
+            with_ctx(|rt| Metrics::add(&rt.metrics.recv_buffers, 1));
+            let ptr = ring.borrow().buffer(bid, 0).as_ptr();
+            RecvBuf::ring(ring.clone(), bid, ptr, res as usize)
+        }
+        None => RecvBuf::heap(Vec::new()),
     }
 }

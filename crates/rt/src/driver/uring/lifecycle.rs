@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::task::Waker;
 
-use ringkit_uring::{BufRing, Cqe};
+use ringkit_uring::{sys, BufRing, Cqe};
 
 use crate::driver::Orphan;
 
@@ -45,6 +45,10 @@ impl CqeQueue {
         Some(item)
     }
 
+    pub(super) fn peek(&self) -> Option<&(i32, u32)> {
+        self.head.as_ref()
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.head.is_none()
     }
@@ -76,14 +80,21 @@ impl std::fmt::Debug for Lifecycle {
     }
 }
 
+/// Hand `cqe` to the operation `key`. A receive bundle (one CQE for several
+/// provided buffers) is split here into one entry per buffer, in order:
+/// which buffers it took must be read from the buffer ring's bookkeeping
+/// now, before any buffer consumed after them can be recycled and its ring
+/// slot rewritten (CQEs arrive in the order the kernel took buffers, so at
+/// this point none of those later buffers has been handed out yet). Returns
+/// how many buffers beyond the first a bundle brought.
 pub(super) fn dispatch(
     ops: &mut slab::Slab<Lifecycle>,
     bufs: &Option<Rc<RefCell<BufRing>>>,
     key: usize,
     cqe: Cqe,
-) {
+) -> u64 {
     let Some(slot) = ops.get_mut(key) else {
-        return;
+        return 0;
     };
     match slot {
         Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
@@ -100,22 +111,74 @@ pub(super) fn dispatch(
             }
         }
         Lifecycle::Multi { queue, waker, done } => {
-            queue.push_back((cqe.res, cqe.flags));
+            let extra = for_each_buffer(cqe, bufs, |res, flags| queue.push_back((res, flags)));
             if !cqe.more() {
                 *done = true;
             }
             if let Some(w) = waker.take() {
                 w.wake();
             }
+            return extra;
         }
         Lifecycle::MultiIgnored(kind) => {
             let kind = *kind;
             if !cqe.more() {
                 ops.remove(key);
             }
-            discard(kind, cqe, bufs);
+            for_each_buffer(cqe, bufs, |res, flags| {
+                discard(
+                    kind,
+                    Cqe {
+                        user_data: cqe.user_data,
+                        res,
+                        flags,
+                    },
+                    bufs,
+                )
+            });
         }
     }
+    0
+}
+
+/// Call `f(res, flags)` once for `cqe`, or, for a receive bundle, once per
+/// buffer it took: `res` that buffer's byte count, `flags` naming it, with
+/// `F_MORE` on all but the last (which keeps the CQE's own). Returns the
+/// number of buffers beyond the first.
+fn for_each_buffer(
+    cqe: Cqe,
+    bufs: &Option<Rc<RefCell<BufRing>>>,
+    mut f: impl FnMut(i32, u32),
+) -> u64 {
+    let (Some(first), Some(ring)) = (cqe.buffer_id(), bufs) else {
+        f(cqe.res, cqe.flags);
+        return 0;
+    };
+    let ring = ring.borrow();
+    let buf_len = ring.buf_len();
+    let count = buffers_taken(cqe.res, buf_len);
+    if count <= 1 {
+        drop(ring);
+        f(cqe.res, cqe.flags);
+        return 0;
+    }
+    let id_mask = (u16::MAX as u32) << sys::IORING_CQE_BUFFER_SHIFT;
+    let base = cqe.flags & !id_mask & !sys::IORING_CQE_F_MORE;
+    let mut left = cqe.res as u32;
+    for (i, bid) in ring.bundle(first, count).enumerate() {
+        let len = left.min(buf_len);
+        left -= len;
+        let more = if i + 1 < count {
+            sys::IORING_CQE_F_MORE
+        } else {
+            cqe.flags & sys::IORING_CQE_F_MORE
+        };
+        f(
+            len as i32,
+            base | more | (u32::from(bid) << sys::IORING_CQE_BUFFER_SHIFT),
+        );
+    }
+    count as u64 - 1
 }
 
 /// Clean up a CQE of a multishot operation whose owner is gone: close a
@@ -129,11 +192,9 @@ pub(super) fn discard(kind: MultiKind, cqe: Cqe, bufs: &Option<Rc<RefCell<BufRin
             }
         }
         MultiKind::Recv => {
+            // One buffer per entry: `dispatch` has split bundles.
             if let (Some(bid), Some(b)) = (cqe.buffer_id(), bufs) {
-                // Every buffer the CQE took (several if it was a bundle).
-                let mut b = b.borrow_mut();
-                let bids: Vec<u16> = b.bundle(bid, buffers_taken(cqe.res, b.buf_len())).collect();
-                b.recycle_many(&bids);
+                b.borrow_mut().recycle(bid);
             }
         }
     }

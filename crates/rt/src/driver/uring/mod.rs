@@ -30,7 +30,7 @@ mod fixed;
 mod lifecycle;
 
 use fixed::FixedFiles;
-pub(crate) use lifecycle::{buffers_taken, MultiKind};
+pub(crate) use lifecycle::MultiKind;
 use lifecycle::{discard, dispatch, CqeQueue, Lifecycle};
 
 use super::DriverConfig;
@@ -321,6 +321,24 @@ impl UringDriver {
     ///
     /// Handing out the last CQE frees the slot: the owner must not poll
     /// `key` again after a CQE without `F_MORE` (the key may be reused).
+    /// The next CQE of multishot `key` if one is queued and it carries
+    /// received bytes in a buffer (anything else stays for `poll_multi`).
+    pub(crate) fn try_multi_buffer(&mut self, key: usize) -> Option<(i32, u32)> {
+        let Some(Lifecycle::Multi { queue, done, .. }) = self.ops.get_mut(key) else {
+            return None;
+        };
+        let &(res, flags) = queue.peek()?;
+        if res <= 0 || flags & sys::IORING_CQE_F_BUFFER == 0 {
+            return None;
+        }
+        let item = queue.pop_front();
+        if *done && queue.is_empty() {
+            // As in `poll_multi`: the last CQE takes the slot with it.
+            self.ops.remove(key);
+        }
+        item
+    }
+
     pub(crate) fn poll_multi(
         &mut self,
         key: usize,
@@ -486,6 +504,7 @@ impl UringDriver {
     fn reap(&mut self, m: &Metrics) -> io::Result<()> {
         loop {
             let mut n = 0u64;
+            let mut bundled = 0u64;
             let mut wake_fired = None;
             {
                 let (ring, ops, bufs) = (&mut self.ring, &mut self.ops, &self.bufs);
@@ -494,11 +513,12 @@ impl UringDriver {
                     match cqe.user_data {
                         CANCEL_UD | CLOSE_UD => {}
                         WAKE_UD => wake_fired = Some(cqe.more()),
-                        key => dispatch(ops, bufs, key as usize, cqe),
+                        key => bundled += dispatch(ops, bufs, key as usize, cqe),
                     }
                 }
             }
             Metrics::add(&m.cqes, n);
+            Metrics::add(&m.recv_bundled, bundled);
             if let Some(more) = wake_fired {
                 drain_eventfd(self.wake_fd);
                 Metrics::add(&m.syscalls, 1);
