@@ -97,7 +97,7 @@ pub(crate) async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
             continue;
         };
         let mut batch = vec![buf, next];
-        batch.extend(std::iter::from_fn(|| s.take_pooled()));
+        batch.extend(std::iter::from_fn(|| s.take_pooled()).take(62));
         if let Err(e) = s.write_all_pooled(batch).await {
             break Err(e);
         }

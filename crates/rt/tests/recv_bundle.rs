@@ -389,6 +389,77 @@ fn vectored_send_into_a_full_socket(mode: Mode) {
     });
 }
 
+/// Streams dropped while their peers keep sending: completions (bundles
+/// among them) keep arriving for receives whose owner is gone, and the
+/// driver must give every buffer back without tripping over itself. Runs
+/// on a ring without `DEFER_TASKRUN` too, where the kernel completes
+/// receives whenever the thread enters it.
+fn dropped_while_the_peer_keeps_sending(mode: Mode) {
+    for flags in [None, Some(0u32)] {
+        if flags.is_some() && mode == Mode::Epoll {
+            continue;
+        }
+        // Enough buffers that the multishot is still armed (not run dry)
+        // when the stream goes.
+        let b = Builder::new().ignore_env().recv_buffers(512, 1024);
+        let b = match mode {
+            Mode::Bundle => b.backend(Backend::Uring).recv_bundle(true),
+            Mode::NoBundle => b.backend(Backend::Uring).recv_bundle(false),
+            Mode::Epoll => b.backend(Backend::Epoll),
+        };
+        let b = match flags {
+            Some(f) => b.uring_flags(f),
+            None => b,
+        };
+        let Ok(rt) = b.build() else {
+            eprintln!("skipped {mode:?} flags {flags:?}: runtime unavailable");
+            continue;
+        };
+        rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            for _ in 0..30 {
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let stop2 = stop.clone();
+                let t = std::thread::spawn(move || {
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    let chunk = pattern(64 * 1024);
+                    while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+                        if c.write_all(&chunk).is_err() {
+                            break;
+                        }
+                    }
+                });
+                let (s, _) = l.accept().await.unwrap();
+                for _ in 0..4 {
+                    let rb = s.read_pooled().await.unwrap();
+                    assert!(!rb.is_empty());
+                }
+                drop(s);
+                // Let completions for the dropped receive arrive and be reaped.
+                ringkit::time::sleep(std::time::Duration::from_millis(3)).await;
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                t.join().unwrap();
+            }
+            // Every buffer came back: a fresh stream still gets ring buffers.
+            let before = ringkit::metrics();
+            let data = pattern(256 * 1024);
+            let sent = data.clone();
+            let (s, t) = pair(move |mut c| c.write_all(&sent).unwrap()).await;
+            let got = read_all(&s).await.unwrap();
+            t.join().unwrap();
+            assert!(got == data);
+            if mode != Mode::Epoll {
+                let m = ringkit::metrics().since(&before);
+                assert!(
+                    m.recv_buffers > 64,
+                    "the ring ran dry: buffers were not returned ({m:?})"
+                );
+            }
+        });
+    }
+}
+
 macro_rules! three_ways {
     ($($case:ident),*) => {
         $(
@@ -413,5 +484,6 @@ three_ways!(
     dropped_streams_give_their_buffers_back,
     echo_in_batches,
     many_streams_interleaved,
-    vectored_send_into_a_full_socket
+    vectored_send_into_a_full_socket,
+    dropped_while_the_peer_keeps_sending
 );

@@ -159,11 +159,13 @@ impl BufRing {
         self.bufs.buffer(bid, len)
     }
 
-    /// The ids of the buffers a bundle CQE (first buffer `first`, `count`
-    /// buffers: its byte count over [`BufRing::buf_len`], rounded up) took,
-    /// in the order the bytes fill them. See the module docs.
-    pub fn bundle(&self, first: u16, count: usize) -> impl Iterator<Item = u16> + '_ {
-        self.bufs.bundle(first, count)
+    /// The buffers a bundle CQE took (its first buffer `first`, `res`
+    /// bytes in all), in the order the bytes fill them, each as (buffer id,
+    /// bytes in it). Call it only while the kernel is done with these
+    /// entries and before any later buffer is recycled: when the CQE is
+    /// reaped. See the module docs.
+    pub fn bundle(&self, first: u16, res: u32) -> impl Iterator<Item = (u16, u32)> + '_ {
+        self.bufs.bundle(first, res)
     }
 
     /// Give buffer `bid` back to the kernel.
@@ -247,13 +249,31 @@ impl Bufs {
         unsafe { std::slice::from_raw_parts(self.slab.as_ptr().add(start), len) }
     }
 
-    /// The ids of the `count` buffers a bundle starting at `first` took:
-    /// `first` and the buffers written after it in ring order.
-    fn bundle(&self, first: u16, count: usize) -> impl Iterator<Item = u16> + '_ {
+    /// The buffers a bundle starting at `first` took to hold `res` bytes:
+    /// `first` and the entries written after it in ring order, each with
+    /// the bytes it holds. An entry's length is read back from the ring:
+    /// the kernel may have shortened an entry it peeked (and left) earlier,
+    /// so the buffers are not all `buf_len` long.
+    fn bundle(&self, first: u16, res: u32) -> impl Iterator<Item = (u16, u32)> + '_ {
         assert!(first < self.entries, "buffer id {first} out of range");
         let pos = self.bid_pos[first as usize];
-        (0..count.min(self.entries as usize) as u16)
-            .map(move |i| self.slot_bid[(pos.wrapping_add(i) & self.mask) as usize])
+        let mut left = res;
+        (0..self.entries).map_while(move |i| {
+            if left == 0 && i > 0 {
+                return None;
+            }
+            let p = pos.wrapping_add(i);
+            let slot = p & self.mask;
+            let bid = self.slot_bid[slot as usize];
+            debug_assert_eq!(self.bid_pos[bid as usize], p, "ring slot rewritten");
+            // SAFETY: `slot < entries` (INVARIANT of `ring`); the kernel
+            // is done with this consumed entry, so reading its `len` (a
+            // field the kernel may have written) races with nothing.
+            let len = unsafe { (&raw const (*self.ring.add(slot as usize)).len).read_volatile() };
+            let n = left.min(len.min(self.buf_len).max(1));
+            left -= n.min(left);
+            Some((bid, n))
+        })
     }
 
     fn recycle(&mut self, bid: u16) {
@@ -428,23 +448,42 @@ mod tests {
         let mut k = FakeRing::new(8);
         let mut b = k.bufs(16);
         b.fill();
-        // The kernel takes 3 buffers as one bundle: 0, 1, 2.
+        let ids = |b: &Bufs, first, res| b.bundle(first, res).collect::<Vec<_>>();
+        // The kernel takes 3 buffers as one bundle of 40 bytes: 0, 1, 2.
         let first = k.pick().unwrap().2;
         k.pick();
         k.pick();
-        assert_eq!(b.bundle(first, 3).collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(ids(&b, first, 40), [(0, 16), (1, 16), (2, 8)]);
         // Recycled out of order, then taken again across the wrap: a bundle
-        // of 4 starting at buffer 3 covers what follows it in the ring.
+        // starting at buffer 6 covers what follows it in the ring.
         b.recycle_many(&[2, 0]);
         b.recycle(1);
         let took: Vec<u16> = (0..5).map(|_| k.pick().unwrap().2).collect();
         assert_eq!(took, [3, 4, 5, 6, 7]);
         let took: Vec<u16> = (0..3).map(|_| k.pick().unwrap().2).collect();
         assert_eq!(took, [2, 0, 1]);
-        assert_eq!(b.bundle(6, 4).collect::<Vec<_>>(), [6, 7, 2, 0]);
-        assert_eq!(b.bundle(0, 2).collect::<Vec<_>>(), [0, 1]);
-        // Never more ids than the ring has.
-        assert_eq!(b.bundle(3, 100).count(), 8);
+        assert_eq!(ids(&b, 6, 64), [(6, 16), (7, 16), (2, 16), (0, 16)]);
+        assert_eq!(ids(&b, 0, 17), [(0, 16), (1, 1)]);
+        // One buffer, or none filled (end of stream): the first alone.
+        assert_eq!(ids(&b, 3, 5), [(3, 5)]);
+        assert_eq!(ids(&b, 3, 0), [(3, 0)]);
+        // Never more entries than the ring has.
+        assert_eq!(b.bundle(3, 10_000).count(), 8);
+    }
+
+    #[test]
+    fn bundle_follows_entries_the_kernel_shortened() {
+        let k = FakeRing::new(4);
+        let mut b = k.bufs(16);
+        b.fill();
+        // The kernel peeked entry 1, wrote a shorter length into it and
+        // left it; a later bundle from entry 0 fills it only that far.
+        // SAFETY: entry 1 of the fake ring, which the test owns.
+        unsafe { (&raw mut (*k.ring.add(1)).len).write(5) };
+        assert_eq!(
+            b.bundle(0, 16 + 5 + 10).collect::<Vec<_>>(),
+            [(0, 16), (1, 5), (2, 10)]
+        );
     }
 
     #[test]

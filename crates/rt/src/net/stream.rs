@@ -292,6 +292,14 @@ impl StreamCore {
     /// one CQE for the batch); a partial send continues from where it
     /// stopped.
     pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
+        // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
+        // 1024; more fails with EMSGSIZE).
+        const MAX_IOVS: usize = 512;
+        while bufs.len() > MAX_IOVS {
+            let rest = bufs.split_off(MAX_IOVS);
+            Box::pin(self.write_all_pooled(bufs)).await?;
+            bufs = rest;
+        }
         loop {
             let total: usize = bufs.iter().map(|b| b.len()).sum();
             if total == 0 {

@@ -64,8 +64,13 @@ impl RecvMulti {
     /// Received bytes already queued for this stream (the rest of a bundle,
     /// or any CQE reaped but not yet read), without waiting.
     pub(crate) fn try_next(&self) -> Option<RecvBuf> {
-        let (res, flags) = self.shot.try_next_buffer()?;
+        if !self.shot.is_armed() {
+            return None;
+        }
+        // The ring first: a CQE taken out must become a `RecvBuf` (which
+        // recycles its buffer), never be dropped on the floor.
         let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring()).ok()?.0;
+        let (res, flags) = self.shot.try_next_buffer()?;
         Some(ring_buf(&ring, res, flags))
     }
 

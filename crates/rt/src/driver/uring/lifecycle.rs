@@ -42,6 +42,10 @@ impl CqeQueue {
     pub(super) fn pop_front(&mut self) -> Option<(i32, u32)> {
         let item = self.head.take()?;
         self.head = self.rest.pop_front();
+        if self.rest.is_empty() && self.rest.capacity() > 4 {
+            // A long bundle grew it; an idle connection should not keep that.
+            self.rest = VecDeque::new();
+        }
         Some(item)
     }
 
@@ -154,20 +158,23 @@ fn for_each_buffer(
         f(cqe.res, cqe.flags);
         return 0;
     };
-    let ring = ring.borrow();
-    let buf_len = ring.buf_len();
-    let count = buffers_taken(cqe.res, buf_len);
-    if count <= 1 {
-        drop(ring);
-        f(cqe.res, cqe.flags);
-        return 0;
-    }
+    // The buffers, read while the ring is borrowed; `f` runs after the
+    // borrow ends (discarding a buffer recycles it into the same ring).
+    let parts: Vec<(u16, u32)> = {
+        let ring = ring.borrow();
+        let mut it = ring.bundle(first, cqe.res.max(0) as u32);
+        let (Some(a), Some(b)) = (it.next(), it.next()) else {
+            drop(it);
+            drop(ring);
+            f(cqe.res, cqe.flags);
+            return 0;
+        };
+        [a, b].into_iter().chain(it).collect()
+    };
+    let count = parts.len();
     let id_mask = (u16::MAX as u32) << sys::IORING_CQE_BUFFER_SHIFT;
     let base = cqe.flags & !id_mask & !sys::IORING_CQE_F_MORE;
-    let mut left = cqe.res as u32;
-    for (i, bid) in ring.bundle(first, count).enumerate() {
-        let len = left.min(buf_len);
-        left -= len;
+    for (i, (bid, len)) in parts.into_iter().enumerate() {
         let more = if i + 1 < count {
             sys::IORING_CQE_F_MORE
         } else {
@@ -200,26 +207,9 @@ pub(super) fn discard(kind: MultiKind, cqe: Cqe, bufs: &Option<Rc<RefCell<BufRin
     }
 }
 
-/// How many provided buffers a receive CQE with `res` bytes took: one
-/// (even for 0 bytes, or an error that still carried a buffer), or as many
-/// as the bytes fill when it was a bundle.
-pub(crate) fn buffers_taken(res: i32, buf_len: u32) -> usize {
-    (res.max(1) as usize).div_ceil(buf_len.max(1) as usize)
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{buffers_taken, CqeQueue};
-
-    #[test]
-    fn buffers_taken_rounds_up_and_is_never_zero() {
-        assert_eq!(buffers_taken(0, 4096), 1);
-        assert_eq!(buffers_taken(-105, 4096), 1);
-        assert_eq!(buffers_taken(1, 4096), 1);
-        assert_eq!(buffers_taken(4096, 4096), 1);
-        assert_eq!(buffers_taken(4097, 4096), 2);
-        assert_eq!(buffers_taken(3 * 4096, 4096), 3);
-    }
+    use super::CqeQueue;
 
     #[test]
     fn cqe_queue_keeps_order_across_the_inline_slot() {

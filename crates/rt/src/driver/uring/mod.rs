@@ -316,11 +316,6 @@ impl UringDriver {
         }
     }
 
-    /// Poll a multishot operation: the next CQE, or `None` once it ended
-    /// (the last CQE, without `F_MORE`, has been returned).
-    ///
-    /// Handing out the last CQE frees the slot: the owner must not poll
-    /// `key` again after a CQE without `F_MORE` (the key may be reused).
     /// The next CQE of multishot `key` if one is queued and it carries
     /// received bytes in a buffer (anything else stays for `poll_multi`).
     pub(crate) fn try_multi_buffer(&mut self, key: usize) -> Option<(i32, u32)> {
@@ -339,6 +334,11 @@ impl UringDriver {
         item
     }
 
+    /// Poll a multishot operation: the next CQE, or `None` once it ended
+    /// (the last CQE, without `F_MORE`, has been returned).
+    ///
+    /// Handing out the last CQE frees the slot: the owner must not poll
+    /// `key` again after a CQE without `F_MORE` (the key may be reused).
     pub(crate) fn poll_multi(
         &mut self,
         key: usize,
