@@ -129,17 +129,18 @@ pub(super) fn dispatch(
             if !cqe.more() {
                 ops.remove(key);
             }
-            for_each_buffer(cqe, bufs, |res, flags| {
-                discard(
-                    kind,
-                    Cqe {
-                        user_data: cqe.user_data,
-                        res,
-                        flags,
-                    },
-                    bufs,
-                )
-            });
+            // Collected first: discarding recycles into the ring that
+            // `for_each_buffer` borrows. (Rare: an owner dropped mid-stream.)
+            let mut parts = Vec::new();
+            for_each_buffer(cqe, bufs, |res, flags| parts.push((res, flags)));
+            for (res, flags) in parts {
+                let part = Cqe {
+                    user_data: cqe.user_data,
+                    res,
+                    flags,
+                };
+                discard(kind, part, bufs);
+            }
         }
     }
     0
@@ -148,7 +149,8 @@ pub(super) fn dispatch(
 /// Call `f(res, flags)` once for `cqe`, or, for a receive bundle, once per
 /// buffer it took: `res` that buffer's byte count, `flags` naming it, with
 /// `F_MORE` on all but the last (which keeps the CQE's own). Returns the
-/// number of buffers beyond the first.
+/// number of buffers beyond the first. `f` runs while the buffer ring is
+/// borrowed: it must not recycle into it (`MultiIgnored` collects first).
 fn for_each_buffer(
     cqe: Cqe,
     bufs: &Option<Rc<RefCell<BufRing>>>,
@@ -158,24 +160,23 @@ fn for_each_buffer(
         f(cqe.res, cqe.flags);
         return 0;
     };
-    // The buffers, read while the ring is borrowed; `f` runs after the
-    // borrow ends (discarding a buffer recycles it into the same ring).
-    let parts: Vec<(u16, u32)> = {
-        let ring = ring.borrow();
-        let mut it = ring.bundle(first, cqe.res.max(0) as u32);
-        let (Some(a), Some(b)) = (it.next(), it.next()) else {
-            drop(it);
-            drop(ring);
-            f(cqe.res, cqe.flags);
-            return 0;
-        };
-        [a, b].into_iter().chain(it).collect()
+    let ring = ring.borrow();
+    let mut it = ring.bundle(first, cqe.res.max(0) as u32).peekable();
+    let Some(head) = it.next() else {
+        f(cqe.res, cqe.flags);
+        return 0;
     };
-    let count = parts.len();
+    if it.peek().is_none() {
+        f(cqe.res, cqe.flags);
+        return 0;
+    }
     let id_mask = (u16::MAX as u32) << sys::IORING_CQE_BUFFER_SHIFT;
     let base = cqe.flags & !id_mask & !sys::IORING_CQE_F_MORE;
-    for (i, (bid, len)) in parts.into_iter().enumerate() {
-        let more = if i + 1 < count {
+    let mut extra = 0;
+    let mut cur = Some(head);
+    while let Some((bid, len)) = cur {
+        cur = it.next();
+        let more = if cur.is_some() {
             sys::IORING_CQE_F_MORE
         } else {
             cqe.flags & sys::IORING_CQE_F_MORE
@@ -184,8 +185,9 @@ fn for_each_buffer(
             len as i32,
             base | more | (u32::from(bid) << sys::IORING_CQE_BUFFER_SHIFT),
         );
+        extra += u64::from(cur.is_some());
     }
-    count as u64 - 1
+    extra
 }
 
 /// Clean up a CQE of a multishot operation whose owner is gone: close a
