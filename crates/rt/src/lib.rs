@@ -51,7 +51,7 @@ pub mod time;
 pub use driver::{Backend, BackendReport};
 pub use launcher::{launch, pin_to_cpu, LaunchConfig};
 pub use metrics::MetricsSnapshot;
-pub use runtime::{backend_report, count_syscalls, metrics, Builder, Runtime};
+pub use runtime::{backend_report, count_syscalls, loop_turn, metrics, Builder, Runtime};
 pub use task::{spawn, yield_now, JoinError, JoinHandle};
 
 /// Build a runtime with default settings on this thread and run `fut` on it.

@@ -482,6 +482,15 @@ pub fn metrics() -> MetricsSnapshot {
     with_ctx(crate::metrics::snapshot)
 }
 
+/// The number of the current turn of this thread's event loop (it grows
+/// by one each time the loop parks in the driver); `None` outside a
+/// runtime. Work done within one turn sees the same I/O results, so a
+/// value that changes slowly (the `Date` of HTTP responses) can be read
+/// from the clock once per turn instead of once per use.
+pub fn loop_turn() -> Option<u64> {
+    try_with_ctx(|cx| cx.metrics.parks.get())
+}
+
 /// Count `n` syscalls made on this thread outside the driver (a direct
 /// `libc` call: a socket option, a path lookup), so that
 /// [`MetricsSnapshot::other_syscalls`] stays the whole count. Nothing
