@@ -446,9 +446,16 @@ const GROUPS: [(&str, &[&str]); 2] = [
 
 fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
     let names = || {
-        let mut n = STUDIES.map(|(n, _)| n).to_vec();
-        n.insert(3, "http-core");
-        n.join(", ")
+        let studies = STUDIES.map(|(n, _)| n);
+        let groups = GROUPS
+            .iter()
+            .map(|(g, _)| *g)
+            .filter(|g| !studies.contains(g));
+        studies
+            .into_iter()
+            .chain(groups)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let study = |name: &str| STUDIES.iter().copied().find(|(n, _)| *n == name);
     let studies: Vec<(&str, StudyFn)> = match a.study.as_deref() {

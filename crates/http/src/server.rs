@@ -35,14 +35,12 @@
 //!    dropped with the runtime.
 
 use std::cell::Cell;
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::pin::{pin, Pin};
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
 
 use ringkit::net::TcpListener;
 
@@ -144,30 +142,8 @@ impl Server {
         let max = config.max_connections;
         let shared = Rc::new(Shared::new(config, tls));
         let handler = Rc::new(handler);
-        let mut backoff = Duration::from_millis(1);
-        loop {
-            let next = {
-                let mut accept = pin!(listener.accept_stream());
-                poll_fn(|cx| {
-                    if shutdown.as_mut().poll(cx).is_ready() {
-                        return Poll::Ready(None);
-                    }
-                    accept.as_mut().poll(cx).map(Some)
-                })
-                .await
-            };
-            let stream = match next {
-                None => break,
-                Some(Ok(s)) => s,
-                Some(Err(e)) => {
-                    // EMFILE, ENFILE, ENOBUFS...: back off, keep serving.
-                    tracing::warn!("ringkit-http: accept: {e}; retrying in {backoff:?}");
-                    ringkit::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(100));
-                    continue;
-                }
-            };
-            backoff = Duration::from_millis(1);
+        // Accept errors (EMFILE, ENFILE, ENOBUFS...) back off and keep serving.
+        while let Some(stream) = listener.accept_until(shutdown.as_mut()).await {
             if let Some(c) = &accepted {
                 c.set(c.get() + 1);
             }

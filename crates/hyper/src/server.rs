@@ -17,7 +17,6 @@ use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::Duration;
 
 use http_body::Body;
@@ -133,32 +132,8 @@ where
     let builder = Rc::new(builder);
     let drain = Drain::new();
     let mut shutdown = pin!(shutdown);
-    let mut backoff = Duration::from_millis(1);
-    loop {
-        let next = {
-            let mut accept = pin!(listener.accept());
-            poll_fn(|cx| {
-                if shutdown.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(None);
-                }
-                accept.as_mut().poll(cx).map(Some)
-            })
-            .await
-        };
-        let stream = match next {
-            None => break,
-            Some(Ok((s, _))) => {
-                backoff = Duration::from_millis(1);
-                s
-            }
-            Some(Err(e)) => {
-                // EMFILE and friends: back off instead of spinning, keep serving.
-                eprintln!("ringkit-hyper: accept: {e}");
-                ringkit::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-                continue;
-            }
-        };
+    // Accept errors (EMFILE and friends) back off and keep serving.
+    while let Some(stream) = listener.accept_until(shutdown.as_mut()).await {
         let _ = stream.set_nodelay(true);
         let io = match &tls {
             None => HyperIo::from(stream),

@@ -59,7 +59,7 @@ pub struct MetricsSnapshot {
     /// A gauge, not a counter: it must return to its baseline when the
     /// connections that made it rise are gone.
     pub ops_in_flight: u64,
-    /// Provided buffers handed out by multishot receives (io_uring).
+    /// Provided buffers received by live multishot receives (io_uring).
     #[cfg_attr(feature = "publish", serde(default))]
     pub recv_buffers: u64,
     /// Of those, the buffers that arrived after the first of a bundle CQE

@@ -293,17 +293,16 @@ impl StreamCore {
     /// stopped.
     pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
         // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
-        // 1024; more fails with EMSGSIZE).
+        // 1024; more fails with EMSGSIZE); the rest waits in `later`.
         const MAX_IOVS: usize = 512;
-        while bufs.len() > MAX_IOVS {
-            let rest = bufs.split_off(MAX_IOVS);
-            Box::pin(self.write_all_pooled(bufs)).await?;
-            bufs = rest;
-        }
+        let mut later = bufs.split_off(bufs.len().min(MAX_IOVS));
         loop {
-            let total: usize = bufs.iter().map(|b| b.len()).sum();
-            if total == 0 {
-                return Ok(());
+            if bufs.is_empty() {
+                if later.is_empty() {
+                    return Ok(());
+                }
+                let rest = later.split_off(later.len().min(MAX_IOVS));
+                bufs = std::mem::replace(&mut later, rest);
             }
             let (r, back) = Op::new(SendMsg::new(self.fd, bufs, None)).await;
             let mut n = match r {
@@ -321,12 +320,10 @@ impl StreamCore {
                 }
                 Err(e) => return Err(e),
             };
-            if n == 0 {
+            if n == 0 && back.iter().any(|b| !b.is_empty()) {
                 return Err(io::ErrorKind::WriteZero.into());
             }
-            if n == total {
-                return Ok(());
-            }
+            // Keep what was not sent: drop whole buffers, trim a partial one.
             bufs = Vec::with_capacity(back.len());
             for b in back {
                 if n >= b.len() {

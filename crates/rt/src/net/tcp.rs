@@ -1,10 +1,12 @@
 //! TCP listener and stream.
 
-use std::future::Future;
+use std::future::{poll_fn, Future};
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::Poll;
 use std::time::Duration;
 
 use super::stream::StreamCore;
@@ -99,6 +101,48 @@ impl TcpListener {
     /// `getpeername` on io_uring's multishot path).
     pub async fn accept_stream(&self) -> io::Result<TcpStream> {
         Ok(TcpStream::from_fd(self.accept.next().await?))
+    }
+
+    /// A server's accept: the next connection, or `None` once `stop`
+    /// completes (checked first). An accept error (`EMFILE`, `ENFILE`,
+    /// `ENOBUFS`...) is logged and retried after a pause that doubles from
+    /// 1 ms to 100 ms, so the server keeps serving through fd exhaustion
+    /// without spinning; the pause ends early if `stop` completes.
+    pub async fn accept_until<F: Future + ?Sized>(
+        &self,
+        mut stop: Pin<&mut F>,
+    ) -> Option<TcpStream> {
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            let next = {
+                let mut accept = std::pin::pin!(self.accept_stream());
+                poll_fn(|cx| {
+                    if stop.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(None);
+                    }
+                    accept.as_mut().poll(cx).map(Some)
+                })
+                .await?
+            };
+            match next {
+                Ok(s) => return Some(s),
+                Err(e) => {
+                    tracing::warn!("ringkit: accept: {e}; retrying in {backoff:?}");
+                    let mut pause = std::pin::pin!(crate::time::sleep(backoff));
+                    let stopped = poll_fn(|cx| {
+                        if stop.as_mut().poll(cx).is_ready() {
+                            return Poll::Ready(true);
+                        }
+                        pause.as_mut().poll(cx).map(|()| false)
+                    })
+                    .await;
+                    if stopped {
+                        return None;
+                    }
+                    backoff = (backoff * 2).min(Duration::from_millis(100));
+                }
+            }
+        }
     }
 }
 

@@ -49,15 +49,11 @@ impl OpCode for Open {
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
-        // SAFETY: the kernel just gave us this fd.
-        res.map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        opened(res)
     }
 
     fn orphan_result(self, res: i32, _flags: u32) {
-        if res >= 0 {
-            // SAFETY: a file opened after its future was dropped: close it.
-            unsafe { libc::close(res) };
-        }
+        close_late(res);
     }
 }
 
@@ -108,14 +104,24 @@ impl OpCode for Open2 {
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
-        // SAFETY: the kernel just gave us this fd.
-        res.map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+        opened(res)
     }
 
     fn orphan_result(self, res: i32, _flags: u32) {
-        if res >= 0 {
-            // SAFETY: a file opened after its future was dropped: close it.
-            unsafe { libc::close(res) };
-        }
+        close_late(res);
+    }
+}
+
+/// The fd an open returned, now owned.
+fn opened(res: io::Result<u32>) -> io::Result<OwnedFd> {
+    // SAFETY: the kernel just gave us this fd, and nothing else owns it.
+    res.map(|fd| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Close what an open returned after its future was dropped.
+fn close_late(res: i32) {
+    if res >= 0 {
+        // SAFETY: a file opened after its future was dropped: nobody owns it.
+        unsafe { libc::close(res) };
     }
 }

@@ -20,12 +20,11 @@
 //! into the thread's scratch buffer and returns an exact-size copy
 //! ([`super::recv_scratch`]), so an idle connection holds no read buffer.
 
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
-use std::task::Poll;
-
-use std::cell::RefCell;
 use std::rc::Rc;
+use std::task::Poll;
 
 use ringkit_uring::opcode::{self, Target};
 use ringkit_uring::BufRing;
@@ -36,7 +35,6 @@ use crate::buf::RecvBuf;
 use crate::driver::multishot::Multishot;
 use crate::driver::uring::{MultiKind, BGID};
 use crate::driver::Op;
-use crate::metrics::Metrics;
 use crate::runtime::with_ctx;
 
 /// Bytes a stand-in plain receive asks for.
@@ -64,13 +62,12 @@ impl RecvMulti {
     /// Received bytes already queued for this stream (the rest of a bundle,
     /// or any CQE reaped but not yet read), without waiting.
     pub(crate) fn try_next(&self) -> Option<RecvBuf> {
-        if !self.shot.is_armed() {
-            return None;
-        }
-        // The ring first: a CQE taken out must become a `RecvBuf` (which
-        // recycles its buffer), never be dropped on the floor.
-        let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring()).ok()?.0;
         let (res, flags) = self.shot.try_next_buffer()?;
+        // A CQE with a buffer means the ring exists (it was made to arm the
+        // receive); the buffer goes back to it when the `RecvBuf` drops.
+        let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring())
+            .expect("a received buffer implies the runtime's buffer ring")
+            .0;
         Some(ring_buf(&ring, res, flags))
     }
 
@@ -141,7 +138,6 @@ fn ring_buf(ring: &Rc<RefCell<BufRing>>, res: i32, flags: u32) -> RecvBuf {
     };
     match cqe.buffer_id() {
         Some(bid) => {
-            with_ctx(|rt| Metrics::add(&rt.metrics.recv_buffers, 1));
             let ptr = ring.borrow().buffer(bid, 0).as_ptr();
             RecvBuf::ring(ring.clone(), bid, ptr, res as usize)
         }

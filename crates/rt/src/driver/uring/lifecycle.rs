@@ -90,15 +90,16 @@ impl std::fmt::Debug for Lifecycle {
 /// now, before any buffer consumed after them can be recycled and its ring
 /// slot rewritten (CQEs arrive in the order the kernel took buffers, so at
 /// this point none of those later buffers has been handed out yet). Returns
-/// how many buffers beyond the first a bundle brought.
+/// the provided buffers delivered to a live receive, and how many of them
+/// came after the first of a bundle.
 pub(super) fn dispatch(
     ops: &mut slab::Slab<Lifecycle>,
     bufs: &Option<Rc<RefCell<BufRing>>>,
     key: usize,
     cqe: Cqe,
-) -> u64 {
+) -> (u64, u64) {
     let Some(slot) = ops.get_mut(key) else {
-        return 0;
+        return (0, 0);
     };
     match slot {
         Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
@@ -115,14 +116,18 @@ pub(super) fn dispatch(
             }
         }
         Lifecycle::Multi { queue, waker, done } => {
-            let extra = for_each_buffer(cqe, bufs, |res, flags| queue.push_back((res, flags)));
+            let mut buffers = 0;
+            let extra = for_each_buffer(cqe, bufs, |res, flags| {
+                buffers += u64::from(flags & sys::IORING_CQE_F_BUFFER != 0);
+                queue.push_back((res, flags));
+            });
             if !cqe.more() {
                 *done = true;
             }
             if let Some(w) = waker.take() {
                 w.wake();
             }
-            return extra;
+            return (buffers, extra);
         }
         Lifecycle::MultiIgnored(kind) => {
             let kind = *kind;
@@ -143,7 +148,7 @@ pub(super) fn dispatch(
             }
         }
     }
-    0
+    (0, 0)
 }
 
 /// Call `f(res, flags)` once for `cqe`, or, for a receive bundle, once per

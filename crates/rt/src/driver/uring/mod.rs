@@ -504,7 +504,7 @@ impl UringDriver {
     fn reap(&mut self, m: &Metrics) -> io::Result<()> {
         loop {
             let mut n = 0u64;
-            let mut bundled = 0u64;
+            let (mut buffers, mut bundled) = (0u64, 0u64);
             let mut wake_fired = None;
             {
                 let (ring, ops, bufs) = (&mut self.ring, &mut self.ops, &self.bufs);
@@ -513,11 +513,16 @@ impl UringDriver {
                     match cqe.user_data {
                         CANCEL_UD | CLOSE_UD => {}
                         WAKE_UD => wake_fired = Some(cqe.more()),
-                        key => bundled += dispatch(ops, bufs, key as usize, cqe),
+                        key => {
+                            let (b, x) = dispatch(ops, bufs, key as usize, cqe);
+                            buffers += b;
+                            bundled += x;
+                        }
                     }
                 }
             }
             Metrics::add(&m.cqes, n);
+            Metrics::add(&m.recv_buffers, buffers);
             Metrics::add(&m.recv_bundled, bundled);
             if let Some(more) = wake_fired {
                 drain_eventfd(self.wake_fd);
