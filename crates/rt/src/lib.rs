@@ -48,7 +48,7 @@ pub mod sync;
 mod task;
 pub mod time;
 
-pub use driver::{Backend, BackendReport};
+pub use driver::{Backend, BackendReport, SendBatch};
 pub use launcher::{launch, pin_to_cpu, LaunchConfig};
 pub use metrics::MetricsSnapshot;
 pub use runtime::{backend_report, count_syscalls, loop_turn, metrics, Builder, Runtime};

@@ -20,6 +20,7 @@ pub(crate) struct Metrics {
     pub(crate) tasks_spawned: Cell<u64>,
     pub(crate) recv_buffers: Cell<u64>,
     pub(crate) recv_bundled: Cell<u64>,
+    pub(crate) send_chain_links: Cell<u64>,
 }
 
 impl Metrics {
@@ -66,6 +67,10 @@ pub struct MetricsSnapshot {
     /// (`IORING_RECVSEND_BUNDLE`): each one a CQE saved.
     #[cfg_attr(feature = "publish", serde(default))]
     pub recv_bundled: u64,
+    /// io_uring, `SendBatch::Linked`: sends submitted as skipped members of
+    /// a send chain; each one that succeeds is a CQE not posted.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub send_chain_links: u64,
 }
 
 impl MetricsSnapshot {
@@ -103,6 +108,7 @@ impl MetricsSnapshot {
             ops_in_flight: gauge,
             recv_buffers: f(self.recv_buffers, o.recv_buffers),
             recv_bundled: f(self.recv_bundled, o.recv_bundled),
+            send_chain_links: f(self.send_chain_links, o.send_chain_links),
         }
     }
 }
@@ -139,5 +145,6 @@ pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
         ops_in_flight: cx.driver.borrow().ops_in_flight() as u64,
         recv_buffers: m.recv_buffers.get(),
         recv_bundled: m.recv_bundled.get(),
+        send_chain_links: m.send_chain_links.get(),
     }
 }

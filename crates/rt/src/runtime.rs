@@ -274,6 +274,17 @@ impl Builder {
         self
     }
 
+    /// io_uring: how [`TcpStream::write_all_pooled`](crate::net::TcpStream::write_all_pooled)
+    /// sends a batch of buffers: one vectored `SENDMSG` (the default) or a
+    /// chain of linked sends whose success CQEs are skipped but the last
+    /// ([`SendBatch`](crate::SendBatch)). Both post one CQE per batch; the
+    /// switch is there to measure one against the other.
+    /// `RINGKIT_SEND_BATCH=vectored|linked` sets it too.
+    pub fn send_batch(mut self, how: crate::SendBatch) -> Self {
+        self.config.send_batch = how;
+        self
+    }
+
     /// Build the runtime on this thread.
     pub fn build(self) -> io::Result<Runtime> {
         if CURRENT.with(Cell::get).is_some() {
@@ -305,6 +316,14 @@ impl Builder {
                         ))
                     }
                 };
+            }
+            if let Ok(v) = std::env::var("RINGKIT_SEND_BATCH") {
+                config.send_batch = v.trim().parse().map_err(|e: String| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("RINGKIT_SEND_BATCH: {e}"),
+                    )
+                })?;
             }
             if let Ok(v) = std::env::var("RINGKIT_FIXED_FILES") {
                 config.fixed_files = v.trim().parse().map_err(|_| {

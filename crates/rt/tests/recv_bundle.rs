@@ -6,10 +6,13 @@
 //! bundled buffers still queued, and streams dropped with bundled buffers
 //! queued (which must go back to the ring).
 
+mod common;
+
 use std::future::Future;
 use std::io::Write;
-use std::net::{Shutdown, SocketAddr};
+use std::net::Shutdown;
 
+use common::{pair, pattern};
 use ringkit::net::{TcpListener, TcpStream};
 use ringkit::{Backend, Builder};
 
@@ -66,23 +69,6 @@ fn check_bundles(mode: Mode, m: Option<ringkit::MetricsSnapshot>) {
         }
         Mode::Epoll => assert_eq!(m.recv_buffers, 0),
     }
-}
-
-fn pattern(len: usize) -> Vec<u8> {
-    (0..len as u64)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect()
-}
-
-/// A listener and a std client thread running `client` on its stream.
-async fn pair(
-    client: impl FnOnce(std::net::TcpStream) + Send + 'static,
-) -> (TcpStream, std::thread::JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr: SocketAddr = l.local_addr().unwrap();
-    let t = std::thread::spawn(move || client(std::net::TcpStream::connect(addr).unwrap()));
-    let (s, _) = l.accept().await.unwrap();
-    (s, t)
 }
 
 /// Read everything through `read_pooled` until end of stream. Buffers are

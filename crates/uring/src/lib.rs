@@ -41,6 +41,8 @@ pub mod sys;
 
 pub use buf_ring::BufRing;
 pub use cqueue::{CompletionQueue, Completions, Cqe};
-pub use probe::{explain_setup_error, kernel_version, KernelReport, Probe};
+pub use probe::{
+    explain_setup_error, kernel_version, skipped_chain_posts_one_cqe, KernelReport, Probe,
+};
 pub use ring::{flag_names, Builder, IoUring};
 pub use squeue::{SqFull, SubmissionQueue};

@@ -206,3 +206,61 @@ pub fn explain_setup_error(e: &io::Error) -> String {
         _ => format!("io_uring_setup failed: {e}"),
     }
 }
+
+/// Whether a chain of linked SQEs whose members carry
+/// `IOSQE_CQE_SKIP_SUCCESS` posts exactly one CQE however it ends: the
+/// tail's when every member succeeds, and only the failing member's when
+/// one fails (the kernel then also silences the `-ECANCELED` of the links
+/// after it). A runtime that skips the CQEs of a chain's members relies on
+/// this to know when the chain is over; it is checked here, on a small ring
+/// of its own, with NOPs and a WRITE to fd -1, all of which complete inline.
+/// `Ok(false)`: the kernel lacks `IORING_FEAT_CQE_SKIP` or behaves otherwise.
+pub fn skipped_chain_posts_one_cqe() -> io::Result<bool> {
+    use crate::opcode::{self, SqeFlags, Target};
+    let mut ring = Builder::new(8).build()?;
+    if ring.features() & sys::IORING_FEAT_CQE_SKIP == 0 {
+        return Ok(false);
+    }
+    let member = SqeFlags::CQE_SKIP_SUCCESS | SqeFlags::IO_LINK;
+    let chains: [(Vec<opcode::Entry>, (u64, i32)); 2] = [
+        // Every member succeeds: one CQE, the tail's.
+        (
+            vec![
+                opcode::Nop::new().build().flags(member).user_data(1),
+                opcode::Nop::new().build().user_data(2),
+            ],
+            (2, 0),
+        ),
+        // The second member fails: one CQE, its own; the tail is silent.
+        (
+            vec![
+                opcode::Nop::new().build().flags(member).user_data(3),
+                opcode::Write::new(Target::Fd(-1), std::ptr::null(), 0)
+                    .build()
+                    .flags(member)
+                    .user_data(4),
+                opcode::Nop::new().build().user_data(5),
+            ],
+            (4, -libc::EBADF),
+        ),
+    ];
+    for (entries, want) in chains {
+        for e in entries {
+            // SAFETY: NOPs and a zero-length WRITE to an invalid fd point
+            // at no memory.
+            unsafe { ring.push(e.sqe()) }.map_err(|_| io::Error::other("probe ring full"))?;
+        }
+        ring.submit_and_wait_timeout(1, std::time::Duration::from_millis(200))?;
+        // Anything else the chain posts has been posted by now: every member
+        // completes inline during the submit.
+        let _ = ring.submit_and_wait_timeout(2, std::time::Duration::from_millis(1));
+        let mut got = Vec::new();
+        while let Some(c) = ring.next_cqe()? {
+            got.push((c.user_data, c.res));
+        }
+        if got != [want] {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}

@@ -266,3 +266,36 @@ fn cqe_skip_success_posts_only_failures() {
     );
     assert_no_cqe(&mut ring);
 }
+
+/// The rule a chain of skipped sends rests on: when a member with
+/// `CQE_SKIP_SUCCESS` fails, its own CQE is posted and the links after it
+/// are cancelled silently, so the chain posts exactly one CQE. The probe
+/// the runtime asks before chaining must agree with what the ring does.
+#[test]
+fn a_failing_skipped_link_member_posts_the_only_cqe() {
+    let mut ring = ring(8);
+    if ring.features() & sys::IORING_FEAT_CQE_SKIP == 0 {
+        return skip("kernel lacks IORING_FEAT_CQE_SKIP");
+    }
+    let skip_link = SqeFlags::CQE_SKIP_SUCCESS | SqeFlags::IO_LINK;
+    push_plain(
+        &mut ring,
+        opcode::Nop::new().build().flags(skip_link).user_data(1),
+    );
+    push_plain(&mut ring, failing_write(2).flags(skip_link));
+    push_plain(
+        &mut ring,
+        opcode::Nop::new().build().flags(skip_link).user_data(3),
+    );
+    push_plain(&mut ring, opcode::Nop::new().build().user_data(4));
+    let first = wait_one(&mut ring);
+    assert_eq!((first.user_data, first.res), (2, neg(libc::EBADF)));
+    // Everything completed inline during submit: nothing else is coming.
+    assert_eq!(
+        ring.submit_and_wait_timeout(1, Duration::from_millis(20))
+            .unwrap(),
+        0
+    );
+    assert_no_cqe(&mut ring);
+    assert!(ringkit_uring::skipped_chain_posts_one_cqe().unwrap());
+}

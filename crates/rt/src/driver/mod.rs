@@ -88,6 +88,45 @@ impl std::fmt::Display for Backend {
     }
 }
 
+/// How `TcpStream::write_all_pooled` sends a batch of buffers on io_uring
+/// (epoll always makes one `sendmsg`). The levers are kept as a switch so
+/// that each can be measured against the others (`ringkit compare echo`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SendBatch {
+    /// One `IORING_OP_SENDMSG` with an iovec per buffer: one SQE and one
+    /// CQE for the batch. The default.
+    #[default]
+    Vectored,
+    /// One `IORING_OP_SEND` per buffer, linked in order (`IOSQE_IO_LINK`),
+    /// every one but the last with `IOSQE_CQE_SKIP_SUCCESS`: one CQE for the
+    /// batch. Needs the kernel to post exactly one CQE per such chain
+    /// (probed once, [`ringkit_uring::skipped_chain_posts_one_cqe`]);
+    /// otherwise `Vectored`, with a warning.
+    Linked,
+}
+
+impl std::str::FromStr for SendBatch {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SendBatch, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "vectored" => Ok(SendBatch::Vectored),
+            "linked" => Ok(SendBatch::Linked),
+            other => Err(format!(
+                "unknown send batch {other:?} (expected vectored or linked)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for SendBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendBatch::Vectored => "vectored",
+            SendBatch::Linked => "linked",
+        })
+    }
+}
+
 /// What a runtime chose and why.
 #[derive(Debug, Clone)]
 pub struct BackendReport {
@@ -161,6 +200,8 @@ pub(crate) struct DriverConfig {
     /// io_uring only: multishot receives take several buffers per CQE
     /// (`IORING_RECVSEND_BUNDLE`) where the kernel can.
     pub(crate) recv_bundle: bool,
+    /// io_uring only: how a batch of pooled buffers is sent.
+    pub(crate) send_batch: SendBatch,
 }
 
 impl Default for DriverConfig {
@@ -173,6 +214,7 @@ impl Default for DriverConfig {
             batch_wait: None,
             fixed_files: 0,
             recv_bundle: true,
+            send_batch: SendBatch::Vectored,
         }
     }
 }
@@ -242,6 +284,16 @@ impl Driver {
                 io::ErrorKind::Unsupported,
                 "provided-buffer rings need the io_uring backend",
             )),
+        }
+    }
+
+    /// The most buffers one linked send chain may hold, or `None` when
+    /// batches are sent vectored (epoll, the default, or a kernel whose
+    /// skipped chains do not post exactly one CQE).
+    pub(crate) fn send_chain_cap(&self) -> Option<usize> {
+        match self {
+            Driver::Uring(d) => d.send_chain_cap(),
+            Driver::Epoll(_) => None,
         }
     }
 
@@ -353,6 +405,22 @@ pub(crate) trait OpCode: Sized + 'static {
         Poll::Ready(None)
     }
 
+    /// io_uring: SQEs that run before [`uring_entry`](Self::uring_entry)'s,
+    /// in order, linked to the next, their success CQEs skipped, so the
+    /// chain posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A
+    /// member that fails posts that one CQE itself, and the op's
+    /// [`complete`](Self::complete) sees `flags` = [`CHAIN_MEMBER`] | its
+    /// index. Only for ops built when `Driver::send_chain_cap` allows.
+    fn uring_chain(&mut self) -> Vec<Entry> {
+        Vec::new()
+    }
+
+    /// io_uring: how many members [`uring_chain`](Self::uring_chain) gave
+    /// (for cancelling them when the future is dropped).
+    fn uring_chain_len(&self) -> usize {
+        0
+    }
+
     /// io_uring: the future was dropped while the operation is in flight.
     fn on_orphan(&mut self) {}
 
@@ -360,6 +428,10 @@ pub(crate) trait OpCode: Sized + 'static {
     /// default drops `self`, releasing its buffers.
     fn orphan_result(self, _res: i32, _flags: u32) {}
 }
+
+/// In the `flags` given to [`OpCode::complete`]: the CQE came from the chain
+/// member whose index is in the low 16 bits (see [`OpCode::uring_chain`]).
+pub(crate) const CHAIN_MEMBER: u32 = 1 << 31;
 
 /// Type-erased orphan, kept by the uring driver until its CQE.
 pub(crate) trait Orphan {
@@ -440,7 +512,13 @@ impl<T: OpCode> Future for Op<T> {
             match &mut *drv {
                 Driver::Uring(u) => match this.state {
                     State::Init => {
-                        match u.submit(data.uring_entry(), data.uring_link_timeout(), &rt.metrics) {
+                        let chain = data.uring_chain();
+                        let key = if chain.is_empty() {
+                            u.submit(data.uring_entry(), data.uring_link_timeout(), &rt.metrics)
+                        } else {
+                            u.submit_chain(chain, data.uring_entry(), &rt.metrics)
+                        };
+                        match key {
                             Ok(key) => {
                                 this.state = State::Uring(key);
                                 u.set_waker(key, cx.waker());

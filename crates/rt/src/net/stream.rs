@@ -25,6 +25,7 @@ use crate::buf::{IoBuf, IoBufMut, RecvBuf};
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
+use crate::driver::op::send_chain::SendChain;
 use crate::driver::op::sendfile::{SendFile, Sent};
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
@@ -289,22 +290,29 @@ impl StreamCore {
     }
 
     /// Send every byte of `bufs`, in order, as one `sendmsg` (one SQE and
-    /// one CQE for the batch); a partial send continues from where it
+    /// one CQE for the batch), or with `SendBatch::Linked` as one chain of
+    /// linked sends (one CQE); a partial send continues from where it
     /// stopped.
     pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
         // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
         // 1024; more fails with EMSGSIZE); the rest waits in `later`.
         const MAX_IOVS: usize = 512;
-        let mut later = bufs.split_off(bufs.len().min(MAX_IOVS));
+        let chain = try_with_ctx(|rt| rt.driver.borrow().send_chain_cap()).flatten();
+        let cap = chain.unwrap_or(MAX_IOVS);
+        let mut later = bufs.split_off(bufs.len().min(cap));
         loop {
             if bufs.is_empty() {
                 if later.is_empty() {
                     return Ok(());
                 }
-                let rest = later.split_off(later.len().min(MAX_IOVS));
+                let rest = later.split_off(later.len().min(cap));
                 bufs = std::mem::replace(&mut later, rest);
             }
-            let (r, back) = Op::new(SendMsg::new(self.fd, bufs, None)).await;
+            let (r, back) = if chain.is_some() && bufs.len() >= 2 {
+                Op::new(SendChain::new(self.fd, bufs)).await
+            } else {
+                Op::new(SendMsg::new(self.fd, bufs, None)).await
+            };
             let mut n = match r {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {

@@ -43,6 +43,15 @@ pub(crate) const WAKE_UD: u64 = u64::MAX - 1;
 /// `user_data` of CLOSE SQEs for dropped sockets and files.
 pub(crate) const CLOSE_UD: u64 = u64::MAX - 2;
 
+/// Tag of the `user_data` of a skipped chain's members: `CHAIN_TAG |
+/// index << 32 | key` (slab keys stay far below 2^32; the reserved values
+/// above are matched first).
+const CHAIN_TAG: u64 = 1 << 61;
+
+/// The most members a send chain holds (the echo server batches at most 64
+/// buffers).
+const CHAIN_MAX: usize = 64;
+
 /// Buffer group id of the runtime's provided-buffer ring.
 pub(crate) const BGID: u16 = 0;
 
@@ -84,6 +93,8 @@ pub(crate) struct UringDriver {
     skip_success: bool,
     /// Multishot receives ask for bundles (`IORING_RECVSEND_BUNDLE`).
     recv_bundle: bool,
+    /// `Some(most members)` when batches go out as skipped send chains.
+    send_chain_cap: Option<usize>,
     /// (want, min_wait) for blocking waits, when the kernel supports it.
     batch_wait: Option<(u32, Duration)>,
     /// The registered file table (created on first use).
@@ -155,6 +166,19 @@ impl UringDriver {
         let skip_success = ring.features() & sys::IORING_FEAT_CQE_SKIP != 0;
         let recv_bundle =
             cfg.recv_bundle && ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0;
+        let send_chain_cap = match cfg.send_batch {
+            super::SendBatch::Vectored => None,
+            super::SendBatch::Linked if skipped_chains_hold() => {
+                Some(CHAIN_MAX.min(ring.params().sq_entries as usize - 1))
+            }
+            super::SendBatch::Linked => {
+                tracing::warn!(
+                    "ringkit: send_batch linked ignored: this kernel does not post exactly one \
+                     CQE per chain of CQE_SKIP_SUCCESS links; batches are sent vectored"
+                );
+                None
+            }
+        };
         let mut d = UringDriver {
             ring,
             ops: slab::Slab::with_capacity(256),
@@ -165,6 +189,7 @@ impl UringDriver {
             buf_size: cfg.buf_size,
             skip_success,
             recv_bundle,
+            send_chain_cap,
             batch_wait: None,
             fixed: FixedFiles::new(cfg.fixed_files),
         };
@@ -179,6 +204,10 @@ impl UringDriver {
             return Err((format!("could not arm the wake-up poll: {e}"), attempts));
         }
         Ok((d, attempts))
+    }
+
+    pub(crate) fn send_chain_cap(&self) -> Option<usize> {
+        self.send_chain_cap.filter(|&n| n >= 2)
     }
 
     /// Whether multishot receives take bundles of buffers.
@@ -273,6 +302,39 @@ impl UringDriver {
             self.ops.remove(key);
             return Err(err);
         }
+        Ok(key)
+    }
+
+    /// Queue `members` then `tail` as one chain: each member linked to the
+    /// next and its success CQE skipped, so the chain posts exactly one CQE
+    /// (the tail's, or the first failing member's; `skipped_chains_hold`
+    /// was checked before any op asks for this). The chain is never split
+    /// by a submit: the SQ gets room for all of it first. Returns the key.
+    pub(crate) fn submit_chain(
+        &mut self,
+        members: Vec<Entry>,
+        tail: Entry,
+        m: &Metrics,
+    ) -> io::Result<usize> {
+        let need = members.len() as u32 + 1;
+        if self.ring.sq().space_left() < need {
+            self.ring.submit()?;
+            if self.ring.sq().space_left() < need {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("a chain of {need} SQEs does not fit the submission queue"),
+                ));
+            }
+        }
+        let key = self.ops.insert(Lifecycle::Submitted);
+        let member = SqeFlags::IO_LINK | SqeFlags::CQE_SKIP_SUCCESS;
+        for (i, e) in members.into_iter().enumerate() {
+            let ud = CHAIN_TAG | (i as u64) << 32 | key as u64;
+            // Cannot fail: the room was made above, so push never submits.
+            self.push(e.flags(member).user_data(ud), m)?;
+        }
+        self.push(tail.user_data(key as u64), m)?;
+        Metrics::add(&m.send_chain_links, u64::from(need - 1));
         Ok(key)
     }
 
@@ -409,8 +471,14 @@ impl UringDriver {
             }
             Some(slot @ (Lifecycle::Submitted | Lifecycle::Waiting(_))) => {
                 data.on_orphan();
+                let members = data.uring_chain_len();
                 *slot = Lifecycle::Ignored(Box::new(data));
                 self.cancel(key, m);
+                // Which member runs is unknown: cancel each (a cancel that
+                // finds nothing fails, and its CQE is ignored).
+                for i in 0..members {
+                    self.cancel_ud(CHAIN_TAG | (i as u64) << 32 | key as u64, m);
+                }
             }
             _ => {
                 // Unknown key: cannot tell whether the kernel is done; leak.
@@ -420,9 +488,11 @@ impl UringDriver {
     }
 
     fn cancel(&mut self, key: usize, m: &Metrics) {
-        let mut e = opcode::AsyncCancel::new(key as u64)
-            .build()
-            .user_data(CANCEL_UD);
+        self.cancel_ud(key as u64, m)
+    }
+
+    fn cancel_ud(&mut self, ud: u64, m: &Metrics) {
+        let mut e = opcode::AsyncCancel::new(ud).build().user_data(CANCEL_UD);
         if self.skip_success {
             e = e.flags(SqeFlags::CQE_SKIP_SUCCESS);
         }
@@ -513,6 +583,16 @@ impl UringDriver {
                     match cqe.user_data {
                         CANCEL_UD | CLOSE_UD => {}
                         WAKE_UD => wake_fired = Some(cqe.more()),
+                        ud if ud & CHAIN_TAG != 0 => {
+                            // A chain member failed: its CQE is the chain's
+                            // only one. Tell the op which member it was.
+                            let index = (ud >> 32) as u32 & 0xffff;
+                            let cqe = Cqe {
+                                flags: super::CHAIN_MEMBER | index,
+                                ..cqe
+                            };
+                            dispatch(ops, bufs, (ud & 0xffff_ffff) as usize, cqe);
+                        }
                         key => {
                             let (b, x) = dispatch(ops, bufs, key as usize, cqe);
                             buffers += b;
@@ -574,6 +654,13 @@ impl UringDriver {
         }
         self.ops.clear();
     }
+}
+
+/// Whether this kernel posts exactly one CQE per chain of skipped links
+/// (probed once per process on a small ring of its own).
+fn skipped_chains_hold() -> bool {
+    static HOLD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HOLD.get_or_init(|| ringkit_uring::skipped_chain_posts_one_cqe().unwrap_or(false))
 }
 
 fn drain_eventfd(fd: RawFd) {
