@@ -104,6 +104,12 @@ struct EchoArgs {
     /// ignored where the kernel lacks it): on or off.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
     recv_bundle: bool,
+    /// io_uring: how everything already received is sent back in one go:
+    /// vectored = one SENDMSG with an iovec per buffer; linked = one SEND
+    /// per buffer, linked, every success CQE but the last skipped
+    /// (IOSQE_CQE_SKIP_SUCCESS). One CQE per batch either way.
+    #[arg(long, default_value = "vectored")]
+    send_batch: ringkit::SendBatch,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -241,6 +247,7 @@ fn main() -> ExitCode {
             recv: a.recv,
             fixed_files: a.fixed_files,
             recv_bundle: a.recv_bundle,
+            send_batch: a.send_batch,
             stats: a.stats,
             limits: EchoLimits {
                 entries: a.entries,

@@ -64,6 +64,9 @@ pub struct EchoServerConfig {
     /// io_uring: multishot receives may take bundles of buffers
     /// ([`ringkit::Builder::recv_bundle`]).
     pub recv_bundle: bool,
+    /// io_uring: how a batch of received buffers is sent back
+    /// ([`ringkit::Builder::send_batch`]).
+    pub send_batch: ringkit::SendBatch,
     /// Write runtime counters to `PATH.<thread>` every 50 ms.
     pub stats: Option<PathBuf>,
     /// Resource limits (for fault injection) and shutdown timing.
@@ -145,7 +148,8 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     }
     builder = builder
         .fixed_files(cfg.fixed_files)
-        .recv_bundle(cfg.recv_bundle);
+        .recv_bundle(cfg.recv_bundle)
+        .send_batch(cfg.send_batch);
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);

@@ -117,7 +117,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -125,7 +125,10 @@ impl fmt::Display for MetricsSnapshot {
             self.epoll_waits,
             self.other_syscalls,
             self.parks,
-            self.task_polls
+            self.task_polls,
+            self.recv_buffers,
+            self.recv_bundled,
+            self.send_chain_links
         )
     }
 }

@@ -54,6 +54,13 @@ pub fn contenders(
             &[("--recv-bundle", "off")],
         ));
         v.push(rk(
+            "ringkit-uring-linked",
+            "uring",
+            "multishot",
+            Family::Uring,
+            &[("--send-batch", "linked")],
+        ));
+        v.push(rk(
             "ringkit-uring-batch",
             "uring",
             "multishot",

@@ -48,9 +48,12 @@ impl<B: IoBuf> SendChain<B> {
         }
     }
 
-    fn send(&self, b: &B) -> Entry {
+    /// A member says `MSG_MORE` (TCP holds a partial segment for the next
+    /// one, as a cork would); the tail does not, so the batch goes out.
+    fn send(&self, b: &B, more: bool) -> Entry {
+        let more = if more { libc::MSG_MORE } else { 0 };
         opcode::Send::new(Target::Fd(self.fd), b.stable_ptr(), b.bytes_init() as u32)
-            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL | more)
             .build()
     }
 
@@ -65,7 +68,7 @@ impl<B: IoBuf> OpCode for SendChain<B> {
 
     fn uring_chain(&mut self) -> Vec<Entry> {
         let n = self.bufs.len() - 1;
-        self.bufs[..n].iter().map(|b| self.send(b)).collect()
+        self.bufs[..n].iter().map(|b| self.send(b, true)).collect()
     }
 
     fn uring_chain_len(&self) -> usize {
@@ -73,7 +76,7 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn uring_entry(&mut self) -> Entry {
-        self.send(&self.bufs[self.bufs.len() - 1])
+        self.send(&self.bufs[self.bufs.len() - 1], false)
     }
 
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {

@@ -3,7 +3,9 @@
 //! # Lifecycle of an operation
 //! Each in-flight operation owns a slot in `ops`; its key is the SQE's
 //! `user_data`. Reserved `user_data` values ([`CANCEL_UD`], [`WAKE_UD`],
-//! [`CLOSE_UD`]) never collide with slab keys.
+//! [`CLOSE_UD`]) never collide with slab keys. The skipped members of a
+//! send chain carry `CHAIN_TAG | index << 32 | key`; the chain posts one
+//! CQE, with the tail's plain key or a failing member's tagged one.
 //!
 //! ```text
 //!  submit ──> Submitted ──poll──> Waiting(waker) ──CQE──> Completed ──poll──> (slot freed)
