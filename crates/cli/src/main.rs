@@ -107,7 +107,9 @@ struct EchoArgs {
     /// io_uring: how everything already received is sent back in one go:
     /// vectored = one SENDMSG with an iovec per buffer; linked = one SEND
     /// per buffer, linked, every success CQE but the last skipped
-    /// (IOSQE_CQE_SKIP_SUCCESS). One CQE per batch either way.
+    /// (IOSQE_CQE_SKIP_SUCCESS); bundle = one SEND with
+    /// IORING_RECVSEND_BUNDLE from a send ring holding the batch (Linux
+    /// 6.10). One CQE per batch in each case.
     #[arg(long, default_value = "vectored")]
     send_batch: ringkit::SendBatch,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).

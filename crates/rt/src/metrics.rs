@@ -21,6 +21,8 @@ pub(crate) struct Metrics {
     pub(crate) recv_buffers: Cell<u64>,
     pub(crate) recv_bundled: Cell<u64>,
     pub(crate) send_chain_links: Cell<u64>,
+    pub(crate) send_bundles: Cell<u64>,
+    pub(crate) send_rings: Cell<u64>,
 }
 
 impl Metrics {
@@ -71,6 +73,13 @@ pub struct MetricsSnapshot {
     /// a send chain; each one that succeeds is a CQE not posted.
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_chain_links: u64,
+    /// io_uring, `SendBatch::Bundle`: batches sent as send bundles.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub send_bundles: u64,
+    /// io_uring, `SendBatch::Bundle`: send rings registered (each reused
+    /// until its thread ends, or dropped when a send left entries in it).
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub send_rings: u64,
 }
 
 impl MetricsSnapshot {
@@ -109,6 +118,8 @@ impl MetricsSnapshot {
             recv_buffers: f(self.recv_buffers, o.recv_buffers),
             recv_bundled: f(self.recv_bundled, o.recv_bundled),
             send_chain_links: f(self.send_chain_links, o.send_chain_links),
+            send_bundles: f(self.send_bundles, o.send_bundles),
+            send_rings: f(self.send_rings, o.send_rings),
         }
     }
 }
@@ -117,7 +128,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -128,7 +139,9 @@ impl fmt::Display for MetricsSnapshot {
             self.task_polls,
             self.recv_buffers,
             self.recv_bundled,
-            self.send_chain_links
+            self.send_chain_links,
+            self.send_bundles,
+            self.send_rings
         )
     }
 }
@@ -149,5 +162,7 @@ pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
         recv_buffers: m.recv_buffers.get(),
         recv_bundled: m.recv_bundled.get(),
         send_chain_links: m.send_chain_links.get(),
+        send_bundles: m.send_bundles.get(),
+        send_rings: m.send_rings.get(),
     }
 }

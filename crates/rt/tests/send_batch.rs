@@ -1,7 +1,8 @@
 //! `write_all_pooled` with each `SendBatch` lever: one vectored `SENDMSG`,
 //! a chain of linked sends whose success CQEs are skipped but the last
 //! (also on a 4-entry SQ, where long batches are split into short chains),
-//! and on epoll (where the setting is ignored). Every byte is checked at
+//! a send bundle from a send ring, and on epoll (where the setting is
+//! ignored). Every byte is checked at
 //! the peer.
 //!
 //! The early-release check: the echo case runs on a ring of 16 small
@@ -28,19 +29,28 @@ enum Mode {
     Linked,
     /// Linked on a 4-entry SQ: chains of at most 3 sends.
     LinkedSmallSq,
+    /// Send bundles from a send ring.
+    Bundle,
     /// epoll, asked for linked sends (ignored: one `sendmsg`).
     Epoll,
 }
 
-const MODES: [Mode; 4] = [
+const MODES: [Mode; 5] = [
     Mode::Vectored,
     Mode::Linked,
     Mode::LinkedSmallSq,
+    Mode::Bundle,
     Mode::Epoll,
 ];
 
 fn chains_hold() -> bool {
     ringkit_uring::skipped_chain_posts_one_cqe().unwrap_or(false)
+}
+
+fn send_bundles() -> bool {
+    ringkit_uring::IoUring::new(4)
+        .map(|r| r.features() & ringkit_uring::sys::IORING_FEAT_RECVSEND_BUNDLE != 0)
+        .unwrap_or(false)
 }
 
 /// Run `f` on a runtime in `mode` with `bufs` ring buffers of `size` bytes;
@@ -55,6 +65,7 @@ fn run<F: Future<Output = ()>>(mode: Mode, bufs: (u16, u32), f: impl FnOnce() ->
             .backend(Backend::Uring)
             .entries(4)
             .send_batch(SendBatch::Linked),
+        Mode::Bundle => b.backend(Backend::Uring).send_batch(SendBatch::Bundle),
         Mode::Epoll => b.backend(Backend::Epoll).send_batch(SendBatch::Linked),
     };
     let rt = match b.build() {
@@ -74,7 +85,17 @@ fn run<F: Future<Output = ()>>(mode: Mode, bufs: (u16, u32), f: impl FnOnce() ->
         Mode::Linked | Mode::LinkedSmallSq => {
             assert!(m.send_chain_links > 0, "no send was chained: {m:?}")
         }
-        Mode::Vectored | Mode::Epoll => assert_eq!(m.send_chain_links, 0),
+        Mode::Bundle if !send_bundles() => {
+            eprintln!("no bundle check: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE");
+        }
+        Mode::Bundle => {
+            assert!(m.send_bundles > 0, "no batch went as a bundle: {m:?}");
+            // Every send took its entries (F_BUFFER), so one ring served all.
+            assert_eq!(m.send_rings, 1, "send rings not reused: {m:?}");
+        }
+        Mode::Vectored | Mode::Epoll => {
+            assert_eq!((m.send_chain_links, m.send_bundles), (0, 0))
+        }
     }
 }
 

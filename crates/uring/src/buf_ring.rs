@@ -35,12 +35,115 @@ use crate::sys;
 /// still be open).
 #[derive(Debug)]
 pub struct BufRing {
-    // INVARIANT: `bufs.ring` is a page-aligned anonymous mapping of `ring_len`
-    // bytes, registered with the kernel as group `bgid` of `ring_fd`.
+    // Declared first, so dropped first: the group is unregistered before
+    // the slab its entries point into is freed.
+    reg: Registered,
     bufs: Bufs,
-    ring_len: usize,
+}
+
+/// Ring memory registered as one buffer group: a page-aligned anonymous
+/// mapping of `io_uring_buf` entries, unregistered and unmapped on drop.
+/// Shared by [`BufRing`] and [`crate::SendRing`].
+#[derive(Debug)]
+pub(crate) struct Registered {
+    // INVARIANT: a page-aligned private anonymous mapping of `len >= entries
+    // * 16` bytes, registered with the kernel as group `bgid` of `ring_fd`
+    // until drop.
+    ptr: *mut sys::IoUringBuf,
+    len: usize,
+    entries: u16,
     bgid: u16,
     ring_fd: RawFd,
+}
+
+impl Registered {
+    /// Map and register `entries` (a power of two up to 32768) entries as
+    /// group `bgid` of `ring`.
+    pub(crate) fn new(ring: &IoUring, bgid: u16, entries: u16) -> io::Result<Registered> {
+        if !entries.is_power_of_two() || entries > 32768 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "buffer ring entries must be a power of two <= 32768",
+            ));
+        }
+        let len = (entries as usize * std::mem::size_of::<sys::IoUringBuf>())
+            .next_multiple_of(page_size());
+        // SAFETY: a fresh private anonymous mapping that we own.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let reg = sys::IoUringBufReg {
+            ring_addr: ptr as u64,
+            ring_entries: u32::from(entries),
+            bgid,
+            ..Default::default()
+        };
+        // SAFETY: `reg` describes the page-aligned mapping above.
+        let res = unsafe {
+            sys::io_uring_register(
+                ring.as_raw_fd(),
+                sys::IORING_REGISTER_PBUF_RING,
+                (&reg as *const sys::IoUringBufReg).cast(),
+                1,
+            )
+        };
+        if let Err(e) = res {
+            // SAFETY: the mapping is ours and unregistered.
+            unsafe { libc::munmap(ptr, len) };
+            return Err(e);
+        }
+        Ok(Registered {
+            ptr: ptr.cast(),
+            len,
+            entries,
+            bgid,
+            ring_fd: ring.as_raw_fd(),
+        })
+    }
+
+    /// The entries (valid, aligned, for reads and writes while `self` lives).
+    pub(crate) fn ring(&self) -> *mut sys::IoUringBuf {
+        self.ptr
+    }
+
+    pub(crate) fn entries(&self) -> u16 {
+        self.entries
+    }
+
+    pub(crate) fn bgid(&self) -> u16 {
+        self.bgid
+    }
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let reg = sys::IoUringBufReg {
+            bgid: self.bgid,
+            ..Default::default()
+        };
+        // SAFETY: unregistering our own group; if the ring is already closed
+        // this fails with EBADF and the kernel has released the group anyway.
+        // Then the mapping, which nothing else points into, goes.
+        unsafe {
+            let _ = sys::io_uring_register(
+                self.ring_fd,
+                sys::IORING_UNREGISTER_PBUF_RING,
+                (&reg as *const sys::IoUringBufReg).cast(),
+                1,
+            );
+            libc::munmap(self.ptr.cast(), self.len);
+        }
+    }
 }
 
 /// The bookkeeping of a buffer ring, apart from its mapping and registration:
@@ -82,63 +185,17 @@ impl BufRing {
     /// Register group `bgid` with `entries` buffers of `buf_len` bytes (entries:
     /// a power of two up to 32768), all handed to the kernel at once.
     pub fn new(ring: &IoUring, bgid: u16, entries: u16, buf_len: u32) -> io::Result<BufRing> {
-        if !entries.is_power_of_two() || entries > 32768 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "buffer ring entries must be a power of two <= 32768",
-            ));
-        }
-        let ring_len = (entries as usize * std::mem::size_of::<sys::IoUringBuf>())
-            .next_multiple_of(page_size());
-        // SAFETY: a fresh private anonymous mapping that we own.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                ring_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
-                -1,
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let reg = sys::IoUringBufReg {
-            ring_addr: ptr as u64,
-            ring_entries: u32::from(entries),
-            bgid,
-            ..Default::default()
-        };
-        // SAFETY: `reg` describes the page-aligned mapping above.
-        let res = unsafe {
-            sys::io_uring_register(
-                ring.as_raw_fd(),
-                sys::IORING_REGISTER_PBUF_RING,
-                (&reg as *const sys::IoUringBufReg).cast(),
-                1,
-            )
-        };
-        if let Err(e) = res {
-            // SAFETY: the mapping is ours and unregistered.
-            unsafe { libc::munmap(ptr, ring_len) };
-            return Err(e);
-        }
-        // SAFETY: the mapping holds `ring_len >= entries * 16` bytes, is page
-        // aligned, and lives until `BufRing::drop` unmaps it, after `bufs` is done.
-        let mut bufs = unsafe { Bufs::new(ptr.cast(), entries, buf_len) };
+        let reg = Registered::new(ring, bgid, entries)?;
+        // SAFETY: the mapping holds `entries` aligned entries and lives
+        // until `reg` drops, which is after `bufs` is last used.
+        let mut bufs = unsafe { Bufs::new(reg.ring(), entries, buf_len) };
         bufs.fill();
-        Ok(BufRing {
-            bufs,
-            ring_len,
-            bgid,
-            ring_fd: ring.as_raw_fd(),
-        })
+        Ok(BufRing { reg, bufs })
     }
 
     /// The buffer group id to put in `buf_group`.
     pub fn bgid(&self) -> u16 {
-        self.bgid
+        self.reg.bgid()
     }
 
     /// Size of each buffer.
@@ -289,27 +346,7 @@ impl Bufs {
     }
 }
 
-impl Drop for BufRing {
-    fn drop(&mut self) {
-        let reg = sys::IoUringBufReg {
-            bgid: self.bgid,
-            ..Default::default()
-        };
-        // SAFETY: unregistering our own group; if the ring is already closed
-        // this fails with EBADF and the kernel has released the group anyway.
-        unsafe {
-            let _ = sys::io_uring_register(
-                self.ring_fd,
-                sys::IORING_UNREGISTER_PBUF_RING,
-                (&reg as *const sys::IoUringBufReg).cast(),
-                1,
-            );
-            libc::munmap(self.bufs.ring.cast(), self.ring_len);
-        }
-    }
-}
-
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     if p > 0 {

@@ -36,6 +36,7 @@ pub mod opcode;
 mod probe;
 mod register;
 mod ring;
+mod send_ring;
 mod squeue;
 pub mod sys;
 
@@ -45,4 +46,5 @@ pub use probe::{
     explain_setup_error, kernel_version, skipped_chain_posts_one_cqe, KernelReport, Probe,
 };
 pub use ring::{flag_names, Builder, IoUring};
+pub use send_ring::SendRing;
 pub use squeue::{SqFull, SubmissionQueue};

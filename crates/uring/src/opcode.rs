@@ -488,6 +488,29 @@ opcode! {
 }
 
 opcode! {
+    /// Send bundle (`IORING_RECVSEND_BUNDLE` on `IORING_OP_SEND`, kernel
+    /// 6.10, `IORING_FEAT_RECVSEND_BUNDLE`): one send of the buffers
+    /// published in group `buf_group` ([`crate::SendRing`]), in ring order,
+    /// as one `sendmsg` with an iovec per entry (at most 256 per round). The
+    /// kernel adds `MSG_WAITALL`. The CQE counts the bytes sent, and carries
+    /// `F_BUFFER` with the first entry's id once entries were taken.
+    pub struct SendBundle {
+        fd: Target, buf_group: u16
+        ;;
+        /// `MSG_*` flags.
+        flags: i32 = 0,
+    }
+    const CODE = sys::IORING_OP_SEND;
+    fn build(self, sqe) {
+        target(&mut sqe, self.fd);
+        sqe.op_flags = self.flags as u32;
+        sqe.buf_index = self.buf_group;
+        sqe.flags |= sys::IOSQE_BUFFER_SELECT;
+        sqe.ioprio = sys::IORING_RECVSEND_BUNDLE;
+    }
+}
+
+opcode! {
     /// Zero-copy send, like `send(2)` with `MSG_ZEROCOPY`: a result CQE (with
     /// `F_MORE`), then a notification CQE (`F_NOTIF`) once `buf` is free again.
     pub struct SendZc {

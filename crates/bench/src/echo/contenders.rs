@@ -61,6 +61,13 @@ pub fn contenders(
             &[("--send-batch", "linked")],
         ));
         v.push(rk(
+            "ringkit-uring-sendbundle",
+            "uring",
+            "multishot",
+            Family::Uring,
+            &[("--send-batch", "bundle")],
+        ));
+        v.push(rk(
             "ringkit-uring-batch",
             "uring",
             "multishot",

@@ -103,6 +103,21 @@ pub enum SendBatch {
     /// (probed once, [`ringkit_uring::skipped_chain_posts_one_cqe`]);
     /// otherwise `Vectored`, with a warning.
     Linked,
+    /// One `IORING_OP_SEND` with `IORING_RECVSEND_BUNDLE` from a send ring
+    /// of the batch's buffers (`ringkit_uring::SendRing`, a ring per send
+    /// in flight, pooled per thread): one SQE and one CQE for the batch.
+    /// Needs `IORING_FEAT_RECVSEND_BUNDLE` (Linux 6.10); otherwise
+    /// `Vectored`, with a warning.
+    Bundle,
+}
+
+/// How a runtime sends a batch: [`SendBatch`] after the kernel had its say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SendPlan {
+    Vectored,
+    /// Chains of at most this many sends.
+    Linked(usize),
+    Bundle,
 }
 
 impl std::str::FromStr for SendBatch {
@@ -111,8 +126,9 @@ impl std::str::FromStr for SendBatch {
         match s.to_ascii_lowercase().as_str() {
             "vectored" => Ok(SendBatch::Vectored),
             "linked" => Ok(SendBatch::Linked),
+            "bundle" => Ok(SendBatch::Bundle),
             other => Err(format!(
-                "unknown send batch {other:?} (expected vectored or linked)"
+                "unknown send batch {other:?} (expected vectored, linked or bundle)"
             )),
         }
     }
@@ -123,6 +139,7 @@ impl std::fmt::Display for SendBatch {
         f.write_str(match self {
             SendBatch::Vectored => "vectored",
             SendBatch::Linked => "linked",
+            SendBatch::Bundle => "bundle",
         })
     }
 }
@@ -287,12 +304,19 @@ impl Driver {
         }
     }
 
-    /// The most buffers one linked send chain may hold, or `None` when
-    /// batches are sent vectored (epoll, the default, or a kernel whose
-    /// skipped chains do not post exactly one CQE).
-    pub(crate) fn send_chain_cap(&self) -> Option<usize> {
+    /// How batches of pooled buffers are sent (always vectored on epoll).
+    pub(crate) fn send_plan(&self) -> SendPlan {
         match self {
-            Driver::Uring(d) => d.send_chain_cap(),
+            Driver::Uring(d) => d.send_plan(),
+            Driver::Epoll(_) => SendPlan::Vectored,
+        }
+    }
+
+    /// io_uring, `SendPlan::Bundle`: an empty send ring for one batch, or
+    /// `None` (send it vectored).
+    pub(crate) fn send_ring(&mut self, m: &Metrics) -> Option<uring::PooledSendRing> {
+        match self {
+            Driver::Uring(d) => d.send_ring(m),
             Driver::Epoll(_) => None,
         }
     }
@@ -410,7 +434,7 @@ pub(crate) trait OpCode: Sized + 'static {
     /// chain posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A
     /// member that fails posts that one CQE itself, and the op's
     /// [`complete`](Self::complete) sees `flags` = [`CHAIN_MEMBER`] | its
-    /// index. Only for ops built when `Driver::send_chain_cap` allows.
+    /// index. Only for ops built under `SendPlan::Linked`.
     fn uring_chain(&mut self) -> Vec<Entry> {
         Vec::new()
     }

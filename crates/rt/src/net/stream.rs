@@ -25,6 +25,7 @@ use crate::buf::{IoBuf, IoBufMut, RecvBuf};
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
+use crate::driver::op::send_bundle::SendBundle;
 use crate::driver::op::send_chain::SendChain;
 use crate::driver::op::sendfile::{SendFile, Sent};
 use crate::driver::op::sendmsg::SendMsg;
@@ -32,8 +33,9 @@ use crate::driver::op::shutdown::Shutdown;
 use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
 use crate::driver::op::writable::Writable;
-use crate::driver::Op;
+use crate::driver::{Op, SendPlan};
 use crate::runtime::try_with_ctx;
+use ringkit_uring::SendRing;
 
 #[derive(Debug)]
 pub(crate) struct StreamCore {
@@ -297,8 +299,12 @@ impl StreamCore {
         // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
         // 1024; more fails with EMSGSIZE); the rest waits in `later`.
         const MAX_IOVS: usize = 512;
-        let chain = try_with_ctx(|rt| rt.driver.borrow().send_chain_cap()).flatten();
-        let cap = chain.unwrap_or(MAX_IOVS);
+        let plan = try_with_ctx(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored);
+        let cap = match plan {
+            SendPlan::Vectored => MAX_IOVS,
+            SendPlan::Linked(n) => n,
+            SendPlan::Bundle => SendRing::MAX_BATCH,
+        };
         let mut later = bufs.split_off(bufs.len().min(cap));
         loop {
             if bufs.is_empty() {
@@ -308,11 +314,7 @@ impl StreamCore {
                 let rest = later.split_off(later.len().min(cap));
                 bufs = std::mem::replace(&mut later, rest);
             }
-            let (r, back) = if chain.is_some() && bufs.len() >= 2 {
-                Op::new(SendChain::new(self.fd, bufs)).await
-            } else {
-                Op::new(SendMsg::new(self.fd, bufs, None)).await
-            };
+            let (r, back) = self.send_batch(plan, bufs).await;
             let mut n = match r {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -342,6 +344,38 @@ impl StreamCore {
                 }
             }
         }
+    }
+
+    /// One send of `bufs` as `plan` says (a single buffer, or a batch that
+    /// does not fit a bundle or finds no send ring, goes vectored).
+    async fn send_batch(
+        &self,
+        plan: SendPlan,
+        bufs: Vec<RecvBuf>,
+    ) -> (io::Result<usize>, Vec<RecvBuf>) {
+        let bufs = match plan {
+            SendPlan::Linked(_) if bufs.len() >= 2 => {
+                return Op::new(SendChain::new(self.fd, bufs)).await;
+            }
+            SendPlan::Bundle if bufs.len() >= 2 => {
+                let ring =
+                    try_with_ctx(|rt| rt.driver.borrow_mut().send_ring(&rt.metrics)).flatten();
+                match ring {
+                    Some(r) => match SendBundle::new(self.fd, bufs, r) {
+                        Ok(op) => {
+                            try_with_ctx(|rt| {
+                                crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
+                            });
+                            return Op::new(op).await;
+                        }
+                        Err(bufs) => bufs,
+                    },
+                    None => bufs,
+                }
+            }
+            _ => bufs,
+        };
+        Op::new(SendMsg::new(self.fd, bufs, None)).await
     }
 
     /// Next chunk of data in a pooled buffer; an empty buffer means EOF.

@@ -25,7 +25,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::{cvt, raw};
+use super::sendmsg::sendmsg_bufs;
 use crate::buf::IoBuf;
 use crate::driver::{Dir, OpCode, CHAIN_MEMBER};
 
@@ -84,22 +84,7 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        if self.iovecs.is_empty() {
-            self.iovecs = self
-                .bufs
-                .iter()
-                .map(|b| libc::iovec {
-                    iov_base: b.stable_ptr() as *mut libc::c_void,
-                    iov_len: b.bytes_init(),
-                })
-                .collect();
-        }
-        // SAFETY: plain data; all-zero is a valid msghdr.
-        let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-        hdr.msg_iov = self.iovecs.as_mut_ptr();
-        hdr.msg_iovlen = self.iovecs.len();
-        // SAFETY: the msghdr points at live iovecs and buffers owned by self.
-        cvt(unsafe { raw::sendmsg(self.fd, &hdr, libc::MSG_NOSIGNAL) })
+        sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
     }
 
     fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {

@@ -30,12 +30,15 @@ use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
 
 mod fixed;
 mod lifecycle;
+mod send_rings;
 
 use fixed::FixedFiles;
 pub(crate) use lifecycle::MultiKind;
 use lifecycle::{discard, dispatch, CqeQueue, Lifecycle};
+pub(crate) use send_rings::PooledSendRing;
+use send_rings::SendRings;
 
-use super::DriverConfig;
+use super::{DriverConfig, SendBatch, SendPlan};
 use crate::metrics::Metrics;
 
 /// `user_data` of ASYNC_CANCEL SQEs: their CQEs are ignored.
@@ -86,6 +89,7 @@ pub(crate) struct UringDriver {
     // Field order is drop order: the buffer ring unregisters from the ring,
     // so it must go before the ring's fd is closed.
     bufs: Option<Rc<RefCell<BufRing>>>,
+    send_rings: SendRings,
     ring: IoUring,
     ops: slab::Slab<Lifecycle>,
     wake_fd: RawFd,
@@ -95,8 +99,8 @@ pub(crate) struct UringDriver {
     skip_success: bool,
     /// Multishot receives ask for bundles (`IORING_RECVSEND_BUNDLE`).
     recv_bundle: bool,
-    /// `Some(most members)` when batches go out as skipped send chains.
-    send_chain_cap: Option<usize>,
+    /// How batches of pooled buffers go out.
+    send_plan: SendPlan,
     /// (want, min_wait) for blocking waits, when the kernel supports it.
     batch_wait: Option<(u32, Duration)>,
     /// The registered file table (created on first use).
@@ -168,17 +172,27 @@ impl UringDriver {
         let skip_success = ring.features() & sys::IORING_FEAT_CQE_SKIP != 0;
         let recv_bundle =
             cfg.recv_bundle && ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0;
-        let send_chain_cap = match cfg.send_batch {
-            super::SendBatch::Vectored => None,
-            super::SendBatch::Linked if skipped_chains_hold() => {
-                Some(CHAIN_MAX.min(ring.params().sq_entries as usize - 1))
+        let send_plan = match cfg.send_batch {
+            SendBatch::Vectored => SendPlan::Vectored,
+            SendBatch::Linked if skipped_chains_hold() => {
+                SendPlan::Linked(CHAIN_MAX.min(ring.params().sq_entries as usize - 1))
             }
-            super::SendBatch::Linked => {
+            SendBatch::Linked => {
                 tracing::warn!(
                     "ringkit: send_batch linked ignored: this kernel does not post exactly one \
                      CQE per chain of CQE_SKIP_SUCCESS links; batches are sent vectored"
                 );
-                None
+                SendPlan::Vectored
+            }
+            SendBatch::Bundle if ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0 => {
+                SendPlan::Bundle
+            }
+            SendBatch::Bundle => {
+                tracing::warn!(
+                    "ringkit: send_batch bundle ignored: the kernel lacks \
+                     IORING_FEAT_RECVSEND_BUNDLE (Linux 6.10); batches are sent vectored"
+                );
+                SendPlan::Vectored
             }
         };
         let mut d = UringDriver {
@@ -187,11 +201,12 @@ impl UringDriver {
             wake_fd,
             wake_armed: false,
             bufs: None,
+            send_rings: SendRings::default(),
             buf_count: cfg.buf_count,
             buf_size: cfg.buf_size,
             skip_success,
             recv_bundle,
-            send_chain_cap,
+            send_plan,
             batch_wait: None,
             fixed: FixedFiles::new(cfg.fixed_files),
         };
@@ -208,8 +223,16 @@ impl UringDriver {
         Ok((d, attempts))
     }
 
-    pub(crate) fn send_chain_cap(&self) -> Option<usize> {
-        self.send_chain_cap.filter(|&n| n >= 2)
+    pub(crate) fn send_plan(&self) -> SendPlan {
+        match self.send_plan {
+            // A 2-entry SQ leaves no room for a chain worth the name.
+            SendPlan::Linked(n) if n < 2 => SendPlan::Vectored,
+            p => p,
+        }
+    }
+
+    pub(crate) fn send_ring(&mut self, m: &Metrics) -> Option<PooledSendRing> {
+        self.send_rings.take(&self.ring, m)
     }
 
     /// Whether multishot receives take bundles of buffers.
