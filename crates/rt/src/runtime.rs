@@ -275,11 +275,12 @@ impl Builder {
     }
 
     /// io_uring: how [`TcpStream::write_all_pooled`](crate::net::TcpStream::write_all_pooled)
-    /// sends a batch of buffers: one vectored `SENDMSG` (the default) or a
-    /// chain of linked sends whose success CQEs are skipped but the last
-    /// ([`SendBatch`](crate::SendBatch)). Both post one CQE per batch; the
-    /// switch is there to measure one against the other.
-    /// `RINGKIT_SEND_BATCH=vectored|linked` sets it too.
+    /// sends a batch of buffers: one vectored `SENDMSG` (the default), a
+    /// chain of linked sends whose success CQEs are skipped but the last,
+    /// or one send bundle from a send ring ([`SendBatch`](crate::SendBatch)).
+    /// Each posts one CQE per batch; the switch is there to measure them
+    /// against each other. `RINGKIT_SEND_BATCH=vectored|linked|bundle` sets
+    /// it too.
     pub fn send_batch(mut self, how: crate::SendBatch) -> Self {
         self.config.send_batch = how;
         self

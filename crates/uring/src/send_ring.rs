@@ -5,8 +5,10 @@
 //! # Protocol (one send per ring at a time)
 //! The caller publishes a batch into an empty ring, then submits one bundle
 //! send on its group. The kernel takes every published entry when it issues
-//! the send (up to 256, the most it imports in one round, and no more than
-//! the ring holds; see [`SendRing::MAX_BATCH`]), advancing its private head
+//! the send, if the batch fits one round: up to 256 entries (the most it
+//! imports in one round, [`SendRing::MAX_BATCH`]), at most `INT_MAX` bytes,
+//! and at most `ceil(INT_MAX / first entry's length)` entries (a round is
+//! sized by its first entry). It advances its private head
 //! past all of them at once, before a byte is sent; a partial send is
 //! retried from the same iovecs, and an `EAGAIN` waits with them. Taking
 //! every entry marks the group empty, so the send ends with that round and

@@ -457,6 +457,11 @@ pub(crate) trait OpCode: Sized + 'static {
 /// member whose index is in the low 16 bits (see [`OpCode::uring_chain`]).
 pub(crate) const CHAIN_MEMBER: u32 = 1 << 31;
 
+/// In the `flags` given to [`OpCode::complete`]: the SQE never reached the
+/// ring (queueing it failed), so the kernel did nothing; the error is the
+/// queueing's.
+pub(crate) const NOT_SUBMITTED: u32 = 1 << 30;
+
 /// Type-erased orphan, kept by the uring driver until its CQE.
 pub(crate) trait Orphan {
     fn late(self: Box<Self>, res: i32, flags: u32);
@@ -548,7 +553,7 @@ impl<T: OpCode> Future for Op<T> {
                                 u.set_waker(key, cx.waker());
                                 Poll::Pending
                             }
-                            Err(e) => Poll::Ready((Err(e), 0)),
+                            Err(e) => Poll::Ready((Err(e), NOT_SUBMITTED)),
                         }
                     }
                     State::Uring(key) => match u.poll_op(key, cx) {

@@ -291,10 +291,10 @@ impl StreamCore {
         self.multi.try_next()
     }
 
-    /// Send every byte of `bufs`, in order, as one `sendmsg` (one SQE and
-    /// one CQE for the batch), or with `SendBatch::Linked` as one chain of
-    /// linked sends (one CQE); a partial send continues from where it
-    /// stopped.
+    /// Send every byte of `bufs`, in order, one CQE per batch: one
+    /// `sendmsg` (the default), or as the runtime's `SendBatch` says a chain
+    /// of linked sends or a send bundle; a partial send continues from
+    /// where it stopped.
     pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
         // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
         // 1024; more fails with EMSGSIZE); the rest waits in `later`.
@@ -366,7 +366,12 @@ impl StreamCore {
                             try_with_ctx(|rt| {
                                 crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
                             });
-                            return Op::new(op).await;
+                            match Op::new(op).await {
+                                // Nothing was sent (see `send_bundle.rs`):
+                                // ask the socket again with a plain send.
+                                (Err(e), bufs) if e.raw_os_error() == Some(libc::ECANCELED) => bufs,
+                                done => return done,
+                            }
                         }
                         Err(bufs) => bufs,
                     },

@@ -292,9 +292,10 @@ impl TcpStream {
         self.core.take_pooled()
     }
 
-    /// Send all of `bufs` in order as one vectored send (`sendmsg`: on
-    /// io_uring one SQE and one CQE for the batch), continuing after a
-    /// partial send.
+    /// Send all of `bufs` in order, continuing after a partial send. On
+    /// io_uring one CQE per batch: one vectored `SENDMSG` by default, or a
+    /// chain of linked sends or a send bundle ([`crate::Builder::send_batch`]);
+    /// on epoll one `sendmsg`.
     pub fn write_all_pooled(
         &self,
         bufs: Vec<RecvBuf>,

@@ -11,6 +11,12 @@
 //! back to the pool only if the CQE has `F_BUFFER` (every entry taken);
 //! see `ringkit_uring::SendRing`. Never built on epoll (the plan there is
 //! vectored); its epoll form is one `sendmsg` all the same.
+//!
+//! A bundle send waiting for room can end with `ECANCELED` although no one
+//! cancelled it (seen on Linux 6.18.44 when the peer resets meanwhile). A
+//! failure after some bytes went reports those bytes instead, so this
+//! error means nothing was sent: the caller sends the same batch again
+//! as one `sendmsg`, which reports the socket's real state.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -31,16 +37,11 @@ pub(crate) struct SendBundle<B> {
 }
 
 impl<B: IoBuf> SendBundle<B> {
-    /// `Err(bufs)` when the batch does not fit one bundle (empty, more than
-    /// [`SendRing::MAX_BATCH`] buffers, an empty buffer, or one of 4 GiB):
-    /// send it another way.
+    /// `Err(bufs)` when the kernel might not take the whole batch in one
+    /// round (see [`fits_one_round`]): send it another way.
     pub(crate) fn new(fd: RawFd, bufs: Vec<B>, ring: PooledSendRing) -> Result<Self, Vec<B>> {
-        let fits = !bufs.is_empty()
-            && bufs.len() <= SendRing::MAX_BATCH
-            && bufs
-                .iter()
-                .all(|b| b.bytes_init() > 0 && b.bytes_init() <= u32::MAX as usize);
-        if !fits {
+        let lens: Vec<usize> = bufs.iter().map(|b| b.bytes_init()).collect();
+        if !fits_one_round(&lens) {
             return Err(bufs);
         }
         Ok(SendBundle {
@@ -50,6 +51,22 @@ impl<B: IoBuf> SendBundle<B> {
             iovecs: Vec::new(),
         })
     }
+}
+
+/// Whether one bundle send takes every one of these buffers in its first
+/// round, which the one-CQE protocol needs: at least one buffer, none
+/// empty, at most [`SendRing::MAX_BATCH`], at most `INT_MAX` bytes in all,
+/// and no more than `ceil(INT_MAX / first length)` buffers (the kernel sizes
+/// a round by its first entry: `io_ring_buffers_peek`).
+pub(crate) fn fits_one_round(lens: &[usize]) -> bool {
+    const INT_MAX: usize = i32::MAX as usize;
+    let Some(&first) = lens.first() else {
+        return false;
+    };
+    lens.len() <= SendRing::MAX_BATCH
+        && lens.iter().all(|&n| n > 0)
+        && lens.iter().sum::<usize>() <= INT_MAX
+        && lens.len() <= INT_MAX.div_ceil(first)
 }
 
 impl<B: IoBuf> OpCode for SendBundle<B> {
@@ -89,5 +106,24 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
 
     fn orphan_result(mut self, _res: i32, flags: u32) {
         self.ring.completed(flags);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fits_one_round;
+
+    #[test]
+    fn one_round_limits() {
+        assert!(fits_one_round(&[1, 2, 3]));
+        assert!(!fits_one_round(&[]));
+        assert!(!fits_one_round(&[4, 0, 4]));
+        assert!(fits_one_round(&vec![1; 256]));
+        assert!(!fits_one_round(&vec![1; 257]));
+        // A first buffer of 1 GiB: a round takes at most 2 entries.
+        let gib = 1 << 30;
+        assert!(fits_one_round(&[gib, 1]));
+        assert!(!fits_one_round(&[gib, 1, 1]));
+        assert!(!fits_one_round(&[gib, gib, gib]));
     }
 }

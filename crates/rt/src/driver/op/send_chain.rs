@@ -27,7 +27,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::sendmsg::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, CHAIN_MEMBER};
+use crate::driver::{Dir, OpCode, CHAIN_MEMBER, NOT_SUBMITTED};
 
 pub(crate) struct SendChain<B> {
     fd: RawFd,
@@ -88,7 +88,8 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        if !crate::runtime::is_uring() {
+        if !crate::runtime::is_uring() || flags & NOT_SUBMITTED != 0 {
+            // epoll's one sendmsg, or a chain that never reached the ring.
             return (res.map(|n| n as usize), self.bufs);
         }
         // Which SQE this CQE is from: a failing member, or the tail.

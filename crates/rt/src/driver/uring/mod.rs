@@ -342,13 +342,19 @@ impl UringDriver {
         m: &Metrics,
     ) -> io::Result<usize> {
         let need = members.len() as u32 + 1;
-        if self.ring.sq().space_left() < need {
-            self.ring.submit()?;
-            if self.ring.sq().space_left() < need {
+        while self.ring.sq().space_left() < need {
+            if self.ring.sq().pending() == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidInput,
                     format!("a chain of {need} SQEs does not fit the submission queue"),
                 ));
+            }
+            // As `push` does: on EBUSY (CQ overflowing) reap, on EINTR retry.
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => self.reap(m)?,
+                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+                Err(err) => return Err(err),
             }
         }
         let key = self.ops.insert(Lifecycle::Submitted);

@@ -35,10 +35,12 @@ impl SendRings {
     /// An empty ring for one send bundle, or `None` (the caller sends
     /// vectored) when the thread has [`MAX_RINGS`] out or registering fails.
     pub(crate) fn take(&mut self, ring: &IoUring, m: &Metrics) -> Option<PooledSendRing> {
-        let sr = match self.free.borrow_mut().pop() {
+        let popped = self.free.borrow_mut().pop();
+        let sr = match popped {
             Some(sr) => sr,
             None => {
-                let bgid = match self.spare_bgids.borrow_mut().pop() {
+                let spare = self.spare_bgids.borrow_mut().pop();
+                let bgid = match spare {
                     Some(b) => b,
                     None if self.next < MAX_RINGS => {
                         self.next += 1;
@@ -89,9 +91,11 @@ impl PooledSendRing {
         self.emptied = false;
     }
 
-    /// The send's CQE: with `F_BUFFER` the kernel took every entry.
+    /// The send's CQE: with `F_BUFFER` (and not `F_MORE`, which would mean
+    /// a second round still to come) the kernel took every entry.
     pub(crate) fn completed(&mut self, cqe_flags: u32) {
-        if cqe_flags & ringkit_uring::sys::IORING_CQE_F_BUFFER != 0 {
+        use ringkit_uring::sys::{IORING_CQE_F_BUFFER, IORING_CQE_F_MORE};
+        if cqe_flags & IORING_CQE_F_BUFFER != 0 && cqe_flags & IORING_CQE_F_MORE == 0 {
             self.emptied = true;
         }
     }
