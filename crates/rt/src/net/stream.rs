@@ -366,12 +366,7 @@ impl StreamCore {
                             try_with_ctx(|rt| {
                                 crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
                             });
-                            match Op::new(op).await {
-                                // Nothing was sent (see `send_bundle.rs`):
-                                // ask the socket again with a plain send.
-                                (Err(e), bufs) if e.raw_os_error() == Some(libc::ECANCELED) => bufs,
-                                done => return done,
-                            }
+                            return Op::new(op).await;
                         }
                         Err(bufs) => bufs,
                     },

@@ -13,10 +13,11 @@
 //! vectored); its epoll form is one `sendmsg` all the same.
 //!
 //! A bundle send waiting for room can end with `ECANCELED` although no one
-//! cancelled it (seen on Linux 6.18.44 when the peer resets meanwhile). A
-//! failure after some bytes went reports those bytes instead, so this
-//! error means nothing was sent: the caller sends the same batch again
-//! as one `sendmsg`, which reports the socket's real state.
+//! cancelled it (seen once, under load, on Linux 6.18.44 while the peer was
+//! resetting). Whether bytes went before it is then unknown, so it is never
+//! sent again: a zero-length `send` asks the socket for its pending error
+//! (`ECONNRESET`, `EPIPE`), which is returned instead; a healthy socket gets
+//! an error saying the stream's state is unknown.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -69,6 +70,32 @@ pub(crate) fn fits_one_round(lens: &[usize]) -> bool {
         && lens.len() <= INT_MAX.div_ceil(first)
 }
 
+impl<B> SendBundle<B> {
+    /// The error to report for a live send the kernel cancelled (module
+    /// docs): the socket's own, if it has one.
+    fn why_cancelled(&self) -> io::Error {
+        crate::count_syscalls(1);
+        // SAFETY: a zero-length send reads no memory; `fd` is open (the
+        // stream outlives its operations).
+        let r = unsafe {
+            libc::send(
+                self.fd,
+                std::ptr::null(),
+                0,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if r < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::Error::other(
+                "the kernel cancelled a send bundle on a healthy socket; \
+                 how much of it was sent is unknown",
+            )
+        }
+    }
+}
+
 impl<B: IoBuf> OpCode for SendBundle<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
@@ -101,7 +128,11 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
 
     fn complete(mut self, res: io::Result<u32>, flags: u32) -> Self::Output {
         self.ring.completed(flags);
-        (res.map(|n| n as usize), self.bufs)
+        let res = match res {
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => Err(self.why_cancelled()),
+            r => r.map(|n| n as usize),
+        };
+        (res, self.bufs)
     }
 
     fn orphan_result(mut self, _res: i32, flags: u32) {
