@@ -12,10 +12,11 @@
 //! see `ringkit_uring::SendRing`. Never built on epoll (the plan there is
 //! vectored); its epoll form is one `sendmsg` all the same.
 //!
-//! A bundle send waiting for room can end with `ECANCELED` although no one
-//! cancelled it (seen once, under load, on Linux 6.18.44 while the peer was
-//! resetting). Whether bytes went before it is then unknown, so it is never
-//! sent again: a zero-length `send` asks the socket for its pending error
+//! The send says `MSG_DONTWAIT` (see `uring_entry`). Left to wait for room
+//! inside the kernel, a bundle send was seen (CI, Linux 6.18.44) to end
+//! with `ECANCELED` although no one cancelled it, while the peer shut down.
+//! Whether bytes went before such an end is unknown, so it is never sent
+//! again: a zero-length `send` asks the socket for its pending error
 //! (`ECONNRESET`, `EPIPE`), which is returned instead; a healthy socket gets
 //! an error saying the stream's state is unknown.
 
@@ -113,8 +114,13 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
         // batch was checked to fit in `new`, so this cannot fail.
         unsafe { sr.publish(&iov) }.expect("a checked batch fits its send ring");
         self.ring.published();
+        // MSG_DONTWAIT: a full socket ends the send with what went (or
+        // EAGAIN) instead of parking it in the kernel's poll, where a
+        // bundle send (a multishot request to the kernel) was seen to end
+        // with ECANCELED when the peer shut down meanwhile; the caller
+        // waits for room with a poll of its own and sends the rest.
         opcode::SendBundle::new(Target::Fd(self.fd), bgid)
-            .flags(libc::MSG_NOSIGNAL)
+            .flags(libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
             .build()
     }
 
