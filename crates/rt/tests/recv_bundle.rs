@@ -12,7 +12,7 @@ use std::future::Future;
 use std::io::Write;
 use std::net::Shutdown;
 
-use common::{pair, pattern};
+use common::{kernel_has_bundles, pair, pattern};
 use ringkit::net::{TcpListener, TcpStream};
 use ringkit::{Backend, Builder};
 
@@ -21,12 +21,6 @@ enum Mode {
     Bundle,
     NoBundle,
     Epoll,
-}
-
-fn kernel_has_bundles() -> bool {
-    ringkit_uring::IoUring::new(4)
-        .map(|r| r.features() & ringkit_uring::sys::IORING_FEAT_RECVSEND_BUNDLE != 0)
-        .unwrap_or(false)
 }
 
 /// Run `f` on a runtime in `mode`; `None` if the mode is not available here.

@@ -19,7 +19,7 @@ use std::io::{Read, Write};
 use std::net::Shutdown;
 use std::time::Duration;
 
-use common::{pair, pattern};
+use common::{kernel_has_bundles, pair, pattern};
 use ringkit::net::{RecvBuf, TcpListener, TcpStream};
 use ringkit::{Backend, Builder, SendBatch};
 
@@ -45,12 +45,6 @@ const MODES: [Mode; 5] = [
 
 fn chains_hold() -> bool {
     ringkit_uring::skipped_chain_posts_one_cqe().unwrap_or(false)
-}
-
-fn send_bundles() -> bool {
-    ringkit_uring::IoUring::new(4)
-        .map(|r| r.features() & ringkit_uring::sys::IORING_FEAT_RECVSEND_BUNDLE != 0)
-        .unwrap_or(false)
 }
 
 /// Run `f` on a runtime in `mode` with `bufs` ring buffers of `size` bytes;
@@ -85,7 +79,7 @@ fn run<F: Future<Output = ()>>(mode: Mode, bufs: (u16, u32), f: impl FnOnce() ->
         Mode::Linked | Mode::LinkedSmallSq => {
             assert!(m.send_chain_links > 0, "no send was chained: {m:?}")
         }
-        Mode::Bundle if !send_bundles() => {
+        Mode::Bundle if !kernel_has_bundles() => {
             eprintln!("no bundle check: this kernel lacks IORING_FEAT_RECVSEND_BUNDLE");
         }
         Mode::Bundle => {

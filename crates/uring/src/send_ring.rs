@@ -74,39 +74,50 @@ impl SendRing {
     ///   empty.
     /// - Each `(address, length)` is readable memory that stays valid and
     ///   unchanged until the send that takes it has posted its CQE.
-    pub unsafe fn publish(&mut self, bufs: &[(*const u8, u32)]) -> io::Result<()> {
-        if bufs.is_empty() || bufs.len() > self.capacity() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!(
-                    "a send bundle takes 1 to {} buffers, not {}",
-                    self.capacity(),
-                    bufs.len()
-                ),
-            ));
-        }
-        if bufs.iter().any(|&(_, len)| len == 0) {
-            // The kernel refuses a bundle whose first entry is empty, and
-            // an empty entry later on sends nothing anyway.
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a send bundle entry may not be empty",
-            ));
-        }
+    pub unsafe fn publish(
+        &mut self,
+        bufs: impl IntoIterator<Item = (*const u8, u32)>,
+    ) -> io::Result<()> {
+        // Entries are written as they come and checked on the way; only the
+        // tail store at the end makes them visible, so a refused batch
+        // leaves the (empty) ring as it was.
         let mask = self.reg.entries() - 1;
-        for (i, &(addr, len)) in bufs.iter().enumerate() {
-            let slot = usize::from(self.tail.wrapping_add(i as u16) & mask);
+        let mut n = 0usize;
+        for (addr, len) in bufs {
+            if n == self.capacity() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("a send bundle takes at most {} buffers", self.capacity()),
+                ));
+            }
+            if len == 0 {
+                // The kernel refuses a bundle whose first entry is empty,
+                // and an empty entry later on sends nothing anyway.
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a send bundle entry may not be empty",
+                ));
+            }
+            let slot = usize::from(self.tail.wrapping_add(n as u16) & mask);
             // SAFETY: `slot < entries` (INVARIANT of `reg`); the ring is
-            // empty, so the kernel reads no entry we write. Only addr, len
-            // and bid: entry 0's `resv` is the shared tail.
+            // empty and the tail not yet moved, so the kernel reads no entry
+            // we write. Only addr, len and bid: entry 0's `resv` is the
+            // shared tail.
             unsafe {
                 let e = self.reg.ring().add(slot);
                 (&raw mut (*e).addr).write(addr as u64);
                 (&raw mut (*e).len).write(len);
-                (&raw mut (*e).bid).write(i as u16);
+                (&raw mut (*e).bid).write(n as u16);
             }
+            n += 1;
         }
-        self.tail = self.tail.wrapping_add(bufs.len() as u16);
+        if n == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a send bundle takes at least one buffer",
+            ));
+        }
+        self.tail = self.tail.wrapping_add(n as u16);
         // SAFETY: the tail lives at byte 14 of the mapping, 2-byte aligned.
         // Release: the entries above must be visible before the kernel sees
         // the tail that covers them.

@@ -47,7 +47,7 @@ fn each_batch_is_one_send_and_one_cqe() {
             bufs.iter().map(|b| (b.as_ptr(), b.len() as u32)).collect();
         // SAFETY: the ring is empty (the first round, or the last CQE had
         // F_BUFFER); `bufs` lives until the CQE below.
-        unsafe { sr.publish(&iov) }.unwrap();
+        unsafe { sr.publish(iov.iter().copied()) }.unwrap();
         push_plain(&mut ring, bundle(raw(&c), 7, 1));
         let cqe = wait_one(&mut ring);
         let total: usize = sizes.iter().sum();
@@ -73,7 +73,7 @@ fn a_failure_before_selection_takes_nothing() {
     };
     let b = [1u8; 10];
     // SAFETY: fresh ring; `b` outlives the ring and the CQE.
-    unsafe { sr.publish(&[(b.as_ptr(), 10)]) }.unwrap();
+    unsafe { sr.publish([(b.as_ptr(), 10)]) }.unwrap();
     push_plain(&mut ring, bundle(-1, 8, 2));
     let cqe = wait_one(&mut ring);
     assert_eq!(cqe.res, neg(libc::EBADF));
@@ -92,7 +92,7 @@ fn a_batch_into_a_full_socket_completes_in_full() {
     let bufs: Vec<Vec<u8>> = (0..64u8).map(|i| vec![i; 128 << 10]).collect();
     let iov: Vec<(*const u8, u32)> = bufs.iter().map(|b| (b.as_ptr(), b.len() as u32)).collect();
     // SAFETY: fresh ring; `bufs` lives until the CQE.
-    unsafe { sr.publish(&iov) }.unwrap();
+    unsafe { sr.publish(iov.iter().copied()) }.unwrap();
     push_plain(&mut ring, bundle(raw(&c), 9, 3));
     ring.submit().unwrap();
     let reader = std::thread::spawn(move || {
@@ -119,8 +119,8 @@ fn publish_refuses_empty_and_oversized_batches() {
     let too_many = vec![(b.as_ptr(), 1u32); SendRing::MAX_BATCH + 1];
     // SAFETY: each call is refused before it writes anything.
     unsafe {
-        assert!(sr.publish(&[]).is_err());
-        assert!(sr.publish(&too_many).is_err());
-        assert!(sr.publish(&[(b.as_ptr(), 0)]).is_err());
+        assert!(sr.publish([]).is_err());
+        assert!(sr.publish(too_many).is_err());
+        assert!(sr.publish([(b.as_ptr(), 0)]).is_err());
     }
 }

@@ -5,6 +5,14 @@ use std::net::SocketAddr;
 
 use ringkit::net::{TcpListener, TcpStream};
 
+/// Whether this kernel has receive and send bundles
+/// (`IORING_FEAT_RECVSEND_BUNDLE`, Linux 6.10).
+pub fn kernel_has_bundles() -> bool {
+    ringkit_uring::IoUring::new(4)
+        .map(|r| r.features() & ringkit_uring::sys::IORING_FEAT_RECVSEND_BUNDLE != 0)
+        .unwrap_or(false)
+}
+
 /// `len` bytes whose value depends on their position, so a byte that is
 /// lost, repeated, reordered or overwritten by later data shows.
 pub fn pattern(len: usize) -> Vec<u8> {

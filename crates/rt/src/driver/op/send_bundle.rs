@@ -42,8 +42,7 @@ impl<B: IoBuf> SendBundle<B> {
     /// `Err(bufs)` when the kernel might not take the whole batch in one
     /// round (see [`fits_one_round`]): send it another way.
     pub(crate) fn new(fd: RawFd, bufs: Vec<B>, ring: PooledSendRing) -> Result<Self, Vec<B>> {
-        let lens: Vec<usize> = bufs.iter().map(|b| b.bytes_init()).collect();
-        if !fits_one_round(&lens) {
+        if !fits_one_round(bufs.iter().map(|b| b.bytes_init())) {
             return Err(bufs);
         }
         Ok(SendBundle {
@@ -60,15 +59,21 @@ impl<B: IoBuf> SendBundle<B> {
 /// empty, at most [`SendRing::MAX_BATCH`], at most `INT_MAX` bytes in all,
 /// and no more than `ceil(INT_MAX / first length)` buffers (the kernel sizes
 /// a round by its first entry: `io_ring_buffers_peek`).
-pub(crate) fn fits_one_round(lens: &[usize]) -> bool {
+pub(crate) fn fits_one_round(lens: impl Iterator<Item = usize>) -> bool {
     const INT_MAX: usize = i32::MAX as usize;
-    let Some(&first) = lens.first() else {
+    let (mut count, mut total, mut first) = (0usize, 0usize, None);
+    for n in lens {
+        if n == 0 {
+            return false;
+        }
+        count += 1;
+        total = total.saturating_add(n);
+        first.get_or_insert(n);
+    }
+    let Some(first) = first else {
         return false;
     };
-    lens.len() <= SendRing::MAX_BATCH
-        && lens.iter().all(|&n| n > 0)
-        && lens.iter().sum::<usize>() <= INT_MAX
-        && lens.len() <= INT_MAX.div_ceil(first)
+    count <= SendRing::MAX_BATCH && total <= INT_MAX && count <= INT_MAX.div_ceil(first)
 }
 
 impl<B> SendBundle<B> {
@@ -101,18 +106,17 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
     fn uring_entry(&mut self) -> Entry {
-        let iov: Vec<(*const u8, u32)> = self
-            .bufs
-            .iter()
-            .map(|b| (b.stable_ptr(), b.bytes_init() as u32))
-            .collect();
         let sr = self.ring.get();
         let bgid = sr.bgid();
+        let iov = self
+            .bufs
+            .iter()
+            .map(|b| (b.stable_ptr(), b.bytes_init() as u32));
         // SAFETY: a pooled ring is empty (it went back to the pool only
         // after an F_BUFFER CQE, or is new); the buffers are heap memory
         // owned by this op, kept until the CQE (the `OpCode` contract). The
         // batch was checked to fit in `new`, so this cannot fail.
-        unsafe { sr.publish(&iov) }.expect("a checked batch fits its send ring");
+        unsafe { sr.publish(iov) }.expect("a checked batch fits its send ring");
         self.ring.published();
         // MSG_DONTWAIT: a full socket ends the send with what went (or
         // EAGAIN) instead of parking it in the kernel's poll, where a
@@ -152,15 +156,16 @@ mod tests {
 
     #[test]
     fn one_round_limits() {
-        assert!(fits_one_round(&[1, 2, 3]));
-        assert!(!fits_one_round(&[]));
-        assert!(!fits_one_round(&[4, 0, 4]));
-        assert!(fits_one_round(&vec![1; 256]));
-        assert!(!fits_one_round(&vec![1; 257]));
+        let fits = |lens: &[usize]| fits_one_round(lens.iter().copied());
+        assert!(fits(&[1, 2, 3]));
+        assert!(!fits(&[]));
+        assert!(!fits(&[4, 0, 4]));
+        assert!(fits(&[1; 256]));
+        assert!(!fits(&[1; 257]));
         // A first buffer of 1 GiB: a round takes at most 2 entries.
         let gib = 1 << 30;
-        assert!(fits_one_round(&[gib, 1]));
-        assert!(!fits_one_round(&[gib, 1, 1]));
-        assert!(!fits_one_round(&[gib, gib, gib]));
+        assert!(fits(&[gib, 1]));
+        assert!(!fits(&[gib, 1, 1]));
+        assert!(!fits(&[gib, gib, gib]));
     }
 }
