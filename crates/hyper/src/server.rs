@@ -160,6 +160,9 @@ where
             .await;
         }));
     }
+    // Close the listener before draining: a client that connects now is
+    // refused instead of waiting on a connection nobody serves.
+    drop(listener);
     drain.start();
     let _ = ringkit::time::timeout(grace, drain.drained()).await;
     Ok(())

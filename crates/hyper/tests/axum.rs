@@ -202,6 +202,15 @@ ringkit::test_all! {
         });
         ringkit::time::sleep(Duration::from_millis(100)).await;
         stop.set(true);
+        // While the request in flight drains, the listener is closed: a
+        // new client is refused at once (it used to get a connection that
+        // nobody served, then a reset when the drain ended).
+        ringkit::time::sleep(Duration::from_millis(30)).await;
+        let late = blocking(move || std::net::TcpStream::connect(addr)).await;
+        assert!(
+            matches!(&late, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
+            "connect during the drain: {late:?}"
+        );
         let status = resp.await.unwrap();
         assert_eq!(status.unwrap(), 200);
         // The server returns once the connection is done, well within grace.

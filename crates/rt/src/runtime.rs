@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context as TaskCx, Poll};
 use std::time::{Duration, Instant};
 
@@ -53,7 +53,10 @@ pub(crate) fn is_uring() -> bool {
 /// Per-thread runtime state. Fields are in cells: tasks, driver and timers are
 /// borrowed separately and never across a task poll.
 pub(crate) struct Context {
+    /// The id in this runtime's wakers (reused after the runtime is gone).
     pub(crate) id: u16,
+    /// Unique in the process: handles and timers compare it before acting.
+    pub(crate) serial: u64,
     pub(crate) driver: RefCell<Driver>,
     tasks: RefCell<slab::Slab<TaskSlot>>,
     queue: RefCell<VecDeque<u64>>,
@@ -82,7 +85,8 @@ impl Context {
         }
     }
 
-    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: Box<dyn FnOnce()>) -> (u16, u16, u32) {
+    /// Returns `(serial, gen, key)`.
+    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: Box<dyn FnOnce()>) -> (u64, u16, u32) {
         let gen = self.next_gen.get().wrapping_add(1);
         self.next_gen.set(gen);
         let key = self.tasks.borrow_mut().insert(TaskSlot {
@@ -99,7 +103,7 @@ impl Context {
         self.metrics
             .tasks_spawned
             .set(self.metrics.tasks_spawned.get() + 1);
-        (self.id, gen, key)
+        (self.serial, gen, key)
     }
 
     pub(crate) fn abort(&self, key: u32, gen: u16) {
@@ -351,13 +355,11 @@ impl Builder {
         if let Some(reason) = &report.fallback_reason {
             tracing::warn!("ringkit: using epoll instead of io_uring: {reason}");
         }
-        let remote = Arc::new(Remote {
-            queue: Mutex::new(Vec::new()),
-            eventfd: efd,
-        });
+        let remote = Arc::new(Remote::new(efd));
         let id = task::register_remote(remote.clone());
         let ctx = Box::new(Context {
             id,
+            serial: task::next_serial(),
             driver: RefCell::new(driver),
             tasks: RefCell::new(slab::Slab::new()),
             queue: RefCell::new(VecDeque::new()),
@@ -481,14 +483,30 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         // Drop every task while the context is still installed, so their
-        // in-flight operations hand buffers to the driver and get cancelled.
-        let tasks: Vec<TaskSlot> = self.ctx.tasks.borrow_mut().drain().collect();
-        drop(tasks);
+        // in-flight operations hand buffers to the driver and get cancelled;
+        // then their handles resolve to `Cancelled` (a handle kept past the
+        // runtime must not wait forever). Dropping a future may spawn or
+        // abort: loop until the slab stays empty.
+        loop {
+            let tasks: Vec<TaskSlot> = self.ctx.tasks.borrow_mut().drain().collect();
+            if tasks.is_empty() {
+                break;
+            }
+            let mut reports = Vec::with_capacity(tasks.len());
+            for mut t in tasks {
+                drop(t.future.take());
+                reports.extend(t.on_abort.take());
+            }
+            for f in reports {
+                f();
+            }
+        }
+        self.ctx.queue.borrow_mut().clear();
         self.ctx.driver.borrow_mut().shutdown();
         CURRENT.with(|c| c.set(None));
+        // Later wakes of this runtime do nothing; the eventfd is closed when
+        // the last `Arc<Remote>` goes (a racing waker may hold one).
         task::unregister_remote(self.ctx.id);
-        // SAFETY: we own the eventfd; nothing refers to it after unregistering.
-        unsafe { libc::close(self.ctx.remote.eventfd) };
     }
 }
 

@@ -36,9 +36,12 @@
 //! If the slot table is full, or an eventfd cannot be made, a waiter falls
 //! back to checking the flag every 50 ms.
 //!
-//! The first signal starts a graceful shutdown; the handler stays installed,
-//! so a second one does not kill the process (a server that must be stopped
-//! at once can be sent `SIGKILL`).
+//! The first signal (or [`request_shutdown`]) starts a graceful shutdown. A
+//! signal that arrives once shutdown was already requested ends the process
+//! at once, as an operator who presses Ctrl-C twice expects: the handler
+//! puts back the default action and raises the signal again (both
+//! async-signal-safe), so the process dies of it (exit status 128 + signal
+//! in a shell) without waiting for the drain.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
@@ -87,6 +90,16 @@ pub fn install() -> io::Result<()> {
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
+    if REQUESTED.load(SeqCst) {
+        // The second request: stop now (see the module docs).
+        // SAFETY: signal(2) and raise(3) are async-signal-safe; `sig` is the
+        // valid signal number this handler was installed for.
+        unsafe {
+            libc::signal(sig, libc::SIG_DFL);
+            libc::raise(sig);
+        }
+        return;
+    }
     // SAFETY: __errno_location returns this thread's errno slot; saving and
     // restoring it keeps the interrupted code's errno intact.
     let saved = unsafe { *libc::__errno_location() };

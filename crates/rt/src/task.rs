@@ -19,6 +19,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
 
@@ -39,48 +40,116 @@ pub(crate) struct TaskSlot {
 }
 
 /// Cross-thread side of a runtime: remote wakes and the fd that interrupts its wait.
+///
+/// # Lifetime
+/// Another thread may hold an `Arc<Remote>` (taken from the registry just
+/// before the runtime unregistered) and write to the eventfd after the
+/// runtime is gone. So the eventfd belongs to the `Remote` and is closed
+/// only when the last `Arc` goes: its number can never be reused by another
+/// file while a wake may still write to it. A wake after [`Remote::close`]
+/// is a no-op.
 #[derive(Debug)]
 pub(crate) struct Remote {
     pub(crate) queue: Mutex<Vec<u64>>,
-    /// eventfd the driver watches; written after a remote wake.
+    /// eventfd the driver watches; written after a remote wake. Owned.
     pub(crate) eventfd: i32,
+    closed: AtomicBool,
 }
 
 impl Remote {
+    /// Takes ownership of `eventfd`.
+    pub(crate) fn new(eventfd: i32) -> Remote {
+        Remote {
+            queue: Mutex::new(Vec::new()),
+            eventfd,
+            closed: AtomicBool::new(false),
+        }
+    }
+
     pub(crate) fn wake(&self, data: u64) {
         let first = {
             let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            // Checked under the lock that `close` takes: no wake is queued
+            // (nor written) after the runtime closed.
+            if self.closed.load(Ordering::Relaxed) {
+                return;
+            }
             q.push(data);
             q.len() == 1
         };
         if first {
             let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+            // SAFETY: writing 8 bytes from a valid u64 to our eventfd, which
+            // stays open while `self` exists (see Lifetime).
             unsafe { libc::write(self.eventfd, (&one as *const u64).cast(), 8) };
         }
     }
+
+    /// The runtime is gone: later wakes do nothing.
+    pub(crate) fn close(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.closed.store(true, Ordering::Relaxed);
+        q.clear();
+    }
 }
 
-fn registry() -> &'static Mutex<Vec<Option<Arc<Remote>>>> {
-    static REG: OnceLock<Mutex<Vec<Option<Arc<Remote>>>>> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(Vec::new()))
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // SAFETY: we own the eventfd and this is its last user.
+        unsafe { libc::close(self.eventfd) };
+    }
+}
+
+/// The runtimes alive in this process, indexed by the id in their wakers.
+struct Registry {
+    slots: Vec<Option<Arc<Remote>>>,
+    /// Where the search for a free id starts: ids are handed out in turn,
+    /// so a dropped runtime's id is reused only after every other one (a
+    /// stale waker of a dead runtime then at worst wakes a task spuriously).
+    cursor: usize,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static REG: OnceLock<Mutex<Registry>> = OnceLock::new();
+    REG.get_or_init(|| {
+        Mutex::new(Registry {
+            slots: Vec::new(),
+            cursor: 0,
+        })
+    })
 }
 
 /// Register a runtime's remote side; returns its id.
 pub(crate) fn register_remote(r: Arc<Remote>) -> u16 {
+    const MAX: usize = u16::MAX as usize;
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(i) = reg.iter().position(Option::is_none) {
-        reg[i] = Some(r);
-        return i as u16;
-    }
-    assert!(reg.len() < u16::MAX as usize, "too many runtimes");
-    reg.push(Some(r));
-    (reg.len() - 1) as u16
+    let len = reg.slots.len();
+    let free = if len < MAX {
+        reg.slots.push(None);
+        Some(len)
+    } else {
+        (0..len)
+            .map(|i| (reg.cursor + i) % len)
+            .find(|&i| reg.slots[i].is_none())
+    };
+    let i = free.expect("too many ringkit runtimes alive at once (65535)");
+    reg.slots[i] = Some(r);
+    reg.cursor = i + 1;
+    i as u16
 }
 
 pub(crate) fn unregister_remote(id: u16) {
     let mut reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-    reg[id as usize] = None;
+    if let Some(r) = reg.slots[id as usize].take() {
+        r.close();
+    }
+}
+
+/// A number no other runtime of this process has or will have: what
+/// handles and timers check before acting on "their" runtime.
+pub(crate) fn next_serial() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 pub(crate) fn encode(rt: u16, gen: u16, key: u32) -> u64 {
@@ -124,7 +193,7 @@ pub(crate) fn wake_data(data: u64) {
     if local != Some(true) {
         let remote = {
             let reg = registry().lock().unwrap_or_else(|e| e.into_inner());
-            reg.get(rt as usize).cloned().flatten()
+            reg.slots.get(rt as usize).cloned().flatten()
         };
         if let Some(r) = remote {
             r.wake(data);
@@ -135,7 +204,8 @@ pub(crate) fn wake_data(data: u64) {
 /// Why a task produced no output.
 #[derive(Debug)]
 pub enum JoinError {
-    /// [`JoinHandle::abort`] dropped it first.
+    /// [`JoinHandle::abort`] dropped it first, or its runtime was dropped
+    /// before it finished.
     Cancelled,
     /// It panicked; the payload's message, when it was a string.
     Panicked(String),
@@ -169,7 +239,8 @@ struct JoinState<T> {
 /// ```
 pub struct JoinHandle<T> {
     state: Rc<RefCell<JoinState<T>>>,
-    rt: u16,
+    /// The runtime's serial: `abort` acts on that runtime only.
+    rt: u64,
     gen: u16,
     key: u32,
 }
@@ -185,10 +256,11 @@ impl<T> std::fmt::Debug for JoinHandle<T> {
 impl<T> JoinHandle<T> {
     /// Cancel the task: its future is dropped (on this thread, before the next
     /// runtime turn ends) and awaiting this handle gives [`JoinError::Cancelled`].
-    /// No effect if it already finished.
+    /// No effect if it already finished, or from another runtime than the
+    /// task's (a runtime that is dropped cancels its tasks itself).
     pub fn abort(&self) {
         let _ = try_with_ctx(|cx| {
-            if cx.id == self.rt {
+            if cx.serial == self.rt {
                 cx.abort(self.key, self.gen);
             }
         });

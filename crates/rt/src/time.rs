@@ -4,7 +4,14 @@
 //! syscall: the driver's wait is bounded by the earliest deadline (io_uring:
 //! `IORING_ENTER_EXT_ARG` timeout; epoll: the `epoll_wait` timeout), and
 //! expired timers are fired after each park. A dropped timer is removed
-//! lazily (its heap entry is skipped when it comes up).
+//! lazily (its heap entry is skipped when it comes up), and the heap is
+//! compacted once dead entries outnumber live ones, so its memory follows
+//! the live timers (a server that drops a 30 s header timeout per request
+//! would otherwise keep every one of them until its deadline).
+//!
+//! A timer belongs to the runtime it was first polled in: dropping or
+//! resetting a [`Sleep`] inside another runtime never touches that one's
+//! timers. A deadline too far to represent (`Duration::MAX`) means never.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -33,6 +40,12 @@ impl Timers {
         None
     }
 
+    /// Heap entries, live and dead (for tests).
+    #[cfg(test)]
+    fn heap_len(&self) -> usize {
+        self.heap.len()
+    }
+
     fn insert(&mut self, deadline: Instant, waker: Waker) -> u64 {
         self.next_id += 1;
         let id = self.next_id;
@@ -44,7 +57,30 @@ impl Timers {
     /// Forget timer `id`; its heap entry is dropped lazily when it comes up.
     /// False if it already fired or was cancelled.
     fn cancel(&mut self, id: u64) -> bool {
-        self.wakers.remove(&id).is_some()
+        let was = self.wakers.remove(&id).is_some();
+        if was {
+            self.compact_if_mostly_dead();
+        }
+        was
+    }
+
+    /// Drop the dead heap entries once they outnumber the live ones (and
+    /// give memory back once the heap is mostly empty): amortised O(1) per
+    /// cancel, and the heap is never more than about twice the live timers.
+    fn compact_if_mostly_dead(&mut self) {
+        const SLACK: usize = 64;
+        let live = self.wakers.len();
+        if self.heap.len() <= 2 * live + SLACK {
+            return;
+        }
+        let wakers = &self.wakers;
+        self.heap.retain(|Reverse((_, id))| wakers.contains_key(id));
+        if self.heap.capacity() > 4 * (self.heap.len() + SLACK) {
+            self.heap.shrink_to(2 * (self.heap.len() + SLACK));
+        }
+        if self.wakers.capacity() > 4 * (live + SLACK) {
+            self.wakers.shrink_to(2 * (live + SLACK));
+        }
     }
 
     pub(crate) fn fire(&mut self, now: Instant) {
@@ -64,11 +100,27 @@ impl Timers {
 #[derive(Debug)]
 pub struct Sleep {
     deadline: Instant,
-    id: Option<u64>,
+    /// The deadline could not be represented: never completes.
+    never: bool,
+    /// `(runtime serial, timer id)` once registered.
+    id: Option<(u64, u64)>,
 }
 
+/// Far enough to mean "never" for any program, near enough for `Instant`.
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 impl Sleep {
-    /// When it completes.
+    fn new(deadline: Option<Instant>) -> Sleep {
+        let now = Instant::now();
+        Sleep {
+            deadline: deadline.unwrap_or_else(|| later(now, FAR)),
+            never: deadline.is_none(),
+            id: None,
+        }
+    }
+
+    /// When it completes (for a sleep too long to represent, a deadline a
+    /// century away; it never completes).
     pub fn deadline(&self) -> Instant {
         self.deadline
     }
@@ -77,11 +129,16 @@ impl Sleep {
     pub fn reset(&mut self, deadline: Instant) {
         self.cancel();
         self.deadline = deadline;
+        self.never = false;
     }
 
     fn cancel(&mut self) {
-        if let Some(id) = self.id.take() {
-            let _ = try_with_ctx(|cx| cx.timers.borrow_mut().cancel(id));
+        if let Some((serial, id)) = self.id.take() {
+            let _ = try_with_ctx(|cx| {
+                if cx.serial == serial {
+                    cx.timers.borrow_mut().cancel(id);
+                }
+            });
         }
     }
 }
@@ -89,6 +146,9 @@ impl Sleep {
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.never {
+            return Poll::Pending;
+        }
         if Instant::now() >= self.deadline {
             self.cancel();
             return Poll::Ready(());
@@ -97,14 +157,17 @@ impl Future for Sleep {
         let id = self.id;
         let new_id = with_ctx(|rt| {
             let mut t = rt.timers.borrow_mut();
-            match id.and_then(|id| t.wakers.get_mut(&id).map(|w| (id, w))) {
+            let mine = id.filter(|&(serial, _)| serial == rt.serial);
+            match mine.and_then(|(_, id)| t.wakers.get_mut(&id).map(|w| (id, w))) {
                 Some((id, w)) => {
                     if !w.will_wake(cx.waker()) {
                         *w = cx.waker().clone();
                     }
-                    id
+                    (rt.serial, id)
                 }
-                None => t.insert(deadline, cx.waker().clone()),
+                // Not registered, fired, or registered in another runtime
+                // (a `Sleep` moved between threads): register here.
+                None => (rt.serial, t.insert(deadline, cx.waker().clone())),
             }
         });
         self.id = Some(new_id);
@@ -118,14 +181,23 @@ impl Drop for Sleep {
     }
 }
 
-/// Sleep for `dur`.
+/// Sleep for `dur` (`Duration::MAX`, or any span past what `Instant` can
+/// hold, sleeps forever).
+///
+/// ```
+/// use std::time::Duration;
+/// ringkit::run(async {
+///     ringkit::time::sleep(Duration::from_millis(5)).await;
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn sleep(dur: Duration) -> Sleep {
-    sleep_until(Instant::now() + dur)
+    Sleep::new(Instant::now().checked_add(dur))
 }
 
 /// Sleep until `deadline`.
 pub fn sleep_until(deadline: Instant) -> Sleep {
-    Sleep { deadline, id: None }
+    Sleep::new(Some(deadline))
 }
 
 /// `timeout` expired before the future completed.
@@ -146,7 +218,19 @@ impl From<Elapsed> for std::io::Error {
     }
 }
 
-/// Run `fut` for at most `dur`; on expiry it is dropped and `Err(Elapsed)` returned.
+/// Run `fut` for at most `dur`; on expiry it is dropped and `Err(Elapsed)`
+/// returned. `Duration::MAX` waits as long as `fut` takes.
+///
+/// ```
+/// use std::time::Duration;
+/// use ringkit::time::{sleep, timeout, Elapsed};
+/// ringkit::run(async {
+///     let slow = sleep(Duration::from_secs(60));
+///     assert_eq!(timeout(Duration::from_millis(5), slow).await, Err(Elapsed));
+///     assert_eq!(timeout(Duration::MAX, async { 7 }).await, Ok(7));
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// Dropping an I/O future cancels its operation (see [`crate::driver`]): a
 /// stream read that completes after the cancel keeps its bytes for the next
@@ -175,12 +259,30 @@ pub struct Interval {
 }
 
 /// An [`Interval`] with this period (must be non-zero).
+///
+/// ```
+/// use std::time::Duration;
+/// ringkit::run(async {
+///     let mut every = ringkit::time::interval(Duration::from_millis(2));
+///     for _ in 0..3 {
+///         every.tick().await;
+///     }
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn interval(period: Duration) -> Interval {
     assert!(!period.is_zero(), "interval period must be non-zero");
     Interval {
-        next: Instant::now() + period,
+        next: later(Instant::now(), period),
         period,
     }
+}
+
+/// `at + d`, or a century from `at` when that is past what `Instant` holds.
+fn later(at: Instant, d: Duration) -> Instant {
+    at.checked_add(d)
+        .or_else(|| at.checked_add(FAR))
+        .unwrap_or(at)
 }
 
 impl Interval {
@@ -189,11 +291,11 @@ impl Interval {
         let at = self.next;
         sleep_until(at).await;
         let now = Instant::now();
-        self.next += self.period;
+        self.next = later(self.next, self.period);
         if self.next <= now {
             // Skip missed ticks instead of bursting.
             let behind = (now - self.next).as_nanos() / self.period.as_nanos() + 1;
-            self.next += self.period * behind as u32;
+            self.next = later(self.next, self.period * behind as u32);
         }
         at
     }
@@ -291,6 +393,37 @@ mod tests {
         assert!(!t.cancel(b), "cancel after fire");
         assert_eq!(t.next_deadline(), None);
         assert!(t.heap.is_empty() && t.wakers.is_empty());
+    }
+
+    /// A server drops a long timeout per request: the heap must follow the
+    /// live timers, not every timer created before the first deadline.
+    #[test]
+    fn cancelled_timers_do_not_pile_up() {
+        const N: u64 = if cfg!(miri) { 2_000 } else { 200_000 };
+        let log = Log::default();
+        let mut t = Timers::default();
+        let base = Instant::now();
+        let keep = t.insert(base + ms(5), log.waker(7));
+        for i in 0..N {
+            let id = t.insert(base + ms(30_000 + i), log.waker(1));
+            assert!(t.cancel(id));
+            assert!(
+                t.heap_len() <= 2 * t.wakers.len() + 64 + 1,
+                "{} heap entries for {} live timers after {i} cancels",
+                t.heap_len(),
+                t.wakers.len()
+            );
+        }
+        assert!(
+            t.heap.capacity() < 1024,
+            "heap capacity {}",
+            t.heap.capacity()
+        );
+        assert_eq!(t.next_deadline(), Some(base + ms(5)));
+        t.fire(base + ms(5));
+        assert_eq!(log.take(), [7]);
+        assert!(!t.cancel(keep));
+        assert_eq!(t.next_deadline(), None);
     }
 
     #[test]

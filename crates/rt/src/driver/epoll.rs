@@ -12,8 +12,9 @@
 //! is drained; new data brings a new edge), except once the peer has shut
 //! down or the socket failed (`EPOLLRDHUP`/`EPOLLHUP`/`EPOLLERR`, remembered
 //! until close): no edge follows that, and the next read returns at once.
-//! One waiter per direction per fd (a split stream's read and write halves
-//! are separate directions).
+//! Every task waiting on an fd and direction is kept and woken (two tasks
+//! accepting on one listener, or receiving on one UDP socket, both wake);
+//! the woken tasks retry their syscall and the losers wait again.
 //!
 //! Files have no readiness: their operations run inline (a `pread`/`pwrite`
 //! on the runtime thread), like fio's psync engine.
@@ -24,6 +25,7 @@ use std::task::Waker;
 use std::time::Duration;
 
 use super::op::cvt;
+use super::waiters::Waiters;
 use super::Dir;
 use crate::metrics::Metrics;
 
@@ -38,7 +40,8 @@ struct FdState {
     /// reads never block again (they return EOF or the error), and there
     /// will be no further edge, so read readiness must not be cleared.
     read_closed: bool,
-    wakers: [Option<Waker>; 2],
+    /// The waiters of each direction.
+    wakers: [Waiters; 2],
 }
 
 /// The thread-owned epoll state.
@@ -120,10 +123,7 @@ impl EpollDriver {
             // Edge-triggered ADD reports the current state at once, so start "not ready".
             st.ready = [false, false];
         }
-        match &mut st.wakers[dir as usize] {
-            Some(w) if w.will_wake(waker) => {}
-            slot => *slot = Some(waker.clone()),
-        }
+        st.wakers[dir as usize].add(waker);
         Ok(())
     }
 
@@ -170,15 +170,11 @@ impl EpollDriver {
             }
             if err || bits & (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLPRI) != 0 {
                 st.ready[0] = true;
-                if let Some(w) = st.wakers[0].take() {
-                    w.wake();
-                }
+                st.wakers[0].wake_all();
             }
             if err || bits & libc::EPOLLOUT != 0 {
                 st.ready[1] = true;
-                if let Some(w) = st.wakers[1].take() {
-                    w.wake();
-                }
+                st.wakers[1].wake_all();
             }
         }
         if n as usize == self.events.len() {

@@ -39,6 +39,7 @@ pub(crate) mod epoll;
 pub(crate) mod multishot;
 pub(crate) mod op;
 pub(crate) mod uring;
+pub(crate) mod waiters;
 
 use std::future::Future;
 use std::io;

@@ -169,6 +169,14 @@ impl AsRawFd for TcpListener {
 impl Drop for TcpListener {
     fn drop(&mut self) {
         let fd = self.fd;
+        // Stop listening first: the kernel refuses new connections from
+        // here on and the address can be bound again at once. On io_uring
+        // an armed multishot accept holds a reference to the file, and with
+        // deferred task work that reference (and with it the listening
+        // socket) outlived the close by a few milliseconds: a client got a
+        // connection nobody would accept, and a restart got `AddrInUse`.
+        // SAFETY: shutdown(2) on the listening socket we own.
+        unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         // Before the close: an armed multishot holds the file open.
         self.accept.cancel();
         let done = try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics));

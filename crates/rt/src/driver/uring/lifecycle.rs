@@ -8,6 +8,7 @@ use std::task::Waker;
 
 use ringkit_uring::{sys, BufRing, Cqe};
 
+use crate::driver::waiters::Waiters;
 use crate::driver::Orphan;
 
 /// What to do with CQEs of a dropped multishot operation.
@@ -65,7 +66,7 @@ pub(super) enum Lifecycle {
     Ignored(Box<dyn Orphan>),
     Multi {
         queue: CqeQueue,
-        waker: Option<Waker>,
+        wakers: Waiters,
         done: bool,
     },
     MultiIgnored(MultiKind),
@@ -115,7 +116,11 @@ pub(super) fn dispatch(
                 data.late(cqe.res, cqe.flags);
             }
         }
-        Lifecycle::Multi { queue, waker, done } => {
+        Lifecycle::Multi {
+            queue,
+            wakers,
+            done,
+        } => {
             let mut buffers = 0;
             let extra = for_each_buffer(cqe, bufs, |res, flags| {
                 buffers += u64::from(flags & sys::IORING_CQE_F_BUFFER != 0);
@@ -124,9 +129,7 @@ pub(super) fn dispatch(
             if !cqe.more() {
                 *done = true;
             }
-            if let Some(w) = waker.take() {
-                w.wake();
-            }
+            wakers.wake_all();
             return (buffers, extra);
         }
         Lifecycle::MultiIgnored(kind) => {

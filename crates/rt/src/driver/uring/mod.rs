@@ -38,6 +38,7 @@ use lifecycle::{discard, dispatch, CqeQueue, Lifecycle};
 pub(crate) use send_rings::PooledSendRing;
 use send_rings::SendRings;
 
+use super::waiters::Waiters;
 use super::{DriverConfig, SendBatch, SendPlan};
 use crate::metrics::Metrics;
 
@@ -302,6 +303,28 @@ impl UringDriver {
         }
     }
 
+    /// Submit until the SQ has `need` free entries, so that the next `need`
+    /// pushes go in together (a linked group is never split across
+    /// submissions). As `push` does: on `EBUSY` (CQ overflowing) reap, on
+    /// `EINTR` retry; any other error is returned and nothing is pushed.
+    fn make_room(&mut self, need: u32, m: &Metrics) -> io::Result<()> {
+        while self.ring.sq().space_left() < need {
+            if self.ring.sq().pending() == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("a group of {need} linked SQEs does not fit the submission queue"),
+                ));
+            }
+            match self.ring.submit() {
+                Ok(_) => {}
+                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => self.reap(m)?,
+                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
     /// Queue `e` as a new single-shot operation; returns its key.
     pub(crate) fn submit(
         &mut self,
@@ -314,11 +337,10 @@ impl UringDriver {
         let res = match link_timeout {
             None => self.push(e, m),
             Some(ts) => {
-                // The pair must not be split by a submit: make room for both first.
-                if self.ring.sq().space_left() < 2 {
-                    let _ = self.ring.submit();
-                }
-                self.push(e.flags(SqeFlags::IO_LINK), m).and_then(|()| {
+                // The pair must not be split by a submit (the request would
+                // run without its timeout): room for both, or an error.
+                self.make_room(2, m).and_then(|()| {
+                    self.push(e.flags(SqeFlags::IO_LINK), m)?;
                     self.push(opcode::LinkTimeout::new(ts).build().user_data(CANCEL_UD), m)
                 })
             }
@@ -342,21 +364,7 @@ impl UringDriver {
         m: &Metrics,
     ) -> io::Result<usize> {
         let need = members.len() as u32 + 1;
-        while self.ring.sq().space_left() < need {
-            if self.ring.sq().pending() == 0 {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!("a chain of {need} SQEs does not fit the submission queue"),
-                ));
-            }
-            // As `push` does: on EBUSY (CQ overflowing) reap, on EINTR retry.
-            match self.ring.submit() {
-                Ok(_) => {}
-                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => self.reap(m)?,
-                Err(err) if err.raw_os_error() == Some(libc::EINTR) => {}
-                Err(err) => return Err(err),
-            }
-        }
+        self.make_room(need, m)?;
         let key = self.ops.insert(Lifecycle::Submitted);
         let member = SqeFlags::IO_LINK | SqeFlags::CQE_SKIP_SUCCESS;
         for (i, e) in members.into_iter().enumerate() {
@@ -373,7 +381,7 @@ impl UringDriver {
     pub(crate) fn submit_multi(&mut self, e: Entry, m: &Metrics) -> io::Result<usize> {
         let key = self.ops.insert(Lifecycle::Multi {
             queue: CqeQueue::default(),
-            waker: None,
+            wakers: Waiters::default(),
             done: false,
         });
         if let Err(err) = self.push(e.user_data(key as u64), m) {
@@ -438,7 +446,11 @@ impl UringDriver {
         cx: &mut Context<'_>,
     ) -> Poll<Option<(i32, u32)>> {
         match self.ops.get_mut(key) {
-            Some(Lifecycle::Multi { queue, waker, done }) => {
+            Some(Lifecycle::Multi {
+                queue,
+                wakers,
+                done,
+            }) => {
                 if let Some(item) = queue.pop_front() {
                     if *done && queue.is_empty() {
                         // The last CQE (no F_MORE) goes out now: its owner
@@ -452,10 +464,10 @@ impl UringDriver {
                     self.ops.remove(key);
                     return Poll::Ready(None);
                 }
-                match waker {
-                    Some(w) if w.will_wake(cx.waker()) => {}
-                    _ => *waker = Some(cx.waker().clone()),
-                }
+                // Every waiter is kept (two tasks accepting on one
+                // listener): a CQE wakes them all, one takes it, the
+                // others wait again.
+                wakers.add(cx.waker());
                 Poll::Pending
             }
             _ => Poll::Ready(None),
