@@ -285,3 +285,45 @@ ringkit::test_all! {
         }
     }
 }
+
+/// A pooled receive buffer kept past its runtime, dropped while the next
+/// runtime reads: the next runtime's reads keep working.
+#[test]
+fn a_pooled_buffer_outliving_its_runtime_leaves_the_next_one_alone() {
+    use std::io::Write;
+    for backend in [Backend::Uring, Backend::Epoll] {
+        let Some(a) = runtime(backend) else { continue };
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut peer_a = std::net::TcpStream::connect(addr).unwrap();
+        let (sa, _) = l.accept().unwrap();
+        peer_a.write_all(b"from a").unwrap();
+        let old = a.block_on(async {
+            let s = TcpStream::from_std(sa).unwrap();
+            s.read_pooled().await.unwrap()
+        });
+        assert_eq!(&old[..], b"from a");
+        drop(a);
+
+        let b = runtime(backend).unwrap();
+        let mut peer_b = std::net::TcpStream::connect(addr).unwrap();
+        let (sb, _) = l.accept().unwrap();
+        b.block_on(async {
+            let s = TcpStream::from_std(sb).unwrap();
+            peer_b.write_all(b"one").unwrap();
+            let first = s.read_pooled().await.unwrap();
+            assert_eq!(&first[..], b"one");
+            drop(old);
+            for msg in [&b"two"[..], b"three"] {
+                peer_b.write_all(msg).unwrap();
+                let got = timeout(Duration::from_secs(5), s.read_pooled())
+                    .await
+                    .expect("read stuck");
+                let got = got.unwrap_or_else(|e| {
+                    panic!("{backend}: a read after the old buffer's drop failed: {e}")
+                });
+                assert_eq!(&got[..], msg);
+            }
+        });
+    }
+}

@@ -21,8 +21,9 @@
 //! `entries` published buffers), so the ids read back are the ones taken.
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::AtomicU16;
+use std::sync::Arc;
 
 use crate::barrier::store_release_u16;
 use crate::ring::IoUring;
@@ -31,8 +32,10 @@ use crate::sys;
 /// A registered provided-buffer ring with its own slab of equal-sized buffers.
 ///
 /// Drop it only after every request selecting from group `bgid` has ended;
-/// dropping unregisters the group from the ring it was made for (which must
-/// still be open).
+/// dropping unregisters the group from the ring it was made for. It keeps
+/// that ring's fd open (shared, not duplicated) until then, so a group that
+/// outlives its [`IoUring`] unregisters from that ring, never from a later
+/// ring that got the same fd number.
 #[derive(Debug)]
 pub struct BufRing {
     // Declared first, so dropped first: the group is unregistered before
@@ -47,13 +50,15 @@ pub struct BufRing {
 #[derive(Debug)]
 pub(crate) struct Registered {
     // INVARIANT: a page-aligned private anonymous mapping of `len >= entries
-    // * 16` bytes, registered with the kernel as group `bgid` of `ring_fd`
+    // * 16` bytes, registered with the kernel as group `bgid` of `ring`
     // until drop.
     ptr: *mut sys::IoUringBuf,
     len: usize,
     entries: u16,
     bgid: u16,
-    ring_fd: RawFd,
+    /// The ring this group is registered on, held open until the group is
+    /// unregistered.
+    ring: Arc<OwnedFd>,
 }
 
 impl Registered {
@@ -107,7 +112,7 @@ impl Registered {
             len,
             entries,
             bgid,
-            ring_fd: ring.as_raw_fd(),
+            ring: ring.shared_fd(),
         })
     }
 
@@ -131,12 +136,12 @@ impl Drop for Registered {
             bgid: self.bgid,
             ..Default::default()
         };
-        // SAFETY: unregistering our own group; if the ring is already closed
-        // this fails with EBADF and the kernel has released the group anyway.
-        // Then the mapping, which nothing else points into, goes.
+        // SAFETY: unregistering our own group from our own ring, whose fd
+        // `self.ring` keeps open (so the number cannot belong to another
+        // ring). Then the mapping, which nothing else points into, goes.
         unsafe {
             let _ = sys::io_uring_register(
-                self.ring_fd,
+                self.ring.as_raw_fd(),
                 sys::IORING_UNREGISTER_PBUF_RING,
                 (&reg as *const sys::IoUringBufReg).cast(),
                 1,

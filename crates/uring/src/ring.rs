@@ -3,6 +3,7 @@
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::AtomicU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::cqueue::{CompletionQueue, Completions, Cqe};
@@ -260,7 +261,10 @@ pub struct IoUring {
     _sq_map: Mmap,
     _cq_map: Option<Mmap>,
     _sqe_map: Mmap,
-    fd: OwnedFd,
+    /// Shared with the buffer groups registered on this ring, so that a
+    /// group dropped after the ring still acts on this ring and no other
+    /// (the fd number could otherwise be reused by the next ring).
+    fd: Arc<OwnedFd>,
 }
 
 impl IoUring {
@@ -356,8 +360,14 @@ impl IoUring {
             _sq_map: sq_map,
             _cq_map: cq_map,
             _sqe_map: sqe_map,
-            fd,
+            fd: Arc::new(fd),
         })
+    }
+
+    /// The ring's fd, kept open by whoever holds it (a registered buffer
+    /// group, which must unregister from this ring even after it is dropped).
+    pub(crate) fn shared_fd(&self) -> Arc<OwnedFd> {
+        self.fd.clone()
     }
 
     /// The parameters the kernel returned (entries, flags, features, offsets).

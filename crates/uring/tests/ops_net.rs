@@ -418,3 +418,57 @@ fn cancel_a_pending_recv_by_user_data() {
         "nothing left to cancel"
     );
 }
+
+/// A buffer group (receive or send ring) dropped after its ring, once a
+/// new ring exists, unregisters nothing from the new ring: the new ring's
+/// group with the same id keeps working.
+#[test]
+fn a_group_outliving_its_ring_never_touches_the_next_ring() {
+    for send in [false, true] {
+        let old_ring = ring(8);
+        let (old_recv, old_send);
+        if send {
+            match ringkit_uring::SendRing::new(&old_ring, 1, 8) {
+                Ok(r) => (old_recv, old_send) = (None, Some(r)),
+                Err(e) => {
+                    skip(&format!("send rings unsupported: {e}"));
+                    continue;
+                }
+            }
+        } else {
+            let Some(b) = buf_ring(&old_ring, 1, 8, 64) else {
+                return;
+            };
+            (old_recv, old_send) = (Some(b), None);
+        }
+        let old_fd = old_ring.as_raw_fd();
+        drop(old_ring);
+        // The next ring (the lowest free fd number: the old ring's, unless
+        // its group still holds it open).
+        let mut ring = ring(8);
+        let new_fd = ring.as_raw_fd();
+        let Some(mut br) = buf_ring(&ring, 1, 8, 64) else {
+            return;
+        };
+        drop(old_recv);
+        drop(old_send);
+        let (mut c, s) = tcp_pair();
+        push_plain(
+            &mut ring,
+            opcode::RecvMulti::new(Target::Fd(raw(&s)), br.bgid())
+                .build()
+                .user_data(9),
+        );
+        ring.submit().unwrap();
+        c.write_all(b"still here").unwrap();
+        let cqe = wait_one(&mut ring);
+        assert_eq!(
+            cqe.res, 10,
+            "send ring {send}: the new ring's group was unregistered by the old one's drop \
+             (old ring fd {old_fd}, new {new_fd}): {cqe:?}"
+        );
+        let bid = cqe.buffer_id().expect("buffer id");
+        assert_eq!(br.buffer(bid, 10), b"still here");
+        br.recycle(bid);
+    }
+}
