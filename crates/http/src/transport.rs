@@ -130,9 +130,24 @@ impl TlsStream {
         Ok(())
     }
 
-    /// Encrypt `data` and send it.
-    async fn write(&self, data: &[u8]) -> io::Result<()> {
-        self.conn.borrow_mut().writer().write_all(data)?;
+    /// Encrypt `data` and send it, however long it is. rustls takes
+    /// plaintext only while its outgoing buffer has room (64 KiB by
+    /// default) and says `Ok(0)` when full: so encrypt what it takes, send
+    /// those records (the send's completion is the backpressure), repeat.
+    async fn write(&self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let n = self.conn.borrow_mut().writer().write(data)?;
+            if n == 0 && !self.conn.borrow().wants_write() {
+                // Nothing taken and nothing to send: rustls will never
+                // take more (it refuses plaintext, e.g. after close_notify).
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "TLS session refuses more data",
+                ));
+            }
+            data = &data[n..];
+            self.send_records().await?;
+        }
         self.send_records().await
     }
 

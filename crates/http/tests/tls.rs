@@ -19,7 +19,8 @@ use std::time::Duration;
 use harness::client;
 use ringkit::net::TcpListener;
 use ringkit_http::static_files::StaticFiles;
-use ringkit_http::Server;
+use ringkit_http::{Handler, Request, Response, Router, Server};
+use std::rc::Rc;
 
 struct Site {
     dir: tempfile::TempDir,
@@ -39,19 +40,39 @@ fn site() -> (Site, Arc<ringkit_tls::rustls::ServerConfig>) {
     std::fs::write(www.join("hello.txt"), b"hello over tls\n").unwrap();
     let big: Vec<u8> = (0..300 * 1024u32).map(|i| (i % 253) as u8).collect();
     std::fs::write(www.join("big.bin"), &big).unwrap();
+    std::fs::write(www.join("f12k.bin"), small_body()).unwrap();
     let cfg = ringkit_tls::server_config(&cert, &key, &[b"http/1.1"]).unwrap();
     (Site { dir, cert, big }, cfg)
+}
+
+/// The 12 000-byte file of the pipelining test.
+fn small_body() -> Vec<u8> {
+    (0..12_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+/// The in-memory body at `/mem` (1 MiB).
+fn mem_body() -> Vec<u8> {
+    (0..1u32 << 20).map(|i| (i % 241) as u8).collect()
 }
 
 fn start(s: &Site, tls: Arc<ringkit_tls::rustls::ServerConfig>) -> SocketAddr {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let files = StaticFiles::new(s.dir.path().join("www")).unwrap();
+    let files = Rc::new(files);
+    let app = Router::new()
+        .get("/mem", |_req: Request| async {
+            Response::ok().body(mem_body())
+        })
+        .fallback(move |req: Request| {
+            let files = files.clone();
+            async move { files.call(req).await }
+        });
     ringkit::spawn(async move {
         let _ = Server::from_listener(listener)
             .tls(tls)
             .with_shutdown(std::future::pending())
-            .serve(files)
+            .serve(app)
             .await;
     });
     addr
@@ -125,6 +146,46 @@ ringkit::test_all! {
             assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
             assert_eq!(text, format!("200 {} TLSv1.3\n", 300 * 1024));
         }
+    }
+
+    /// Pipelined requests whose responses add up to far more than rustls's
+    /// 64 KiB buffer go out in one flush, and a 1 MiB in-memory body: all
+    /// of it arrives, byte for byte (it used to fail with nothing sent).
+    async fn tls_writes_larger_than_rustls_buffer() {
+        if !have("python3") {
+            return;
+        }
+        let (s, cfg) = site();
+        let addr = start(&s, cfg);
+        let script = format!(
+            "import socket, ssl, sys\n\
+             ctx = ssl.create_default_context(cafile='{cert}')\n\
+             body = bytes(i % 251 for i in range(12000))\n\
+             for n in (4, 8, 64, 175):\n\
+             \x20   t = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port})), server_hostname='localhost')\n\
+             \x20   t.settimeout(20)\n\
+             \x20   reqs = b'GET /f12k.bin HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' * (n - 1)\n\
+             \x20   t.sendall(reqs + b'GET /f12k.bin HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n\
+             \x20   data = b''\n\
+             \x20   while True:\n\
+             \x20       c = t.recv(1 << 20)\n\
+             \x20       if not c: break\n\
+             \x20       data += c\n\
+             \x20   print(n, data.count(b'HTTP/1.1 200'), data.count(body))\n\
+             m = bytes(i % 241 for i in range(1 << 20))\n\
+             import http.client\n\
+             c = http.client.HTTPSConnection('localhost', {port}, context=ctx)\n\
+             c.request('GET', '/mem')\n\
+             r = c.getresponse()\n\
+             got = r.read()\n\
+             print('mem', r.status, len(got), got == m)\n",
+            cert = s.cert.display(),
+            port = addr.port()
+        );
+        let out = client(move || Command::new("python3").arg("-c").arg(script).output().unwrap()).await;
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(text, "4 4 4\n8 8 8\n64 64 64\n175 175 175\nmem 200 1048576 True\n");
     }
 
     async fn bad_clients_do_not_stop_the_server() {
