@@ -41,6 +41,10 @@ pub struct ServerArgs {
     /// than this many seconds to arrive (slowloris defence).
     #[arg(long, default_value_t = 10)]
     header_timeout: u64,
+    /// Close a connection whose response has not moved a byte for this
+    /// many seconds (a client that stops reading; nginx's send_timeout).
+    #[arg(long, default_value_t = 60)]
+    send_timeout: u64,
     /// Connections served at once per thread; beyond it new connections
     /// are accepted and closed at once.
     #[arg(long, default_value_t = 10_000)]
@@ -81,6 +85,7 @@ impl ServerArgs {
             },
             idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
             header_timeout: Duration::from_secs(self.header_timeout.max(1)),
+            send_timeout: Duration::from_secs(self.send_timeout.max(1)),
             max_connections: self.max_connections.max(1),
             file_send: self.zero_copy,
             ..ServerConfig::default()

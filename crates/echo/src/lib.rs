@@ -98,6 +98,10 @@ pub struct EchoLimits {
     /// After `SIGTERM`/`SIGINT`, connections still open after this long are
     /// closed and the server exits anyway.
     pub drain_timeout: Duration,
+    /// A connection whose echo has not moved a byte for this long (a
+    /// client that sends but stops reading) is closed. Progress restarts
+    /// the clock, as nginx's `send_timeout`. Default 60 s.
+    pub send_timeout: Duration,
 }
 
 impl Default for EchoLimits {
@@ -109,6 +113,7 @@ impl Default for EchoLimits {
             batch_wait: None,
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -107,6 +107,7 @@ pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<
                 backoff = Duration::from_millis(1);
                 st.accepted.set(st.accepted.get() + 1);
                 let _ = s.set_nodelay(true);
+                s.set_write_timeout(Some(cfg.limits.send_timeout));
                 // One task type per receive path, so that an idle
                 // connection's task is only as large as its own path needs.
                 match cfg.recv {

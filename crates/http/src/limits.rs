@@ -57,6 +57,12 @@ pub struct ServerConfig {
     /// byte has arrived (slowloris defence) and, likewise, a whole body. Over
     /// it the server answers 408 and closes. Default 10 s.
     pub header_timeout: Duration,
+    /// How long a response may wait without a single byte leaving (a
+    /// client that stops reading: slow-read defence). Measured between two
+    /// writes that make progress, as nginx's `send_timeout`, so a slow but
+    /// steady reader of a large file is never cut off. Over it the
+    /// connection is closed. Default 60 s.
+    pub send_timeout: Duration,
     /// Connections served at once per server thread. Beyond it, a new
     /// connection is accepted and closed at once (the client sees a reset or
     /// EOF), which keeps the listen backlog from filling with connections that
@@ -109,6 +115,7 @@ impl Default for ServerConfig {
             limits: Limits::default(),
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
+            send_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             shutdown_grace: Duration::from_secs(30),
             nodelay: true,

@@ -139,6 +139,7 @@ impl Server {
         };
         let grace = config.shutdown_grace;
         let nodelay = config.nodelay;
+        let send_timeout = config.send_timeout;
         let max = config.max_connections;
         let shared = Rc::new(Shared::new(config, tls));
         let handler = Rc::new(handler);
@@ -154,6 +155,7 @@ impl Server {
             if nodelay {
                 let _ = stream.set_nodelay(true);
             }
+            stream.set_write_timeout(Some(send_timeout));
             let guard = shared.drain.enter();
             ringkit::spawn(conn::serve(stream, handler.clone(), shared.clone(), guard));
         }

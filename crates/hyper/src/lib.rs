@@ -36,4 +36,4 @@ pub mod tls;
 
 pub use io::HyperIo;
 pub use rt::{LocalExec, RingkitSleep, RingkitTimer};
-pub use server::{serve, serve_listener, ServeConfig};
+pub use server::{serve, serve_listener, serve_listener_with, ConnLimits, ServeConfig};

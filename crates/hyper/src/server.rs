@@ -48,6 +48,16 @@ pub struct ServeConfig {
     pub grace: Duration,
     /// Serve TLS with this configuration (see [`crate::tls::server_config`]).
     pub tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    /// Close a connection whose writes have not moved a byte for this long
+    /// (a client that stops reading; nginx's `send_timeout`): progress
+    /// restarts the clock, so a slow but steady reader is served. 60 s.
+    pub send_timeout: Duration,
+    /// HTTP/1.1: how long a client may take to send a whole request head
+    /// (slowloris defence; hyper's `header_read_timeout`). 10 s.
+    pub header_timeout: Duration,
+    /// Connections served at once per thread; beyond it a new connection
+    /// is accepted and closed at once. 10 000.
+    pub max_connections: usize,
 }
 
 impl ServeConfig {
@@ -60,6 +70,33 @@ impl ServeConfig {
             backend: Backend::Auto,
             grace: Duration::from_secs(30),
             tls: None,
+            send_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
+            max_connections: 10_000,
+        }
+    }
+}
+
+/// The per-connection limits of [`serve_listener_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct ConnLimits {
+    /// See [`ServeConfig::send_timeout`].
+    pub send_timeout: Duration,
+    /// See [`ServeConfig::header_timeout`].
+    pub header_timeout: Duration,
+    /// See [`ServeConfig::max_connections`].
+    pub max_connections: usize,
+    /// See [`ServeConfig::grace`].
+    pub grace: Duration,
+}
+
+impl From<&ServeConfig> for ConnLimits {
+    fn from(c: &ServeConfig) -> ConnLimits {
+        ConnLimits {
+            send_timeout: c.send_timeout,
+            header_timeout: c.header_timeout,
+            max_connections: c.max_connections,
+            grace: c.grace,
         }
     }
 }
@@ -80,7 +117,7 @@ where
     let launch = LaunchConfig::new(cfg.threads.max(1))
         .cpus(cfg.cpus.clone())
         .backend(cfg.backend);
-    let (addr, grace, tls) = (cfg.addr, cfg.grace, cfg.tls.clone());
+    let (addr, limits, tls) = (cfg.addr, ConnLimits::from(&cfg), cfg.tls.clone());
     let handles = ringkit::launch(launch, move |i| {
         let (make, tls) = (make.clone(), tls.clone());
         async move {
@@ -97,7 +134,7 @@ where
                 ringkit::backend_report()
             );
             let shutdown = ringkit::signal::shutdown_requested();
-            if let Err(e) = serve_listener(listener, make(), tls, shutdown, grace).await {
+            if let Err(e) = serve_listener_with(listener, make(), tls, shutdown, limits).await {
                 eprintln!("ringkit-hyper: thread {i}: {e}");
                 std::process::exit(1);
             }
@@ -111,7 +148,8 @@ where
 }
 
 /// Serve `service` on `listener` (on this runtime thread), through TLS if
-/// `tls` is given, until `shutdown` resolves, then drain for at most `grace`.
+/// `tls` is given, until `shutdown` resolves, then drain for at most
+/// `grace`; the other limits are [`ServeConfig`]'s defaults.
 pub async fn serve_listener<S, B>(
     listener: TcpListener,
     service: S,
@@ -126,15 +164,47 @@ where
     B: Body + 'static,
     B::Error: Into<BoxError>,
 {
+    let defaults = ServeConfig::new(listener.local_addr()?);
+    let limits = ConnLimits {
+        grace,
+        ..ConnLimits::from(&defaults)
+    };
+    serve_listener_with(listener, service, tls, shutdown, limits).await
+}
+
+/// [`serve_listener`] with every per-connection limit given.
+pub async fn serve_listener_with<S, B>(
+    listener: TcpListener,
+    service: S,
+    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    shutdown: impl Future<Output = ()>,
+    limits: ConnLimits,
+) -> io::Result<()>
+where
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
+    S::Future: 'static,
+    S::Error: Into<BoxError>,
+    B: Body + 'static,
+    B::Error: Into<BoxError>,
+{
+    let grace = limits.grace;
     let mut builder = auto::Builder::new(LocalExec);
-    builder.http1().timer(RingkitTimer);
+    builder
+        .http1()
+        .timer(RingkitTimer)
+        .header_read_timeout(limits.header_timeout);
     builder.http2().timer(RingkitTimer);
     let builder = Rc::new(builder);
     let drain = Drain::new();
     let mut shutdown = pin!(shutdown);
     // Accept errors (EMFILE and friends) back off and keep serving.
     while let Some(stream) = listener.accept_until(shutdown.as_mut()).await {
+        if drain.active() >= limits.max_connections.max(1) {
+            drop(stream);
+            continue;
+        }
         let _ = stream.set_nodelay(true);
+        stream.set_write_timeout(Some(limits.send_timeout));
         let io = match &tls {
             None => HyperIo::from(stream),
             Some(cfg) => match TlsIo::new(stream.into_poll_io(), cfg.clone()) {

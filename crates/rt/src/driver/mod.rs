@@ -486,6 +486,8 @@ enum State {
 pub(crate) struct Op<T: OpCode> {
     data: Option<T>,
     state: State,
+    /// Its deadline passed and a cancel was queued ([`Op::expire`]).
+    expired: bool,
 }
 
 // `Op` never relies on being pinned: the kernel only sees heap memory owned
@@ -497,6 +499,33 @@ impl<T: OpCode> Op<T> {
         Op {
             data: Some(data),
             state: State::Init,
+            expired: false,
+        }
+    }
+
+    /// The operation's deadline passed. Not started, or on epoll (nothing
+    /// in flight between polls): it completes now, with `TimedOut`, and
+    /// must not be polled again. In flight on io_uring: a cancel is queued
+    /// and `None` returned; keep polling: the CQE completes it, `TimedOut`
+    /// if the cancel won, its own result if the operation finished first.
+    pub(crate) fn expire(&mut self) -> Option<T::Output> {
+        match self.state {
+            State::Init | State::Epoll => {
+                self.state = State::Done;
+                let data = self.data.take()?;
+                Some(data.complete(Err(timed_out()), 0))
+            }
+            State::Uring(key) => {
+                self.expired = true;
+                let members = self.data.as_ref().map_or(0, T::uring_chain_len);
+                try_with_ctx(|rt| {
+                    if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
+                        u.cancel_live(key, members, &rt.metrics);
+                    }
+                });
+                None
+            }
+            State::Done => None,
         }
     }
 
@@ -510,6 +539,38 @@ impl<T: OpCode> Op<T> {
             State::Uring(_) | State::Done => None,
         }
     }
+}
+
+fn timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "no progress within the operation's time limit",
+    )
+}
+
+/// Run `op`, bounded by `limit` (`None`: unbounded): an operation that has
+/// not completed when `limit` passes fails with `TimedOut` and its buffers
+/// come back (see [`Op::expire`]). A write that moves any byte completes,
+/// so a loop of such writes, each bounded, is bounded by the time without
+/// progress (nginx's `send_timeout`), not by the total.
+pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::Output {
+    let Some(limit) = limit else {
+        return Op::new(op).await;
+    };
+    let mut op = Op::new(op);
+    let mut sleep = std::pin::pin!(crate::time::sleep(limit));
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(out) = Pin::new(&mut op).poll(cx) {
+            return Poll::Ready(out);
+        }
+        if !op.expired && sleep.as_mut().poll(cx).is_ready() {
+            if let Some(out) = op.expire() {
+                return Poll::Ready(out);
+            }
+        }
+        Poll::Pending
+    })
+    .await
 }
 
 fn to_result(res: i32) -> io::Result<u32> {
@@ -604,6 +665,12 @@ impl<T: OpCode> Future for Op<T> {
         });
         match res {
             Poll::Ready((r, flags)) => {
+                let r = match r {
+                    Err(e) if this.expired && e.raw_os_error() == Some(libc::ECANCELED) => {
+                        Err(timed_out())
+                    }
+                    r => r,
+                };
                 this.state = State::Done;
                 let data = this.data.take().expect("data present");
                 Poll::Ready(data.complete(r, flags))

@@ -47,6 +47,11 @@ use crate::buf::RecvBuf;
 /// and the most a second buffer holds while a send is in flight.
 const HIGH_WATER: usize = 64 * 1024;
 
+/// A buffer larger than this is given back to the allocator once a flush
+/// has emptied it, so an idle connection that once sent a large response
+/// keeps at most this much (twice: `out` and `spare`) instead of 2 x 64 KiB.
+const KEEP_WHEN_IDLE: usize = 2 * 1024;
+
 type Boxed<T> = Pin<Box<dyn Future<Output = T>>>;
 
 /// Poll-based I/O over a ringkit stream (see the module docs). Made by
@@ -179,10 +184,28 @@ impl PollIo {
         loop {
             ready!(self.poll_sending(cx))?;
             if self.out.is_empty() {
+                // Flushed: the connection may now sit idle for long.
+                for b in [&mut self.out, &mut self.spare] {
+                    if b.capacity() > KEEP_WHEN_IDLE {
+                        *b = Vec::new();
+                    }
+                }
                 return Poll::Ready(Ok(()));
             }
             self.start_send();
         }
+    }
+
+    /// Bytes of write buffer this stream holds (what an idle connection
+    /// costs beyond its socket): at most a few KiB once flushed.
+    pub fn buffer_capacity(&self) -> usize {
+        self.out.capacity() + self.spare.capacity()
+    }
+
+    /// See [`TcpStream::set_write_timeout`](crate::net::TcpStream::set_write_timeout):
+    /// a flush that moves no byte for `limit` fails with `TimedOut`.
+    pub fn set_write_timeout(&self, limit: Option<std::time::Duration>) {
+        self.core.set_write_timeout(limit);
     }
 
     /// Flush, then shut down writing.

@@ -33,7 +33,7 @@ use crate::driver::op::shutdown::Shutdown;
 use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
 use crate::driver::op::writable::Writable;
-use crate::driver::{Op, SendPlan};
+use crate::driver::{op_within, Op, SendPlan};
 use crate::runtime::try_with_ctx;
 use ringkit_uring::SendRing;
 
@@ -54,6 +54,8 @@ pub(crate) struct StreamCore {
     until_fixed: Cell<u8>,
     /// The pipe of zero-copy file sends, made on first use.
     pipe: RefCell<Option<Rc<Pipe>>>,
+    /// How long a write may wait without moving a byte (`None`: forever).
+    write_timeout: Cell<Option<Duration>>,
 }
 
 /// Bytes a zero-copy send moves per pipe-full (asked of the kernel; the
@@ -81,7 +83,21 @@ impl StreamCore {
                 0
             }),
             pipe: RefCell::new(None),
+            write_timeout: Cell::new(None),
         }
+    }
+
+    pub(crate) fn set_write_timeout(&self, limit: Option<Duration>) {
+        self.write_timeout.set(limit.filter(|d| !d.is_zero()));
+    }
+
+    pub(crate) fn write_timeout(&self) -> Option<Duration> {
+        self.write_timeout.get()
+    }
+
+    /// A write operation, bounded by the write timeout.
+    async fn send_op<T: crate::driver::OpCode>(&self, op: T) -> T::Output {
+        op_within(op, self.write_timeout.get()).await
     }
 
     pub(crate) fn registered_file(&self) -> Option<u32> {
@@ -193,7 +209,8 @@ impl StreamCore {
     }
 
     pub(crate) async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
-        Op::new(Send::new(self.fd, true, buf, 0).fixed(self.slot())).await
+        self.send_op(Send::new(self.fd, true, buf, 0).fixed(self.slot()))
+            .await
     }
 
     pub(crate) async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
@@ -211,7 +228,7 @@ impl StreamCore {
             let send = Send::new(self.fd, true, buf, done)
                 .fixed(self.slot())
                 .flags(flags);
-            let (res, b) = Op::new(send).await;
+            let (res, b) = self.send_op(send).await;
             buf = b;
             match res {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
@@ -234,7 +251,7 @@ impl StreamCore {
     ) -> io::Result<usize> {
         loop {
             let op = SendFile::new(self.fd, file.as_raw_fd(), offset, len);
-            match Op::new(op).await? {
+            match self.send_op(op).await? {
                 Sent::Bytes(n) => return Ok(n),
                 Sent::Writable => {}
             }
@@ -259,13 +276,14 @@ impl StreamCore {
             }
         };
         pipe.clean.set(false);
-        let n = splice::send_file(self.fd, file, offset, len, &pipe).await?;
+        let limit = self.write_timeout.get();
+        let n = splice::send_file(self.fd, file, offset, len, &pipe, limit).await?;
         pipe.clean.set(true);
         Ok(n)
     }
 
     pub(crate) async fn writev<B: IoBuf>(&self, bufs: Vec<B>) -> (io::Result<usize>, Vec<B>) {
-        Op::new(SendMsg::new(self.fd, bufs, None)).await
+        self.send_op(SendMsg::new(self.fd, bufs, None)).await
     }
 
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
@@ -320,7 +338,7 @@ impl StreamCore {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     // io_uring may hand a full non-blocking socket's EAGAIN
                     // back for SENDMSG: wait until it is writable.
-                    Op::new(Writable { fd: self.fd }).await?;
+                    self.send_op(Writable { fd: self.fd }).await?;
                     bufs = back;
                     continue;
                 }
@@ -355,7 +373,7 @@ impl StreamCore {
     ) -> (io::Result<usize>, Vec<RecvBuf>) {
         let bufs = match plan {
             SendPlan::Linked(_) if bufs.len() >= 2 => {
-                return Op::new(SendChain::new(self.fd, bufs)).await;
+                return self.send_op(SendChain::new(self.fd, bufs)).await;
             }
             SendPlan::Bundle if bufs.len() >= 2 => {
                 let ring =
@@ -366,7 +384,7 @@ impl StreamCore {
                             try_with_ctx(|rt| {
                                 crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
                             });
-                            return Op::new(op).await;
+                            return self.send_op(op).await;
                         }
                         Err(bufs) => bufs,
                     },
@@ -375,7 +393,7 @@ impl StreamCore {
             }
             _ => bufs,
         };
-        Op::new(SendMsg::new(self.fd, bufs, None)).await
+        self.send_op(SendMsg::new(self.fd, bufs, None)).await
     }
 
     /// Next chunk of data in a pooled buffer; an empty buffer means EOF.

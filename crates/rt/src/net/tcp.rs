@@ -338,6 +338,33 @@ impl TcpStream {
         self.core.registered_file()
     }
 
+    /// Bound every write on this stream (`write`, `write_all`, file
+    /// sends, `PollIo` flushes) by the time it may wait **without moving
+    /// a byte**: a write that makes no progress for `limit` fails with
+    /// `ErrorKind::TimedOut` (its buffer comes back). Progress restarts the
+    /// clock, so a slow but steady reader is never cut off, while one that
+    /// stops reading is (nginx's `send_timeout`). `None` or zero: no limit
+    /// (the default). Shared by the halves of `into_split`.
+    ///
+    /// ```no_run
+    /// # async fn f(s: ringkit::net::TcpStream) -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// s.set_write_timeout(Some(Duration::from_secs(60)));
+    /// let (r, _buf) = s.write_all(vec![0u8; 1 << 20]).await;
+    /// if let Err(e) = r {
+    ///     assert_eq!(e.kind(), std::io::ErrorKind::TimedOut); // the peer stopped reading
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn set_write_timeout(&self, limit: Option<Duration>) {
+        self.core.set_write_timeout(limit);
+    }
+
+    /// The limit set by [`set_write_timeout`](Self::set_write_timeout).
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.core.write_timeout()
+    }
+
     /// `TCP_NODELAY`.
     pub fn set_nodelay(&self, on: bool) -> io::Result<()> {
         with_sock(self.core.fd, |s| s.set_nodelay(on))

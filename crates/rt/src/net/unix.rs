@@ -5,6 +5,7 @@ use std::io;
 use std::os::fd::{AsRawFd, IntoRawFd, RawFd};
 use std::path::Path;
 use std::rc::Rc;
+use std::time::Duration;
 
 use super::stream::StreamCore;
 use super::{into_raw, socket};
@@ -98,6 +99,33 @@ impl UnixStream {
     /// Write all of `buf`.
     pub fn write_all<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<()>, B)> + '_ {
         self.core.write_all(buf)
+    }
+
+    /// Bound every write on this stream (`write`, `write_all`, file
+    /// sends, `PollIo` flushes) by the time it may wait **without moving
+    /// a byte**: a write that makes no progress for `limit` fails with
+    /// `ErrorKind::TimedOut` (its buffer comes back). Progress restarts the
+    /// clock, so a slow but steady reader is never cut off, while one that
+    /// stops reading is (nginx's `send_timeout`). `None` or zero: no limit
+    /// (the default).
+    ///
+    /// ```no_run
+    /// # async fn f(s: ringkit::net::UnixStream) -> std::io::Result<()> {
+    /// use std::time::Duration;
+    /// s.set_write_timeout(Some(Duration::from_secs(60)));
+    /// let (r, _buf) = s.write_all(vec![0u8; 1 << 20]).await;
+    /// if let Err(e) = r {
+    ///     assert_eq!(e.kind(), std::io::ErrorKind::TimedOut); // the peer stopped reading
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn set_write_timeout(&self, limit: Option<Duration>) {
+        self.core.set_write_timeout(limit);
+    }
+
+    /// The limit set by [`set_write_timeout`](Self::set_write_timeout).
+    pub fn write_timeout(&self) -> Option<Duration> {
+        self.core.write_timeout()
     }
 
     /// Poll-based reads and writes over this stream, for readiness-style

@@ -17,7 +17,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use super::writable::Writable;
-use crate::driver::{Dir, Op, OpCode};
+use crate::driver::{op_within, Dir, Op, OpCode};
 
 /// One splice of up to `len` bytes from `fd_in` (at `off_in`, or its
 /// position: `None`) to `fd_out`.
@@ -148,13 +148,15 @@ impl Pipe {
 /// bytes sent; 0 means `file` ends before `offset`.
 ///
 /// The caller marks the pipe dirty before and clean after a success: on an
-/// error (or a drop) midway it may hold bytes and must not be reused.
+/// error (or a drop) midway it may hold bytes and must not be reused. Each
+/// wait on the socket is bounded by `limit` (`TimedOut` after it).
 pub(crate) async fn send_file<F: AsRawFd + 'static>(
     sock: RawFd,
     file: &Rc<F>,
     offset: u64,
     len: usize,
     pipe: &Rc<Pipe>,
+    limit: Option<std::time::Duration>,
 ) -> io::Result<usize> {
     let keep = || -> [Rc<dyn Any>; 2] { [pipe.clone(), file.clone()] };
     let chunk = len.min(pipe.size).min(u32::MAX as usize) as u32;
@@ -169,20 +171,20 @@ pub(crate) async fn send_file<F: AsRawFd + 'static>(
     .await?;
     let mut sent = 0;
     while sent < got {
-        let n = match Op::new(Splice {
+        let out = Splice {
             fd_in: pipe.read.as_raw_fd(),
             off_in: None,
             fd_out: sock,
             len: (got - sent) as u32,
             out_socket: true,
             _keep: keep(),
-        })
-        .await
-        {
+        };
+        // epoll waits for room inside the op: bounded too.
+        let n = match op_within(out, limit).await {
             // io_uring arms no poll for a splice: a full non-blocking
             // socket answers EAGAIN. Wait until it drains, then go on.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                Op::new(Writable { fd: sock }).await?;
+                op_within(Writable { fd: sock }, limit).await?;
                 continue;
             }
             r => r?,

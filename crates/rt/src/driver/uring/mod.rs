@@ -534,6 +534,22 @@ impl UringDriver {
         self.cancel_ud(key as u64, m)
     }
 
+    /// Cancel the live operation `key` (and each member of its chain, if
+    /// it has `members`) while its owner keeps waiting: its CQE still
+    /// comes, with `ECANCELED` if the cancel won, and completes it.
+    pub(crate) fn cancel_live(&mut self, key: usize, members: usize, m: &Metrics) {
+        if !matches!(
+            self.ops.get(key),
+            Some(Lifecycle::Submitted | Lifecycle::Waiting(_))
+        ) {
+            return;
+        }
+        self.cancel(key, m);
+        for i in 0..members {
+            self.cancel_ud(CHAIN_TAG | (i as u64) << 32 | key as u64, m);
+        }
+    }
+
     fn cancel_ud(&mut self, ud: u64, m: &Metrics) {
         let mut e = opcode::AsyncCancel::new(ud).build().user_data(CANCEL_UD);
         if self.skip_success {
