@@ -262,7 +262,10 @@ impl File {
             .await
     }
 
-    /// Read up to `buf`'s capacity at `offset`. `Ok(0)` is end of file.
+    /// Read up to `buf`'s capacity at `offset` (into its start): `Ok(n)`
+    /// leaves exactly the `n` bytes read in it (a `Vec`'s length becomes
+    /// `n`). `Ok(0)` is end of file; a buffer with no capacity is an
+    /// `InvalidInput` error.
     pub async fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         Op::new(ReadAt {
             fd: self.fd,

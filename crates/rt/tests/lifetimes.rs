@@ -327,3 +327,91 @@ fn a_pooled_buffer_outliving_its_runtime_leaves_the_next_one_alone() {
         });
     }
 }
+
+ringkit::test_all! {
+    /// The echo loop everyone writes first: read, write back, reuse the
+    /// buffer. Messages that shrink come back exactly, never padded with
+    /// older bytes.
+    async fn a_reused_read_buffer_holds_exactly_what_was_read() {
+        for pooled in [false, true] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let server = ringkit::spawn(async move {
+                let (s, _) = l.accept().await.unwrap();
+                if pooled {
+                    // Mixing in a pooled read arms the multishot receive:
+                    // later plain reads are served from it.
+                    let first = s.read_pooled().await.unwrap();
+                    s.write_all(first.to_vec()).await.0.unwrap();
+                }
+                let mut buf = Vec::with_capacity(4096);
+                loop {
+                    let (n, b) = s.read(buf).await;
+                    let n = n.unwrap();
+                    if n == 0 {
+                        return;
+                    }
+                    assert_eq!(b.len(), n, "the buffer holds more than was read");
+                    let (r, b) = s.write_all(b).await;
+                    r.unwrap();
+                    buf = b;
+                }
+            });
+            let c = TcpStream::connect(addr).await.unwrap();
+            if pooled {
+                c.write_all(&b"x"[..]).await.0.unwrap();
+                let (n, _) = c.read(Vec::with_capacity(8)).await;
+                assert_eq!(n.unwrap(), 1);
+            }
+            for len in [3000usize, 100, 2000, 7, 1] {
+                let msg: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ len as u8).collect();
+                c.write_all(msg.clone()).await.0.unwrap();
+                let mut got = Vec::new();
+                while got.len() < len {
+                    let (n, b) = timeout(Duration::from_secs(5), c.read(Vec::with_capacity(4096)))
+                        .await
+                        .expect("echo stuck");
+                    let n = n.unwrap();
+                    assert!(n > 0);
+                    got.extend_from_slice(&b[..n]);
+                }
+                // Nothing more than the message comes back.
+                let (extra, _) = timeout(Duration::from_millis(50), c.read(Vec::with_capacity(64)))
+                    .await
+                    .map_or((Ok(0), Vec::new()), |r| r);
+                assert_eq!(extra.unwrap(), 0, "message of {len}: extra bytes came back");
+                assert!(got == msg, "message of {len} came back as {} bytes", got.len());
+            }
+            drop(c);
+            server.await.unwrap();
+        }
+    }
+
+    /// `read(Vec::new())` is an error, not an end of stream.
+    async fn a_read_with_no_room_is_invalid_input() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (_s, _) = l.accept().await.unwrap();
+        let (r, _) = timeout(Duration::from_secs(2), c.read(Vec::new()))
+            .await
+            .expect("a read with no room hung");
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        let (r, _) = timeout(
+            Duration::from_secs(2),
+            c.read_timeout(Vec::new(), Duration::from_millis(10)),
+        )
+        .await
+        .expect("a read with no room hung");
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"data").unwrap();
+        let f = ringkit::fs::File::open(&path).await.unwrap();
+        let (r, _) = f.read_at(Vec::new(), 0).await;
+        assert_eq!(r.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
+        // A file read into a used buffer holds exactly what it read.
+        let (r, b) = f.read_at(vec![b'z'; 64], 0).await;
+        assert_eq!(r.unwrap(), 4);
+        assert_eq!(b, b"data");
+    }
+}

@@ -48,7 +48,11 @@ pub unsafe trait IoBuf: 'static {
 pub unsafe trait IoBufMut: IoBuf {
     /// Pointer to the first byte, for writing.
     fn stable_mut_ptr(&mut self) -> *mut u8;
-    /// Record that the first `n` bytes now hold data.
+    /// Record that the first `n` bytes now hold data, and only those: after
+    /// a read of `n` bytes a `Vec` has length `n` exactly, whatever it held
+    /// before (reads always fill from the start), so `read(buf)` followed
+    /// by `write_all(buf)` sends what was read and nothing older. A type
+    /// whose length is fixed (`Box<[u8]>`) keeps it: use `&buf[..n]`.
     ///
     /// # Safety
     /// The first `n` bytes must have been initialised.
@@ -74,11 +78,9 @@ unsafe impl IoBufMut for Vec<u8> {
         self.as_mut_ptr()
     }
     unsafe fn set_init(&mut self, n: usize) {
-        if self.len() < n {
-            // SAFETY: the caller guarantees the first `n` bytes are initialised
-            // and `n <= capacity` (the kernel never writes past `bytes_total`).
-            unsafe { self.set_len(n) };
-        }
+        // SAFETY: the caller guarantees the first `n` bytes are initialised
+        // and `n <= capacity` (the kernel never writes past `bytes_total`).
+        unsafe { self.set_len(n) };
     }
 }
 

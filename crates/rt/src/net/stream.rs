@@ -123,6 +123,9 @@ impl StreamCore {
     }
 
     pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
+        if buf.bytes_total() == 0 {
+            return (Err(crate::driver::op::no_room()), buf);
+        }
         if self.multi.is_armed() || self.leftover.borrow().is_some() {
             // Boxed: only a stream that mixes `read` with `read_pooled`
             // comes here, and inline this path would more than double the
@@ -165,6 +168,9 @@ impl StreamCore {
         buf: B,
         dur: Duration,
     ) -> (io::Result<usize>, B) {
+        if buf.bytes_total() == 0 {
+            return (Err(crate::driver::op::no_room()), buf);
+        }
         let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
         if self.multi.is_armed() || self.leftover.borrow().is_some() {
             // Pooled mode: wait for a chunk (a pooled read is cancel-safe:

@@ -215,7 +215,25 @@ impl TcpStream {
         Ok(TcpStream::from_fd(s.into_raw_fd()))
     }
 
-    /// Read into `buf` (up to its capacity). `Ok(0)` is end of stream.
+    /// Read into `buf`, from its start, up to its capacity: `Ok(n)` leaves
+    /// exactly the `n` bytes read in it (a `Vec`'s length becomes `n`), so
+    /// the buffer can be written back as is. `Ok(0)` is end of stream; a
+    /// buffer with no capacity is an `InvalidInput` error.
+    ///
+    /// ```no_run
+    /// # async fn echo(s: ringkit::net::TcpStream) -> std::io::Result<()> {
+    /// let mut buf = Vec::with_capacity(4096);
+    /// loop {
+    ///     let (n, b) = s.read(buf).await;
+    ///     if n? == 0 {
+    ///         return Ok(()); // the peer closed
+    ///     }
+    ///     let (r, b) = s.write_all(b).await; // exactly the bytes read
+    ///     r?;
+    ///     buf = b;
+    /// }
+    /// # }
+    /// ```
     pub fn read<B: IoBufMut>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
         self.core.read(buf)
     }

@@ -36,6 +36,15 @@ pub(crate) fn target(fd: RawFd, fixed: Option<u32>) -> ringkit_uring::opcode::Ta
     fixed.map_or(Target::Fd(fd), Target::Fixed)
 }
 
+/// The error of a read into a buffer with no room: its `Ok(0)` would read
+/// as end of stream.
+pub(crate) fn no_room() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "read into a buffer of zero capacity (give it room, e.g. Vec::with_capacity)",
+    )
+}
+
 /// `ret` of a libc call as `io::Result<u32>`.
 pub(crate) fn cvt(ret: isize) -> io::Result<u32> {
     if ret < 0 {

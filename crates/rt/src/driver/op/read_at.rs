@@ -19,6 +19,16 @@ pub(crate) struct ReadAt<B> {
 impl<B: IoBufMut> OpCode for ReadAt<B> {
     type Output = (io::Result<usize>, B);
 
+    fn before(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<u32>>> {
+        if self.buf.bytes_total() == 0 {
+            return std::task::Poll::Ready(Some(Err(super::no_room())));
+        }
+        std::task::Poll::Ready(None)
+    }
+
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total() as u32;
         opcode::Read::new(Target::Fd(self.fd), self.buf.stable_mut_ptr(), len)

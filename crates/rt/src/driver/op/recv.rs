@@ -112,6 +112,9 @@ impl<B: IoBufMut> OpCode for Recv<B> {
     type Output = (io::Result<usize>, B);
 
     fn before(&mut self, cx: &mut Context<'_>) -> Poll<Option<io::Result<u32>>> {
+        if self.total() == 0 {
+            return Poll::Ready(Some(Err(super::no_room())));
+        }
         let Some(stash) = &self.stash else {
             return Poll::Ready(None);
         };
