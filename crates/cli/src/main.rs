@@ -241,8 +241,24 @@ struct CompareArgs {
     client_cpu: usize,
 }
 
+/// The servers' log lines (the libraries log through `tracing`): plain
+/// messages on stderr, `info` and above unless `RUST_LOG` says otherwise.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .without_time()
+        .with_level(false)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let res = match cli.cmd {
         Cmd::Probe { json } => probe(json),
         Cmd::Echo(a) => ringkit_echo::run_server(EchoServerConfig {

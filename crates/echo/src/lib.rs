@@ -119,7 +119,7 @@ impl Default for EchoLimits {
 }
 
 /// Run the echo server until `SIGTERM` or `SIGINT`, then shut down
-/// gracefully and return `Ok`. Prints the backend of each thread once it is
+/// gracefully and return `Ok`. Logs (through `tracing`) the backend of each thread once it is
 /// listening, and a summary per thread at the end.
 ///
 /// # Shutdown
@@ -159,12 +159,16 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
         .cpus(cfg.cpus.clone())
         .builder(builder);
     let cfg2 = cfg.clone();
+    let errors: std::sync::Arc<std::sync::Mutex<Vec<io::Error>>> = Default::default();
+    let errs2 = errors.clone();
     let handles = ringkit::launch(launch, move |i| {
-        let cfg = cfg2.clone();
+        let (cfg, errs) = (cfg2.clone(), errs2.clone());
         async move {
             if let Err(e) = serve_thread(i, cfg).await {
-                eprintln!("ringkit echo: thread {i}: {e}");
-                std::process::exit(1);
+                // The other threads stop too, and `run_server` returns it.
+                let e = io::Error::new(e.kind(), format!("ringkit echo: thread {i}: {e}"));
+                errs.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                ringkit::signal::request_shutdown();
             }
         }
     })?;
@@ -172,7 +176,10 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
         h.join()
             .map_err(|_| io::Error::other("server thread panicked"))??;
     }
-    eprintln!(
+    if let Some(e) = errors.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        return Err(e);
+    }
+    tracing::info!(
         "ringkit echo: shut down cleanly (signal {})",
         ringkit::signal::requested_by().unwrap_or(0)
     );

@@ -45,7 +45,7 @@ impl ThreadState {
         let n = self.other_errors.get() + 1;
         self.other_errors.set(n);
         if n <= 10 {
-            eprintln!("ringkit echo: error: connection: {e}");
+            tracing::error!("ringkit echo: error: connection: {e}");
         }
     }
 }
@@ -77,7 +77,7 @@ async fn select<A: Future, B: Future>(
 pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
     let listener = TcpListener::bind_reuseport(cfg.addr)?;
     let report = ringkit::backend_report();
-    eprintln!(
+    tracing::info!(
         "ringkit echo: thread {i} listening on {} with {report} (recv {:?})",
         listener.local_addr()?,
         cfg.recv,
@@ -125,7 +125,7 @@ pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<
                     .as_ref()
                     .is_none_or(|(t, m)| t.elapsed() >= Duration::from_secs(1) || *m != msg);
                 if due {
-                    eprintln!(
+                    tracing::warn!(
                         "ringkit echo: accept error: {msg}; retrying in {backoff:?} ({unprinted} more since the last report)"
                     );
                     last_print = Some((Instant::now(), msg));
@@ -144,13 +144,13 @@ pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<
     }
     // New connections are refused from here on.
     drop(listener);
-    eprintln!(
+    tracing::info!(
         "ringkit echo: thread {i}: shutdown requested; listener closed; draining {} connections",
         st.drain.active()
     );
     st.drain.start();
     let _ = ringkit::time::timeout(cfg.limits.drain_timeout, st.drain.drained()).await;
-    eprintln!(
+    tracing::info!(
         "ringkit echo: thread {i}: stopped: {} connections accepted, {} still open at the drain deadline, {} peer resets, {} other connection errors, {} accept errors",
         st.accepted.get(),
         st.drain.active(),
@@ -158,7 +158,7 @@ pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<
         st.other_errors.get(),
         accept_errors,
     );
-    eprintln!(
+    tracing::info!(
         "ringkit echo: thread {i}: runtime counters: {} pooled_reads_outside_ring={}",
         ringkit::metrics(),
         st.heap_reads.get()

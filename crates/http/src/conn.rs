@@ -33,7 +33,6 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -67,7 +66,7 @@ const LINGER_BYTES: usize = 1 << 20;
 pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
     /// Serve TLS with this (see [`crate::Server::tls`]).
-    pub(crate) tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    pub(crate) tls: Option<crate::TlsConfig>,
     /// Read with `read_pooled` (io_uring) rather than into a buffer of the
     /// connection's own (epoll).
     pooled_reads: bool,
@@ -76,10 +75,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(
-        config: ServerConfig,
-        tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
-    ) -> Shared {
+    pub(crate) fn new(config: ServerConfig, tls: Option<crate::TlsConfig>) -> Shared {
         Shared {
             config,
             tls,

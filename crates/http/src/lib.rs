@@ -56,3 +56,13 @@ pub use response::{Body, FileBody, HeaderText, Response};
 pub use router::Router;
 pub use server::{serve_on, Server};
 pub use status::StatusCode;
+
+/// What [`Server::tls`] takes: a rustls server configuration (feature
+/// `tls`; build one with `ringkit_tls::server_config`).
+#[cfg(feature = "tls")]
+pub type TlsConfig = std::sync::Arc<ringkit_tls::rustls::ServerConfig>;
+
+/// Without the `tls` feature there is no TLS and no value of this type.
+#[cfg(not(feature = "tls"))]
+#[derive(Debug, Clone)]
+pub enum TlsConfig {}

@@ -40,7 +40,6 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::Arc;
 
 use ringkit::net::TcpListener;
 
@@ -53,7 +52,7 @@ pub struct Server {
     config: ServerConfig,
     accepted: Option<Rc<Cell<u64>>>,
     shutdown: Option<Pin<Box<dyn Future<Output = ()>>>>,
-    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    tls: Option<crate::TlsConfig>,
 }
 
 impl std::fmt::Debug for Server {
@@ -110,7 +109,8 @@ impl Server {
     /// Serve TLS with this configuration (`ringkit_tls::server_config`;
     /// ALPN `http/1.1`). File bodies are then read and encrypted, not sent
     /// with `sendfile` (no kTLS).
-    pub fn tls(mut self, config: Arc<ringkit_tls::rustls::ServerConfig>) -> Server {
+    #[cfg(feature = "tls")]
+    pub fn tls(mut self, config: crate::TlsConfig) -> Server {
         self.tls = Some(config);
         self
     }

@@ -10,22 +10,29 @@
 //! read or write dropped midway (a timeout, a shutdown) leaves the TLS
 //! session unusable, and the connection is closed right after anyway.
 
+#[cfg(feature = "tls")]
 use std::cell::RefCell;
-use std::io::{self, Read, Write};
-use std::sync::Arc;
+use std::io;
+#[cfg(feature = "tls")]
+use std::io::{Read, Write};
 
 use ringkit::buf::IoBuf;
 use ringkit::net::{RecvBuf, TcpStream};
-use ringkit_tls::rustls::{ServerConfig, ServerConnection};
+#[cfg(feature = "tls")]
+use ringkit_tls::rustls::ServerConnection;
+
+use crate::TlsConfig;
 
 /// The stream a connection reads and writes.
 #[derive(Debug)]
 pub(crate) enum Transport {
     Plain(TcpStream),
+    #[cfg(feature = "tls")]
     Tls(Box<TlsStream>),
 }
 
 /// TLS over a TCP stream.
+#[cfg(feature = "tls")]
 #[derive(Debug)]
 pub(crate) struct TlsStream {
     stream: TcpStream,
@@ -34,9 +41,12 @@ pub(crate) struct TlsStream {
 
 impl Transport {
     /// `stream`, through TLS if `tls` is given.
-    pub(crate) fn new(stream: TcpStream, tls: Option<&Arc<ServerConfig>>) -> io::Result<Transport> {
+    pub(crate) fn new(stream: TcpStream, tls: Option<&TlsConfig>) -> io::Result<Transport> {
         Ok(match tls {
             None => Transport::Plain(stream),
+            #[cfg(not(feature = "tls"))]
+            Some(cfg) => match *cfg {},
+            #[cfg(feature = "tls")]
             Some(cfg) => Transport::Tls(Box::new(TlsStream {
                 stream,
                 conn: RefCell::new(ServerConnection::new(cfg.clone()).map_err(io::Error::other)?),
@@ -53,6 +63,7 @@ impl Transport {
     pub(crate) fn tcp(&self) -> &TcpStream {
         match self {
             Transport::Plain(s) => s,
+            #[cfg(feature = "tls")]
             Transport::Tls(t) => &t.stream,
         }
     }
@@ -61,14 +72,17 @@ impl Transport {
     pub(crate) async fn read_pooled(&self) -> io::Result<RecvBuf> {
         match self {
             Transport::Plain(s) => s.read_pooled().await,
+            #[cfg(feature = "tls")]
             Transport::Tls(t) => t.read().await.map(RecvBuf::heap),
         }
     }
 
     /// Read into `buf` (replacing its contents); `Ok(0)`: end of stream.
+    #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
     pub(crate) async fn read(&self, mut buf: Vec<u8>) -> (io::Result<usize>, Vec<u8>) {
         match self {
             Transport::Plain(s) => s.read(buf).await,
+            #[cfg(feature = "tls")]
             Transport::Tls(t) => match t.read().await {
                 Ok(v) => {
                     buf.clear();
@@ -84,6 +98,7 @@ impl Transport {
     pub(crate) async fn write_all<B: IoBuf>(&self, buf: B) -> (io::Result<()>, B) {
         match self {
             Transport::Plain(s) => s.write_all(buf).await,
+            #[cfg(feature = "tls")]
             Transport::Tls(t) => {
                 let r = t.write(buf.init_slice()).await;
                 (r, buf)
@@ -96,12 +111,14 @@ impl Transport {
     pub(crate) async fn write_all_more(&self, buf: Vec<u8>) -> (io::Result<()>, Vec<u8>) {
         match self {
             Transport::Plain(s) => s.write_all_more(buf).await,
+            #[cfg(feature = "tls")]
             Transport::Tls(_) => self.write_all(buf).await,
         }
     }
 
     /// Shut down (under TLS: close_notify first).
     pub(crate) async fn shutdown(&self, how: std::net::Shutdown) -> io::Result<()> {
+        #[cfg(feature = "tls")]
         if let Transport::Tls(t) = self {
             t.conn.borrow_mut().send_close_notify();
             t.send_records().await?;
@@ -110,6 +127,7 @@ impl Transport {
     }
 }
 
+#[cfg(feature = "tls")]
 impl TlsStream {
     /// Move every record rustls has queued into one buffer.
     fn take_records(&self) -> io::Result<Vec<u8>> {

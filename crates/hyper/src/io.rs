@@ -7,16 +7,18 @@ use std::task::{ready, Context, Poll};
 use hyper::rt::{Read, ReadBufCursor, Write};
 use ringkit::net::{PollIo, TcpStream, UnixStream};
 
+#[cfg(feature = "tls")]
 use crate::tls::TlsIo;
 
 /// A ringkit stream as hyper I/O (see [`ringkit::net::PollIo`]), in the
-/// clear or through TLS ([`TlsIo`]).
+/// clear or through TLS (`tls::TlsIo`, feature `tls`).
 #[derive(Debug)]
 pub struct HyperIo(Inner);
 
 #[derive(Debug)]
 enum Inner {
     Plain(PollIo),
+    #[cfg(feature = "tls")]
     Tls(Box<TlsIo>),
 }
 
@@ -27,6 +29,7 @@ impl HyperIo {
     }
 
     /// Wrap a TLS connection.
+    #[cfg(feature = "tls")]
     pub fn tls(io: TlsIo) -> HyperIo {
         HyperIo(Inner::Tls(Box::new(io)))
     }
@@ -55,6 +58,7 @@ impl Read for HyperIo {
         let dst = unsafe { buf.as_mut() };
         let n = ready!(match &mut self.get_mut().0 {
             Inner::Plain(io) => io.poll_read(cx, dst),
+            #[cfg(feature = "tls")]
             Inner::Tls(io) => io.poll_read(cx, dst),
         })?;
         // SAFETY: the first `n` bytes were just written.
@@ -71,6 +75,7 @@ impl Write for HyperIo {
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
             Inner::Plain(io) => io.poll_write(cx, buf),
+            #[cfg(feature = "tls")]
             Inner::Tls(io) => io.poll_write(cx, buf),
         }
     }
@@ -78,6 +83,7 @@ impl Write for HyperIo {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
             Inner::Plain(io) => io.poll_flush(cx),
+            #[cfg(feature = "tls")]
             Inner::Tls(io) => io.poll_flush(cx),
         }
     }
@@ -85,6 +91,7 @@ impl Write for HyperIo {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
             Inner::Plain(io) => io.poll_shutdown(cx),
+            #[cfg(feature = "tls")]
             Inner::Tls(io) => io.poll_shutdown(cx),
         }
     }

@@ -12,8 +12,9 @@
 //! - [`serve`]: a thread-per-core server: one runtime, one `SO_REUSEPORT`
 //!   listener per thread, HTTP/1.1 and HTTP/2 (hyper-util's auto builder,
 //!   h2 by prior knowledge), graceful shutdown on SIGINT/SIGTERM.
-//! - [`tls`]: TLS with rustls over the same I/O (`ServeConfig::tls`; ALPN
-//!   `h2` and `http/1.1`).
+//! - `tls` (feature `tls`, off by default: it pulls rustls and ring): TLS
+//!   with rustls over the same I/O (`ServeConfig::tls`; ALPN `h2` and
+//!   `http/1.1`).
 //! - [`client::handshake`]: a hyper HTTP/1.1 client connection over a
 //!   ringkit stream.
 //!
@@ -32,7 +33,19 @@ pub mod hello;
 mod io;
 mod rt;
 mod server;
+#[cfg(feature = "tls")]
 pub mod tls;
+
+/// What [`ServeConfig::tls`] holds: a rustls server configuration (with
+/// the `tls` feature; see [`tls::server_config`]).
+#[cfg(feature = "tls")]
+pub type TlsConfig = std::sync::Arc<ringkit_tls::rustls::ServerConfig>;
+
+/// What [`ServeConfig::tls`] holds. Without the `tls` feature there is no
+/// TLS, and no value of this type: `None` is the only choice.
+#[cfg(not(feature = "tls"))]
+#[derive(Debug, Clone)]
+pub enum TlsConfig {}
 
 pub use io::HyperIo;
 pub use rt::{LocalExec, RingkitSleep, RingkitTimer};

@@ -28,7 +28,9 @@ use ringkit::net::TcpListener;
 use ringkit::sync::Drain;
 use ringkit::{Backend, LaunchConfig};
 
+#[cfg(feature = "tls")]
 use crate::tls::TlsIo;
+use crate::TlsConfig;
 use crate::{HyperIo, LocalExec, RingkitTimer};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -46,8 +48,9 @@ pub struct ServeConfig {
     pub backend: Backend,
     /// How long connections may take to finish after a shutdown request.
     pub grace: Duration,
-    /// Serve TLS with this configuration (see [`crate::tls::server_config`]).
-    pub tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    /// Serve TLS with this configuration (feature `tls`; see
+    /// `tls::server_config`).
+    pub tls: Option<TlsConfig>,
     /// Close a connection whose writes have not moved a byte for this long
     /// (a client that stops reading; nginx's `send_timeout`): progress
     /// restarts the clock, so a slow but steady reader is served. 60 s.
@@ -103,6 +106,11 @@ impl From<&ServeConfig> for ConnLimits {
 
 /// Serve the tower service `make()` (an axum `Router`, for one) on every
 /// thread until SIGINT/SIGTERM; returns once every thread has drained.
+///
+/// Every thread's listener is bound before any thread starts, so an
+/// address that cannot be bound is this call's error (naming the address),
+/// and nothing is left running. The library prints nothing: each thread
+/// logs its address and backend through `tracing` (`info`).
 pub fn serve<M, S, B>(cfg: ServeConfig, make: M) -> io::Result<()>
 where
     M: Fn() -> S + Send + Sync + Clone + 'static,
@@ -114,37 +122,68 @@ where
 {
     ringkit::raise_nofile_limit();
     ringkit::signal::install()?;
-    let launch = LaunchConfig::new(cfg.threads.max(1))
+    let threads = cfg.threads.max(1);
+    let listeners = (0..threads)
+        .map(|_| {
+            let l = std::net::TcpListener::from(bind_reuseport(cfg.addr)?);
+            Ok(std::sync::Mutex::new(Some(l)))
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let listeners = Arc::new(listeners);
+    let launch = LaunchConfig::new(threads)
         .cpus(cfg.cpus.clone())
         .backend(cfg.backend);
-    let (addr, limits, tls) = (cfg.addr, ConnLimits::from(&cfg), cfg.tls.clone());
+    let (limits, tls) = (ConnLimits::from(&cfg), cfg.tls.clone());
+    let errors: Arc<std::sync::Mutex<Vec<io::Error>>> = Arc::default();
+    let errs = errors.clone();
     let handles = ringkit::launch(launch, move |i| {
-        let (make, tls) = (make.clone(), tls.clone());
+        let (make, tls, errs) = (make.clone(), tls.clone(), errs.clone());
+        let std_listener = listeners[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
         async move {
-            let listener = match TcpListener::bind_reuseport(addr) {
-                Ok(l) => l,
-                Err(e) => {
-                    eprintln!("ringkit-hyper: thread {i}: cannot listen on {addr}: {e}");
-                    std::process::exit(1);
-                }
+            let run = async {
+                let std_listener =
+                    std_listener.ok_or_else(|| io::Error::other("listener already taken"))?;
+                let listener = TcpListener::from_std(std_listener)?;
+                tracing::info!(
+                    "ringkit-hyper: thread {i} listening on {} with {}",
+                    listener.local_addr()?,
+                    ringkit::backend_report()
+                );
+                let shutdown = ringkit::signal::shutdown_requested();
+                serve_listener_with(listener, make(), tls, shutdown, limits).await
             };
-            eprintln!(
-                "ringkit-hyper: thread {i} listening on {} with {}",
-                listener.local_addr().unwrap_or(addr),
-                ringkit::backend_report()
-            );
-            let shutdown = ringkit::signal::shutdown_requested();
-            if let Err(e) = serve_listener_with(listener, make(), tls, shutdown, limits).await {
-                eprintln!("ringkit-hyper: thread {i}: {e}");
-                std::process::exit(1);
+            if let Err(e) = run.await {
+                let e = io::Error::new(e.kind(), format!("ringkit-hyper: thread {i}: {e}"));
+                errs.lock().unwrap_or_else(|p| p.into_inner()).push(e);
             }
         }
     })?;
     for h in handles {
         h.join()
-            .map_err(|_| io::Error::other("server thread panicked"))??;
+            .map_err(|_| io::Error::other("ringkit-hyper: a server thread panicked"))??;
     }
-    Ok(())
+    let first = errors.lock().unwrap_or_else(|e| e.into_inner()).pop();
+    first.map_or(Ok(()), Err)
+}
+
+/// A listening socket on `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`
+/// (one per thread); the error names the address.
+fn bind_reuseport(addr: SocketAddr) -> io::Result<socket2::Socket> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM.cloexec(),
+        None,
+    )
+    .map_err(named)?;
+    s.set_reuse_address(true).map_err(named)?;
+    s.set_reuse_port(true).map_err(named)?;
+    s.bind(&addr.into()).map_err(named)?;
+    s.listen(1024).map_err(named)?;
+    Ok(s)
 }
 
 /// Serve `service` on `listener` (on this runtime thread), through TLS if
@@ -153,7 +192,7 @@ where
 pub async fn serve_listener<S, B>(
     listener: TcpListener,
     service: S,
-    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    tls: Option<TlsConfig>,
     shutdown: impl Future<Output = ()>,
     grace: Duration,
 ) -> io::Result<()>
@@ -176,7 +215,7 @@ where
 pub async fn serve_listener_with<S, B>(
     listener: TcpListener,
     service: S,
-    tls: Option<Arc<ringkit_tls::rustls::ServerConfig>>,
+    tls: Option<TlsConfig>,
     shutdown: impl Future<Output = ()>,
     limits: ConnLimits,
 ) -> io::Result<()>
@@ -207,10 +246,13 @@ where
         stream.set_write_timeout(Some(limits.send_timeout));
         let io = match &tls {
             None => HyperIo::from(stream),
+            #[cfg(not(feature = "tls"))]
+            Some(cfg) => match *cfg {},
+            #[cfg(feature = "tls")]
             Some(cfg) => match TlsIo::new(stream.into_poll_io(), cfg.clone()) {
                 Ok(t) => HyperIo::tls(t),
                 Err(e) => {
-                    eprintln!("ringkit-hyper: TLS: {e}");
+                    tracing::warn!("ringkit-hyper: TLS: {e}");
                     continue;
                 }
             },

@@ -220,3 +220,16 @@ ringkit::test_all! {
         assert!(std::net::TcpStream::connect(addr).is_err(), "still listening");
     }
 }
+
+/// An address that cannot be bound is `serve`'s error, naming the address;
+/// the caller's code after `serve` runs (it used to exit the process).
+#[test]
+fn serve_returns_a_bind_error_naming_the_address() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
+    let mut cfg = ringkit_hyper::ServeConfig::new(addr);
+    cfg.threads = 2;
+    let e = ringkit_hyper::serve(cfg, app).expect_err("bound a busy address");
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+    assert!(e.to_string().contains(&addr.to_string()), "{e}");
+}

@@ -415,3 +415,12 @@ ringkit::test_all! {
         assert_eq!(b, b"data");
     }
 }
+
+#[test]
+fn a_bind_error_names_the_address() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
+    let e = TcpListener::bind(addr).expect_err("bound a busy address");
+    assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+    assert!(e.to_string().contains(&addr.to_string()), "{e}");
+}

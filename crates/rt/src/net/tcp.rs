@@ -49,13 +49,16 @@ impl TcpListener {
     }
 
     fn bind_with(addr: SocketAddr, reuseport: bool) -> io::Result<TcpListener> {
-        let s = socket(socket2::Domain::for_address(addr), socket2::Type::STREAM)?;
-        s.set_reuse_address(true)?;
+        // Every error names the address (`AddrInUse` alone does not say which).
+        let named =
+            |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
+        let s = socket(socket2::Domain::for_address(addr), socket2::Type::STREAM).map_err(named)?;
+        s.set_reuse_address(true).map_err(named)?;
         if reuseport {
-            s.set_reuse_port(true)?;
+            s.set_reuse_port(true).map_err(named)?;
         }
-        s.bind(&addr.into())?;
-        s.listen(1024)?;
+        s.bind(&addr.into()).map_err(named)?;
+        s.listen(1024).map_err(named)?;
         let local = s
             .local_addr()?
             .as_socket()
