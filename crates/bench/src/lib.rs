@@ -4,7 +4,7 @@
 //! - [`harness`]: what every study shares (nothing in it imports a study).
 //! - [`raw`]: the studies' code that pushes SQEs on a bare ring itself.
 //! - one module per study: [`echo`], [`generator`], [`http`], [`wakeup`],
-//!   [`nop`], [`file`]; and [`torture`], the chaos load.
+//!   [`nop`], [`file`](mod@file); and [`torture`], the chaos load.
 
 #![warn(missing_docs)]
 

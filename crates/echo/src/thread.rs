@@ -1,15 +1,13 @@
 //! One server thread: its listener's accept loop, then the drain.
 
 use std::cell::Cell;
-use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use ringkit::net::TcpListener;
-use ringkit::sync::Drain;
+use ringkit::sync::{select, Drain, Either};
 
 use crate::conn::{serve_pooled, serve_single};
 use crate::{EchoServerConfig, RecvMode};
@@ -48,30 +46,6 @@ impl ThreadState {
             tracing::error!("ringkit echo: error: connection: {e}");
         }
     }
-}
-
-/// One of two futures, whichever finishes first (the other is left as is).
-enum Either<A, B> {
-    Left(A),
-    Right(B),
-}
-
-/// Poll `a` then `b` until one is ready. Neither is dropped: the caller
-/// still owns both, so a read raced against a signal loses nothing.
-async fn select<A: Future, B: Future>(
-    mut a: std::pin::Pin<&mut A>,
-    mut b: std::pin::Pin<&mut B>,
-) -> Either<A::Output, B::Output> {
-    poll_fn(|cx| {
-        if let Poll::Ready(v) = a.as_mut().poll(cx) {
-            return Poll::Ready(Either::Left(v));
-        }
-        if let Poll::Ready(v) = b.as_mut().poll(cx) {
-            return Poll::Ready(Either::Right(v));
-        }
-        Poll::Pending
-    })
-    .await
 }
 
 pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {

@@ -46,6 +46,22 @@ impl Limits {
 }
 
 /// Server settings: parser [`Limits`], timeouts and connection caps.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use ringkit_http::{Request, Response, Router, Server, ServerConfig};
+/// let config = ServerConfig {
+///     idle_timeout: Duration::from_secs(30),
+///     send_timeout: Duration::from_secs(20),
+///     max_connections: 5_000,
+///     ..ServerConfig::default()
+/// };
+/// ringkit::run(async move {
+///     let app = Router::new().get("/", |_req: Request| async { Response::ok().body("hi") });
+///     Server::bind("127.0.0.1:8080")?.config(config).serve(app).await
+/// })??;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// What a request may hold.

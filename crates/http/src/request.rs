@@ -10,11 +10,31 @@ use crate::{Error, Head, Limits, Parsed};
 pub struct Request {
     head: Head,
     body: Vec<u8>,
+    /// Path parameters set by the [`Router`](crate::Router), decoded.
+    params: Vec<(String, String)>,
 }
 
 impl Request {
     pub(crate) fn new(head: Head, body: Vec<u8>) -> Request {
-        Request { head, body }
+        Request {
+            head,
+            body,
+            params: Vec::new(),
+        }
+    }
+
+    /// The value of path parameter `name` of the route that matched
+    /// (`/users/{id}` gives `param("id")`), percent-decoded; `None` if the
+    /// route has no such parameter.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.params
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn set_params(&mut self, params: Vec<(String, String)>) {
+        self.params = params;
     }
 
     /// Parse one whole request (head and body) from the start of `bytes`:

@@ -142,6 +142,26 @@ impl Response {
             .body(body)
     }
 
+    /// `value` as a JSON body (`application/json`), feature `json`. A value
+    /// that cannot be serialised (a map with non-string keys) gives a 500.
+    ///
+    /// ```
+    /// let r = ringkit_http::Response::json(ringkit_http::StatusCode::OK, &[1, 2, 3]);
+    /// assert_eq!(r.header_value("content-type"), Some("application/json"));
+    /// ```
+    #[cfg(feature = "json")]
+    pub fn json(status: StatusCode, value: &impl serde::Serialize) -> Response {
+        match serde_json::to_vec(value) {
+            Ok(body) => Response::new(status)
+                .header("content-type", "application/json")
+                .body(body),
+            Err(e) => {
+                tracing::error!("ringkit-http: response not serialisable as JSON: {e}");
+                Response::text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n")
+            }
+        }
+    }
+
     /// Change the status.
     pub fn status_code(mut self, status: StatusCode) -> Response {
         self.status = status;

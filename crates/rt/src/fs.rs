@@ -6,6 +6,28 @@
 //!
 //! `O_DIRECT` ([`OpenOptions::direct`]) needs buffers, offsets and lengths
 //! aligned to the device's logical block size: use [`crate::buf::AlignedBuf`].
+//!
+//! ```
+//! use ringkit::fs::OpenOptions;
+//! ringkit::run(async {
+//!     let dir = std::env::temp_dir().join(format!("ringkit-doc-{}", std::process::id()));
+//!     std::fs::create_dir_all(&dir)?;
+//!     let path = dir.join("log");
+//!     let f = OpenOptions::new()
+//!         .read(true)
+//!         .write(true)
+//!         .create(true)
+//!         .open(&path)
+//!         .await?;
+//!     f.write_all_at(&b"hello, disk"[..], 0).await.0?;
+//!     f.sync_data().await?; // durable before we go on
+//!     let (n, buf) = f.read_at(Vec::with_capacity(64), 7).await;
+//!     assert_eq!(&buf[..n?], b"disk");
+//!     std::fs::remove_dir_all(&dir)?;
+//!     Ok::<_, std::io::Error>(())
+//! })??;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::ffi::CString;
 use std::io;

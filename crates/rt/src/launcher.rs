@@ -71,7 +71,19 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 
 /// Start one runtime per thread and run `make(i)` on thread `i` until it
 /// returns. Each thread builds its own runtime; a build error ends that thread
-/// with the error.
+/// with the error. `examples/echo_threads.rs` is a whole server.
+///
+/// ```
+/// use ringkit::LaunchConfig;
+/// let handles = ringkit::launch(LaunchConfig::new(2), |i| async move {
+///     ringkit::time::sleep(std::time::Duration::from_millis(1)).await;
+///     println!("thread {i} ran on {}", ringkit::backend_report());
+/// })?;
+/// for h in handles {
+///     h.join().expect("no panic")?;
+/// }
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub fn launch<F, Fut>(cfg: LaunchConfig, make: F) -> io::Result<Vec<JoinHandle<io::Result<()>>>>
 where
     F: Fn(usize) -> Fut + Send + Sync + Clone + 'static,

@@ -393,7 +393,23 @@ fn parse_batch_wait(v: &str) -> io::Result<(u32, Duration)> {
     Ok((want.max(1), Duration::from_micros(us)))
 }
 
-/// A single-threaded runtime. See the module docs.
+/// A single-threaded runtime: one per thread (thread-per-core), `!Send`.
+///
+/// Each turn of its loop runs the tasks that are runnable, then parks the
+/// driver once: on io_uring one `io_uring_enter` submits every queued
+/// operation and, only when nothing is runnable, waits for a completion or
+/// the next timer; on epoll one `epoll_wait`. [`launch`](crate::launch)
+/// starts one per thread; [`Builder`] chooses the backend and its options.
+///
+/// ```
+/// let rt = ringkit::Runtime::new()?;
+/// let answer = rt.block_on(async {
+///     let h = ringkit::spawn(async { 6 * 7 });
+///     h.await.unwrap()
+/// });
+/// assert_eq!(answer, 42);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 ///
 /// ```compile_fail
 /// fn assert_send<T: Send>(_: T) {}

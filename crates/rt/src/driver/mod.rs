@@ -1,11 +1,11 @@
 //! The backend contract, written once, and the choice of backend.
 //!
-//! Every operation is one file in [`op`] implementing [`OpCode`]: the SQE it
+//! Every operation is one file in `op` implementing `OpCode`: the SQE it
 //! becomes on io_uring, and on epoll the readiness it waits for and the
-//! non-blocking syscall it makes. [`Op`] is the future that drives an
-//! `OpCode` on whichever backend this runtime chose; [`Driver`] dispatches.
+//! non-blocking syscall it makes. `Op` is the future that drives an
+//! `OpCode` on whichever backend this runtime chose; `Driver` dispatches.
 //! Multishot operations (`op/accept_multi.rs`, `op/recv_multi.rs`) keep
-//! their key in a [`multishot::Multishot`] (see its slot rule) and carry
+//! their key in a `multishot::Multishot` (see its slot rule) and carry
 //! their epoll fallback inside the op file. Nothing outside `driver/`
 //! reaches into a backend: `net/` only asks `runtime::is_uring()` where the
 //! two differ in meaning (whether reads need a stash for dropped receives,
@@ -20,7 +20,7 @@
 //! [`BackendReport`] and logged once.
 //!
 //! # Cancellation guarantees (io_uring)
-//! Dropping an [`Op`] whose operation is in flight never frees memory the
+//! Dropping an `Op` whose operation is in flight never frees memory the
 //! kernel may still touch and never loses data:
 //! - the op's buffers (and any boxed address/iovec/statx storage) move into
 //!   the driver and are freed only when the kernel's final CQE arrives;

@@ -4,6 +4,28 @@
 //! calls take owned buffers and give them back with the result
 //! (see [`crate::buf`]). Sockets are `!Send`: they belong to the runtime
 //! thread that made them.
+//!
+//! ```
+//! use ringkit::net::{TcpListener, TcpStream, UdpSocket};
+//! ringkit::run(async {
+//!     // TCP: a listener, a client, one round trip.
+//!     let l = TcpListener::bind("127.0.0.1:0")?;
+//!     let c = TcpStream::connect(l.local_addr()?).await?;
+//!     let (s, _peer) = l.accept().await?;
+//!     c.write_all(&b"ping"[..]).await.0?;
+//!     let (n, buf) = s.read(Vec::with_capacity(64)).await;
+//!     assert_eq!(&buf[..n?], b"ping");
+//!     // UDP: a datagram and its sender.
+//!     let a = UdpSocket::bind("127.0.0.1:0")?;
+//!     let b = UdpSocket::bind("127.0.0.1:0")?;
+//!     b.send_to(&b"hi"[..], a.local_addr()?).await.0?;
+//!     let (got, buf) = a.recv_from(Vec::with_capacity(64)).await;
+//!     let (n, from) = got?;
+//!     assert_eq!((&buf[..n], from), (&b"hi"[..], b.local_addr()?));
+//!     Ok::<_, std::io::Error>(())
+//! })??;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 mod poll_io;
 #[cfg(feature = "tokio")]

@@ -54,7 +54,13 @@ const KEEP_WHEN_IDLE: usize = 2 * 1024;
 
 type Boxed<T> = Pin<Box<dyn Future<Output = T>>>;
 
-/// Poll-based I/O over a ringkit stream (see the module docs). Made by
+/// Poll-based I/O over a ringkit stream, for code written against
+/// readiness-style traits (hyper's `rt::Read`/`rt::Write`; tokio's
+/// `AsyncRead`/`AsyncWrite` with the `tokio` feature). Reads copy out of
+/// the stream's pooled receives (the buffer ring on io_uring: no syscall
+/// per read); writes collect in an owned buffer that leaves as one send at
+/// 64 KiB or on `poll_flush`, which returns once every accepted byte is
+/// sent; a second full buffer makes `poll_write` pend. Made by
 /// `TcpStream::into_poll_io` / `UnixStream::into_poll_io`.
 pub struct PollIo {
     core: Rc<StreamCore>,

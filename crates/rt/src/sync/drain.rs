@@ -5,7 +5,43 @@
 //! connection (so an idle one notices at once), and then awaits
 //! [`Drain::drained`], which resolves when the last guard is dropped.
 //!
-//! A connection learns of the drain either by polling
+//! ```
+//! use std::pin::pin;
+//! use ringkit::net::{TcpListener, TcpStream};
+//! use ringkit::sync::{select, Drain, Either};
+//! ringkit::run(async {
+//!     let l = TcpListener::bind("127.0.0.1:0")?;
+//!     let addr = l.local_addr()?;
+//!     let drain = Drain::new();
+//!     let _client = TcpStream::connect(addr).await?;
+//!     let (conn, _) = l.accept().await?;
+//!     let guard = drain.enter();
+//!     // A connection task: read until the peer closes or draining starts.
+//!     let task = ringkit::spawn(async move {
+//!         let mut draining = pin!(guard.draining());
+//!         loop {
+//!             let mut read = pin!(conn.read_pooled());
+//!             match select(read.as_mut(), draining.as_mut()).await {
+//!                 Either::Left(Ok(buf)) if !buf.is_empty() => continue,
+//!                 Either::Left(_) => return "closed",
+//!                 Either::Right(()) => return "drained",
+//!             }
+//!         }
+//!     });
+//!     ringkit::yield_now().await;
+//!     // The accept loop, on shutdown: stop accepting, then drain.
+//!     drop(l);
+//!     drain.start();
+//!     drain.drained().await;
+//!     assert_eq!(task.await.unwrap(), "drained");
+//!     Ok::<_, std::io::Error>(())
+//! })??;
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! A connection learns of the drain either by awaiting
+//! [`DrainGuard::draining`] (raced against its read with
+//! [`select`](crate::sync::select)), by polling
 //! [`DrainGuard::poll_draining`] beside its read (the waker is stored only
 //! when it changes, so the hot path is an index and a `will_wake`), or by
 //! registering its task's waker once ([`DrainGuard::set_waker`]) and
@@ -114,6 +150,13 @@ impl DrainGuard {
             *w = Some(cx.waker().clone());
         }
         Poll::Pending
+    }
+
+    /// Resolves once draining has started: race it against a read with
+    /// [`select`](crate::sync::select) to stop an idle connection (see the
+    /// module example).
+    pub fn draining(&self) -> impl Future<Output = ()> + '_ {
+        poll_fn(|cx| self.poll_draining(cx))
     }
 
     /// Keep `waker` to be woken when draining starts (for a task that
