@@ -108,9 +108,16 @@ fn echo_round_trip(addr: SocketAddr) {
 fn echo() {
     let Some(path) = example("echo") else { return };
     for b in backends() {
-        let (g, addr) = start(&path, &["127.0.0.1:0", b], 1);
-        echo_round_trip(addr);
-        stop(g);
+        for round in 0..10 {
+            let (g, addr) = start(&path, &["127.0.0.1:0", b], 1);
+            echo_round_trip(addr);
+            stop(g);
+            // The port is free the moment the process has exited (on
+            // io_uring the ring's teardown used to keep the listening
+            // socket for a few milliseconds more): a restart can bind it.
+            let again = std::net::TcpListener::bind(addr);
+            assert!(again.is_ok(), "{b}: round {round}: rebind {addr}: {again:?}");
+        }
     }
 }
 
