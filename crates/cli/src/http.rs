@@ -26,7 +26,7 @@ pub struct ServerArgs {
     addr: SocketAddr,
     /// I/O backend: auto (io_uring if usable here, else epoll, saying why),
     /// uring or epoll.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", env = "RINGKIT_BACKEND")]
     backend: Backend,
     /// Runtime threads, one listener and one event loop each.
     #[arg(long, default_value_t = 1)]
@@ -55,12 +55,12 @@ pub struct ServerArgs {
     /// io_uring: slots of the registered file table that connections are
     /// promoted into after 16 operations (keep-alive connections; a
     /// one-request connection never is); 0 = plain fds.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, env = "RINGKIT_FIXED_FILES")]
     fixed_files: u32,
     /// io_uring: let one receive completion cover several buffers when a
     /// client pipelines more than one holds (IORING_RECVSEND_BUNDLE, Linux
     /// 6.10; ignored where the kernel lacks it): on or off.
-    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set)]
+    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set, env = "RINGKIT_RECV_BUNDLE")]
     recv_bundle: bool,
     /// File bodies over 16 KiB: sendfile = sendfile(2) after a head sent
     /// with MSG_MORE, no copy through user memory; splice = splice(2) file

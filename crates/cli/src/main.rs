@@ -58,7 +58,7 @@ struct AxumArgs {
     #[arg(long, default_value = "127.0.0.1:3000")]
     addr: SocketAddr,
     /// auto | uring | epoll.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", env = "RINGKIT_BACKEND")]
     backend: Backend,
     /// Runtime threads, one listener each.
     #[arg(long, default_value_t = 1)]
@@ -80,7 +80,7 @@ struct EchoArgs {
     #[arg(long, default_value = "127.0.0.1:7000")]
     addr: SocketAddr,
     /// auto | uring | epoll.
-    #[arg(long, default_value = "auto")]
+    #[arg(long, default_value = "auto", env = "RINGKIT_BACKEND")]
     backend: Backend,
     /// Runtime threads (each with its own SO_REUSEPORT listener).
     #[arg(long, default_value_t = 1)]
@@ -97,12 +97,12 @@ struct EchoArgs {
     /// promoted into after 16 operations (their receives and sends then skip
     /// the kernel's per-operation file lookup); 0 = plain fds. The plain
     /// path is `--recv single --fixed-files 0`.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, env = "RINGKIT_FIXED_FILES")]
     fixed_files: u32,
     /// io_uring: let one receive completion cover several buffers when a
     /// peer sends more than one holds (IORING_RECVSEND_BUNDLE, Linux 6.10;
     /// ignored where the kernel lacks it): on or off.
-    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, env = "RINGKIT_RECV_BUNDLE")]
     recv_bundle: bool,
     /// io_uring: how everything already received is sent back in one go:
     /// vectored = one SENDMSG with an iovec per buffer; linked = one SEND
@@ -110,7 +110,7 @@ struct EchoArgs {
     /// (IOSQE_CQE_SKIP_SUCCESS); bundle = one SEND with
     /// IORING_RECVSEND_BUNDLE from a send ring holding the batch (Linux
     /// 6.10). One CQE per batch in each case.
-    #[arg(long, default_value = "vectored")]
+    #[arg(long, default_value = "vectored", env = "RINGKIT_SEND_BATCH")]
     send_batch: ringkit::SendBatch,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
@@ -119,7 +119,7 @@ struct EchoArgs {
     /// MICROS once one is ready (IORING_FEAT_MIN_TIMEOUT, Linux 6.12), as
     /// WANT:MICROS, e.g. 32:50. Fewer enters under load, up to MICROS more
     /// latency when traffic is light. Default: off.
-    #[arg(long, value_parser = parse_batch_wait)]
+    #[arg(long, value_parser = parse_batch_wait, env = "RINGKIT_BATCH_WAIT")]
     batch_wait: Option<(u32, u64)>,
     /// Fault injection: io_uring SQ entries (the CQ gets 4x); e.g. 4 fills
     /// the SQ and overflows the CQ.

@@ -23,7 +23,8 @@
 //!
 //! - [`Runtime`] / [`Builder`]: one single-threaded executor per thread; the
 //!   backend ([`Backend`]) is chosen once at start and reported
-//!   ([`Runtime::backend_report`]). `RINGKIT_BACKEND=auto|uring|epoll` overrides.
+//!   ([`Runtime::backend_report`]). The environment is read only when
+//!   asked ([`Builder::env_overrides`]).
 //! - [`spawn`] / [`JoinHandle`]: `!Send` tasks.
 //! - [`launch`]: thread-per-core, with CPU pinning.
 //! - [`net`], [`fs`], [`time`], [`buf`]: I/O with owned buffers.

@@ -201,23 +201,44 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Defaults: `Backend::Auto`, 256 SQ entries, `RINGKIT_BACKEND` honoured.
+    /// Defaults: `Backend::Auto`, 256 SQ entries. The environment is not
+    /// read unless [`env_overrides`](Self::env_overrides) asks for it.
     pub fn new() -> Builder {
         Builder {
             backend: Backend::Auto,
             config: DriverConfig::default(),
-            env_override: true,
+            env_override: false,
         }
     }
 
-    /// Which backend to use (`RINGKIT_BACKEND=auto|uring|epoll` overrides it
-    /// unless [`ignore_env`](Self::ignore_env) is set).
+    /// Which backend to use.
     pub fn backend(mut self, b: Backend) -> Self {
         self.backend = b;
         self
     }
 
-    /// Do not let `RINGKIT_BACKEND` override the backend.
+    /// Let the environment override this builder when it builds (for a
+    /// program that wants its operators to switch backends without a
+    /// flag): `RINGKIT_BACKEND=auto|uring|epoll`,
+    /// `RINGKIT_BATCH_WAIT=WANT:MICROS`, `RINGKIT_FIXED_FILES=N`,
+    /// `RINGKIT_RECV_BUNDLE=0|1`, `RINGKIT_SEND_BATCH=vectored|linked|bundle`.
+    /// An invalid value is an `InvalidInput` error from `build`. Off by
+    /// default: a library embedding ringkit never changes behaviour
+    /// because of a variable exported for something else.
+    ///
+    /// ```
+    /// // RINGKIT_BACKEND=epoll ./my-server   picks epoll; unset: io_uring if usable.
+    /// let rt = ringkit::Builder::new().env_overrides().build()?;
+    /// # drop(rt);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn env_overrides(mut self) -> Self {
+        self.env_override = true;
+        self
+    }
+
+    /// Do not read the environment (the default; undoes
+    /// [`env_overrides`](Self::env_overrides)).
     pub fn ignore_env(mut self) -> Self {
         self.env_override = false;
         self
@@ -247,8 +268,7 @@ impl Builder {
     /// (`IORING_FEAT_MIN_TIMEOUT`, Linux 6.12; ignored with a warning on
     /// older kernels, and by the epoll backend). Fewer enters and wake-ups
     /// under load, for up to `min_wait` of added latency when traffic is
-    /// light. Off by default. `RINGKIT_BATCH_WAIT=WANT:MICROS` sets it too
-    /// (unless [`ignore_env`](Self::ignore_env)).
+    /// light. Off by default.
     pub fn batch_wait(mut self, want: u32, min_wait: Duration) -> Self {
         self.config.batch_wait = Some((want.max(1), min_wait));
         self
@@ -261,7 +281,6 @@ impl Builder {
     /// per-operation file lookup and reference count (`fget`/`fput`). The
     /// slot costs one `io_uring_register` call and is closed through the
     /// ring with the stream. A full table leaves later streams on plain fds.
-    /// `RINGKIT_FIXED_FILES=N` sets it too.
     pub fn fixed_files(mut self, slots: u32) -> Self {
         self.config.fixed_files = slots;
         self
@@ -271,8 +290,7 @@ impl Builder {
     /// completion when a peer has sent more than one holds
     /// (`IORING_RECVSEND_BUNDLE`, Linux 6.10; without it, or with `false`,
     /// one buffer per completion). Reads still hand out one buffer at a
-    /// time, in order, without a copy. On by default;
-    /// `RINGKIT_RECV_BUNDLE=0|1` sets it too.
+    /// time, in order, without a copy. On by default.
     pub fn recv_bundle(mut self, on: bool) -> Self {
         self.config.recv_bundle = on;
         self
@@ -283,8 +301,7 @@ impl Builder {
     /// chain of linked sends whose success CQEs are skipped but the last,
     /// or one send bundle from a send ring ([`SendBatch`](crate::SendBatch)).
     /// Each posts one CQE per batch; the switch is there to measure them
-    /// against each other. `RINGKIT_SEND_BATCH=vectored|linked|bundle` sets
-    /// it too.
+    /// against each other.
     pub fn send_batch(mut self, how: crate::SendBatch) -> Self {
         self.config.send_batch = how;
         self

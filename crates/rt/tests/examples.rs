@@ -116,7 +116,10 @@ fn echo() {
             // io_uring the ring's teardown used to keep the listening
             // socket for a few milliseconds more): a restart can bind it.
             let again = std::net::TcpListener::bind(addr);
-            assert!(again.is_ok(), "{b}: round {round}: rebind {addr}: {again:?}");
+            assert!(
+                again.is_ok(),
+                "{b}: round {round}: rebind {addr}: {again:?}"
+            );
         }
     }
 }

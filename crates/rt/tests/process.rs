@@ -597,7 +597,14 @@ fn child_backend_env() {
     }
     let value = std::env::var("RINGKIT_BACKEND").expect("RINGKIT_BACKEND set by the parent");
     let valid = value.parse::<Backend>().is_ok();
-    match Builder::new().build() {
+    // Not read unless asked: a plain builder ignores even a bogus value.
+    let rt = Builder::new()
+        .build()
+        .expect("the environment was read unasked");
+    assert_eq!(rt.backend_report().requested, Backend::Auto);
+    drop(rt);
+    assert!(ringkit::Runtime::new().is_ok());
+    match Builder::new().env_overrides().build() {
         Ok(rt) => {
             assert!(valid, "RINGKIT_BACKEND={value:?} was accepted");
             let r = rt.backend_report();
@@ -623,7 +630,10 @@ fn child_backend_env() {
         }
     }
     // The variable also overrides an explicit backend...
-    let rt = Builder::new().backend(Backend::Auto).build();
+    let rt = Builder::new()
+        .backend(Backend::Auto)
+        .env_overrides()
+        .build();
     match (&rt, valid) {
         (Ok(rt), true) if value.eq_ignore_ascii_case("epoll") => {
             assert_eq!(rt.backend_report().chosen, Backend::Epoll)
@@ -633,11 +643,10 @@ fn child_backend_env() {
         (r, _) => panic!("unexpected {r:?} for RINGKIT_BACKEND={value:?}"),
     }
     drop(rt);
-    // ...and Runtime::new() honours it too...
-    assert_eq!(ringkit::Runtime::new().is_ok(), valid);
-    // ...but not with ignore_env().
+    // ...but not once ignore_env() undoes the request.
     let rt = Builder::new()
         .backend(Backend::Epoll)
+        .env_overrides()
         .ignore_env()
         .build()
         .expect("ignore_env ignores even an invalid value");
