@@ -189,3 +189,56 @@ fn file_jobs_on_every_engine_kind() {
     assert!(sec.markdown.contains("IOPOLL"));
     assert_eq!(sec.svgs.len(), 2);
 }
+
+/// fio with SQPOLL runs two busy threads (its job and the kernel's
+/// poller); fio's own usr/sys figures are its job thread's. The study
+/// charges fio for the whole process, measured around it.
+#[test]
+fn a_fio_run_with_sqpoll_is_charged_both_its_threads() {
+    use ringkit_bench::file::fio::{self, FioEngine, FioJob};
+    if let Err(why) = fio::version() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("f");
+    std::fs::write(&path, vec![7u8; 16 << 20]).unwrap();
+    let job = FioJob {
+        file: &path,
+        size: 16 << 20,
+        bs: 4096,
+        rw: "randread",
+        qd: 8,
+        direct: false,
+        batch: 1,
+        secs: 1.0,
+        cpu: 0,
+        sq_cpu: 1,
+    };
+    let engine = FioEngine::IoUring {
+        fixed: false,
+        sqpoll: true,
+        hipri: false,
+    };
+    let r = match fio::run(&job, engine) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skipped: fio with SQPOLL failed here: {e}");
+            return;
+        }
+    };
+    let (tu, ts) = r.thread_cpu_per_io();
+    let (pu, ps) = r.cpu_per_io();
+    let n = r.ios as f64;
+    let thread_s = (tu + ts) * n;
+    let proc_s = (pu + ps) * n;
+    eprintln!(
+        "fio: job thread {thread_s:.2} s, whole process {proc_s:.2} s over {:.2} s",
+        r.secs
+    );
+    // The poller alone spins for most of the run.
+    assert!(
+        proc_s > thread_s + 0.5 * r.secs,
+        "fio's SQPOLL thread was not charged: process {proc_s:.2} s, thread {thread_s:.2} s"
+    );
+}

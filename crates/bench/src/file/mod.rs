@@ -38,7 +38,8 @@
 //! Latency is from submission (push of the SQE, or the call) to the reap of
 //! the completion, like fio's `lat` (which the fio rows report). CPU per I/O
 //! is this process's user+system time over the window (`getrusage`, which
-//! includes the SQPOLL kernel thread), or fio's `usr_cpu`/`sys_cpu`.
+//! includes the SQPOLL kernel thread), and for fio its whole process tree
+//! measured around it (`wait4`; fio's own figures are one thread's).
 
 mod engines;
 pub mod fio;

@@ -118,7 +118,7 @@ pub fn markdown(res: &FileResults) -> String {
          - {} rounds of {} s per sample, engines interleaved and rotated; wall {:.0} s\n\
          - IOPOLL: {}\n\
          - fio: {}\n\
-         - latency: submission to reaped completion (fio: `lat_ns`); CPU per I/O: process user+system time over the window (`getrusage`, SQPOLL thread included; fio: its usr_cpu/sys_cpu)\n\
+         - latency: submission to reaped completion (fio: `lat_ns`); CPU per I/O: process user+system time over the window (`getrusage`, SQPOLL thread included; fio: its whole process tree from `wait4`, poller included, not its per-thread usr_cpu/sys_cpu)\n\
          - command: `{}`; ringkit {}\n",
         sys.kernel, sys.cpu_model, sys.cores, c.cpu, c.sq_cpu, c.size >> 20, t.path, t.device, t.fs,
         t.fill_secs, c.rounds, c.secs, res.wall_secs,

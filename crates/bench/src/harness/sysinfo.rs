@@ -113,6 +113,72 @@ impl CpuTimes {
         }
     }
 
+    /// Run `cmd` to completion (its stdout and stderr captured) and return
+    /// its output with the CPU time of the whole process tree: every
+    /// thread of the child (an io_uring SQPOLL poller, io-wq workers) and
+    /// of the children it waited for, from `wait4`'s resource usage. A
+    /// tool's own figure is often one thread's (`RUSAGE_THREAD`), which
+    /// leaves those out.
+    pub fn of_command(
+        cmd: &mut std::process::Command,
+    ) -> std::io::Result<(std::process::Output, CpuTimes)> {
+        use std::io::Read;
+        use std::os::unix::process::ExitStatusExt;
+        use std::process::Stdio;
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let drain = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut v);
+                }
+                v
+            })
+        };
+        let out = drain(
+            child
+                .stdout
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        );
+        let err = drain(
+            child
+                .stderr
+                .take()
+                .map(|r| Box::new(r) as Box<dyn Read + Send>),
+        );
+        let pid = child.id() as libc::pid_t;
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: waiting for our own child by its pid; `status` and
+            // `ru` are valid and writable. `child` is never waited on by
+            // std after this (dropping a Child does not wait).
+            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            if r == pid {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let output = std::process::Output {
+            status: std::process::ExitStatus::from_raw(status),
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        };
+        Ok((
+            output,
+            CpuTimes {
+                user: tv(ru.ru_utime),
+                system: tv(ru.ru_stime),
+            },
+        ))
+    }
+
     /// `self - earlier`.
     pub fn since(&self, e: &CpuTimes) -> CpuTimes {
         CpuTimes {
