@@ -42,12 +42,13 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     }
     let conns: &[usize] = if opts.quick { &[100] } else { &[100, 1000] };
     let mut workloads = Vec::new();
-    for (label, path, len) in [
-        ("GET /", "/", ringkit_hyper::hello::ROOT_LEN),
-        ("GET /json", "/json", ringkit_hyper::hello::JSON_LEN),
+    for (label, path, body) in [
+        ("GET /", "/", ringkit_hyper::hello::ROOT_BODY),
+        ("GET /json", "/json", ringkit_hyper::hello::JSON_BODY),
     ] {
         for &c in conns {
-            workloads.push(Workload::file(label, c, false, path, len));
+            workloads
+                .push(Workload::file(label, c, false, path, body.len()).bytes(body.as_bytes()));
         }
     }
     let spec = Spec {

@@ -57,7 +57,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             cache_max: 1000,
             tls: Some((cert, key)),
         },
-        workloads: vec![Workload::file("1 KiB", 100, false, "/1k.bin", 1024)],
+        workloads: vec![Workload::file("1 KiB", 100, false, "/1k.bin", 1024).bytes(&[b'k'; 1024])],
         builtin_only: None,
         scheme: "https",
         mix_file: None,

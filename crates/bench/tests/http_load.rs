@@ -137,3 +137,83 @@ ringkit::test_all! {
         assert!(r.first_error.is_some());
     }
 }
+
+/// A server whose body is 1000 bytes, one byte of which it corrupts in
+/// one response out of `every` (0: never).
+async fn serve_corrupting(s: TcpStream, every: u64, count: Rc<std::cell::Cell<u64>>) {
+    let body: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => return,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            pending.drain(..end + 4);
+            let n = count.get() + 1;
+            count.set(n);
+            let mut resp = b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n".to_vec();
+            let at = resp.len();
+            resp.extend_from_slice(&body);
+            if every > 0 && n % every == 0 {
+                resp[at + 500] ^= 0x20;
+            }
+            if s.write_all(resp).await.0.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+async fn run_corrupting(every: u64) -> HttpLoadResult {
+    let l = Rc::new(TcpListener::bind("127.0.0.1:0").unwrap());
+    let addr: SocketAddr = l.local_addr().unwrap();
+    let count = Rc::new(std::cell::Cell::new(0u64));
+    let server = {
+        let (l, count) = (l.clone(), count.clone());
+        ringkit::spawn(async move {
+            loop {
+                let Ok((s, _)) = l.accept().await else {
+                    continue;
+                };
+                ringkit::spawn(serve_corrupting(s, every, count.clone()));
+            }
+        })
+    };
+    let body: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let mut cfg = HttpLoadConfig::new(addr, 4, Duration::from_millis(400));
+    cfg.backend = ringkit::backend_report().chosen;
+    cfg.expect_body_len = Some(1000);
+    cfg.expect_crc32c = Some(crc32c::crc32c(&body));
+    let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));
+    while !gen.is_finished() {
+        ringkit::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.abort();
+    let r = gen.join().expect("generator thread").expect("load run");
+    assert!(
+        count.get() > 2 * every.max(1),
+        "too few responses ({}) for the test to mean anything",
+        count.get()
+    );
+    r
+}
+
+ringkit::test_all! {
+    /// Bodies are checked byte for byte: one corrupted byte in a thousand
+    /// responses fails the run; a correct server passes with every
+    /// response checked.
+    async fn a_corrupted_byte_fails_the_sample() {
+        let clean = run_corrupting(0).await;
+        assert!(clean.ok(), "{clean:?}");
+        assert!(clean.verified >= clean.responses, "{clean:?}");
+        let bad = run_corrupting(1000).await;
+        assert!(!bad.ok(), "{bad:?}");
+        assert!(bad.bad_content > 0, "{bad:?}");
+        assert_eq!(bad.bad_body, 0);
+        assert!(bad.first_error.as_deref().is_some_and(|e| e.contains("CRC-32C")), "{bad:?}");
+    }
+}

@@ -140,6 +140,7 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
         close: a.close,
         expect_status: a.status,
         expect_body_len: a.body_len,
+        expect_crc32c: None,
         backend: a.backend,
         mix,
         seed: a.seed,

@@ -11,10 +11,14 @@ use axum::routing::get;
 use axum::{Json, Router};
 use serde::Serialize;
 
+/// Body of `GET /`.
+pub const ROOT_BODY: &str = "Hello, World!";
+/// Body of `GET /json`.
+pub const JSON_BODY: &str = r#"{"message":"Hello, World!"}"#;
 /// Body length of `GET /`.
-pub const ROOT_LEN: usize = 13;
+pub const ROOT_LEN: usize = ROOT_BODY.len();
 /// Body length of `GET /json`.
-pub const JSON_LEN: usize = 27;
+pub const JSON_LEN: usize = JSON_BODY.len();
 
 #[derive(Serialize)]
 struct Message {
@@ -29,7 +33,7 @@ struct User {
 /// The app.
 pub fn app() -> Router {
     Router::new()
-        .route("/", get(|| async { "Hello, World!" }))
+        .route("/", get(|| async { ROOT_BODY }))
         .route(
             "/json",
             get(|| async {

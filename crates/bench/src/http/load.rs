@@ -67,6 +67,10 @@ pub struct HttpLoadConfig {
     pub expect_status: u16,
     /// Body length every response must have; `None`: the first one's.
     pub expect_body_len: Option<usize>,
+    /// CRC-32C of the body every response must have (checked on the
+    /// responses [`verify`] picks); `None`: the bytes are not known, only
+    /// the length is checked. A mix's targets carry their own.
+    pub expect_crc32c: Option<u32>,
     /// Backend of the generator's runtime.
     pub backend: Backend,
     /// Ask for these at random instead of `path` (each response checked
@@ -79,18 +83,33 @@ pub struct HttpLoadConfig {
     pub pipeline: usize,
 }
 
-/// A path of a mix and the body length its every response must have.
+/// A path of a mix and the body its every response must have.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target {
     /// Request path, e.g. `/mix/0042.bin`.
     pub path: String,
     /// Body length, bytes.
     pub body_len: usize,
+    /// CRC-32C of the body, when known: responses are checked byte for
+    /// byte against it (see [`verify`]).
+    #[serde(default)]
+    pub crc32c: Option<u32>,
+}
+
+/// Bodies up to this size are checked in every response; larger ones in
+/// the first response of each connection and every fourth after it (a
+/// CRC-32C of a MiB costs the generator about 0.1 ms).
+pub const VERIFY_ALL_UP_TO: usize = 256 * 1024;
+
+/// Whether the `nth` response (from 0) of a connection, with a body of
+/// `body_len` bytes, has its bytes checked.
+pub fn verify(nth: u64, body_len: usize) -> bool {
+    body_len <= VERIFY_ALL_UP_TO || nth % 4 == 0
 }
 
 impl Target {
-    /// Read a mix from text: one `PATH BODY_LEN` per line (blank lines and
-    /// `#` comments skipped).
+    /// Read a mix from text: one `PATH BODY_LEN [CRC32C]` per line (the
+    /// CRC-32C of the body in hex; blank lines and `#` comments skipped).
     pub fn parse_list(text: &str) -> Result<Vec<Target>, String> {
         let mut out = Vec::new();
         for (i, line) in text.lines().enumerate() {
@@ -98,15 +117,29 @@ impl Target {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let bad = || format!("line {}: expected `PATH BODY_LEN`, got {line:?}", i + 1);
-            let (path, len) = line.split_once(char::is_whitespace).ok_or_else(bad)?;
-            let body_len = len.trim().parse().map_err(|_| bad())?;
+            let bad = || {
+                format!(
+                    "line {}: expected `PATH BODY_LEN [CRC32C]`, got {line:?}",
+                    i + 1
+                )
+            };
+            let mut parts = line.split_whitespace();
+            let path = parts.next().ok_or_else(bad)?;
+            let body_len = parts.next().ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            let crc32c = match parts.next() {
+                Some(c) => Some(u32::from_str_radix(c, 16).map_err(|_| bad())?),
+                None => None,
+            };
+            if parts.next().is_some() {
+                return Err(bad());
+            }
             if !path.starts_with('/') {
                 return Err(format!("line {}: path {path:?} must start with /", i + 1));
             }
             out.push(Target {
                 path: path.to_string(),
                 body_len,
+                crc32c,
             });
         }
         if out.is_empty() {
@@ -128,6 +161,7 @@ impl HttpLoadConfig {
             close: false,
             expect_status: 200,
             expect_body_len: Some(0),
+            expect_crc32c: None,
             backend: Backend::Auto,
             mix: None,
             seed: 1,
@@ -159,8 +193,11 @@ impl HttpLoadConfig {
 /// What connections ask for: one request, or a mix (requests built once).
 enum Asks {
     One(Vec<u8>),
-    Mix(Vec<(Vec<u8>, usize)>),
+    Mix(Vec<(Vec<u8>, Want)>),
 }
+
+/// A response's expected body: its length and, when known, its CRC-32C.
+type Want = (usize, Option<u32>);
 
 /// What a load run measured (counts are for the window unless noted).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -187,6 +224,13 @@ pub struct HttpLoadResult {
     pub bad_status: u64,
     /// Responses with another body length than expected (whole run).
     pub bad_body: u64,
+    /// Responses whose body bytes differ from the expected ones (whole
+    /// run; of the responses checked, see [`verify`]).
+    #[serde(default)]
+    pub bad_content: u64,
+    /// Responses whose body bytes were checked (whole run).
+    #[serde(default)]
+    pub verified: u64,
     /// Responses that could not be framed, or bytes nobody asked for (whole run).
     pub malformed: u64,
     /// The body length checked against.
@@ -224,6 +268,7 @@ impl HttpLoadResult {
             + self.timeouts
             + self.bad_status
             + self.bad_body
+            + self.bad_content
             + self.malformed
     }
     /// A run with any error, or no response, failed.
@@ -239,6 +284,7 @@ struct Counters {
     write: Cell<u64>,
     bad_status: Cell<u64>,
     bad_body: Cell<u64>,
+    bad_content: Cell<u64>,
     malformed: Cell<u64>,
 }
 
@@ -252,6 +298,8 @@ struct Shared {
     errs: Counters,
     expect_status: u16,
     expect_body: Cell<Option<usize>>,
+    expect_crc: Option<u32>,
+    verified: Cell<u64>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Histogram<u64>>,
 }
@@ -289,6 +337,8 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         errs: Counters::default(),
         expect_status: cfg.expect_status,
         expect_body: Cell::new(cfg.expect_body_len),
+        expect_crc: cfg.expect_crc32c,
+        verified: Cell::new(0),
         first_error: RefCell::new(None),
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
@@ -297,7 +347,7 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     let asks = Rc::new(match &cfg.mix {
         Some(mix) => Asks::Mix(
             mix.iter()
-                .map(|t| (cfg.request_for(&t.path), t.body_len))
+                .map(|t| (cfg.request_for(&t.path), (t.body_len, t.crc32c)))
                 .collect(),
         ),
         None => Asks::One(cfg.request()),
@@ -355,6 +405,8 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             timeouts,
             bad_status: e.bad_status.get(),
             bad_body: e.bad_body.get(),
+            bad_content: e.bad_content.get(),
+            verified: sh.verified.get(),
             malformed: e.malformed.get(),
             expected_body_len: sh.expect_body.get(),
             first_error: sh.first_error.borrow().clone(),
@@ -377,7 +429,9 @@ async fn conn_task(
     sh: &Shared,
 ) {
     let mut req = Vec::new();
-    let mut wants: Vec<Option<usize>> = Vec::with_capacity(depth);
+    let mut wants: Vec<Option<Want>> = Vec::with_capacity(depth);
+    // Responses seen on this connection (for the content sample).
+    let mut nth = 0u64;
     let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut acc: Vec<u8> = Vec::new();
     let mut first = true;
@@ -417,14 +471,21 @@ async fn conn_task(
                     wants.push(None);
                 }
                 Asks::Mix(list) => {
-                    let (r, len) = &list[rng.range(0, list.len() as u64 - 1) as usize];
+                    let (r, want) = &list[rng.range(0, list.len() as u64 - 1) as usize];
                     req.extend_from_slice(r);
-                    wants.push(Some(*len));
+                    wants.push(Some(*want));
                 }
             }
         }
         let outcome = match &s {
-            Some(s) => exchange(s, counting, &wants, &mut req, &mut rbuf, &mut acc, sh).await,
+            Some(s) => {
+                let bufs = Bufs {
+                    req: &mut req,
+                    rbuf: &mut rbuf,
+                    acc: &mut acc,
+                };
+                exchange(s, counting, &wants, bufs, &mut nth, sh).await
+            }
             None => Outcome::Broken,
         };
         sh.busy.set(sh.busy.get() - 1);
@@ -447,17 +508,26 @@ async fn conn_task(
     }
 }
 
+/// A connection's buffers: the requests to write, the read buffer, and
+/// the bytes of a response that spans reads.
+struct Bufs<'a> {
+    req: &'a mut Vec<u8>,
+    rbuf: &'a mut Vec<u8>,
+    acc: &'a mut Vec<u8>,
+}
+
 /// Write the batch in `req` (one request per entry of `wants`), then read
-/// and check its responses in order.
+/// and check its responses in order (`nth`: responses so far on this
+/// connection).
 async fn exchange(
     s: &TcpStream,
     counting: bool,
-    wants: &[Option<usize>],
-    req: &mut Vec<u8>,
-    rbuf: &mut Vec<u8>,
-    acc: &mut Vec<u8>,
+    wants: &[Option<Want>],
+    bufs: Bufs<'_>,
+    nth: &mut u64,
     sh: &Shared,
 ) -> Outcome {
+    let Bufs { req, rbuf, acc } = bufs;
     let (res, r) = s.write_all(std::mem::take(req)).await;
     *req = r;
     if let Err(e) = res {
@@ -492,14 +562,14 @@ async fn exchange(
         }
         // Usually whole responses arrive in one read: parse them in place.
         let took = if acc.is_empty() {
-            let took = take_responses(&rbuf[..n], wants, &mut done, &mut reuse, sh);
+            let took = take_responses(&rbuf[..n], wants, &mut done, &mut reuse, nth, sh);
             if let Some(t) = took {
                 acc.extend_from_slice(&rbuf[t..n]);
             }
             took
         } else {
             acc.extend_from_slice(&rbuf[..n]);
-            let took = take_responses(acc, wants, &mut done, &mut reuse, sh);
+            let took = take_responses(acc, wants, &mut done, &mut reuse, nth, sh);
             if let Some(t) = took {
                 acc.drain(..t);
             }
@@ -531,9 +601,10 @@ async fn exchange(
 /// or bytes after the last response expected.
 fn take_responses(
     buf: &[u8],
-    wants: &[Option<usize>],
+    wants: &[Option<Want>],
     done: &mut usize,
     reuse: &mut bool,
+    nth: &mut u64,
     sh: &Shared,
 ) -> Option<usize> {
     let mut pos = 0;
@@ -546,7 +617,11 @@ fn take_responses(
                         format!("status {} (expected {})", r.status, sh.expect_status)
                     });
                 }
-                match wants[*done].or(sh.expect_body.get()) {
+                let (want_len, want_crc) = match wants[*done] {
+                    Some((len, crc)) => (Some(len), crc),
+                    None => (sh.expect_body.get(), sh.expect_crc),
+                };
+                match want_len {
                     None => sh.expect_body.set(Some(r.body_len)),
                     Some(want) if want != r.body_len => {
                         sh.error(&sh.errs.bad_body, || {
@@ -555,6 +630,21 @@ fn take_responses(
                     }
                     Some(_) => {}
                 }
+                if let (Some(crc), Some(at)) = (want_crc, r.body_at) {
+                    if verify(*nth, r.body_len) {
+                        let body = &buf[pos + at..pos + at + r.body_len];
+                        sh.verified.set(sh.verified.get() + 1);
+                        if crc32c::crc32c(body) != crc {
+                            sh.error(&sh.errs.bad_content, || {
+                                format!(
+                                    "body bytes differ from the expected ones (CRC-32C {:08x}, expected {crc:08x})",
+                                    crc32c::crc32c(body)
+                                )
+                            });
+                        }
+                    }
+                }
+                *nth += 1;
                 pos += r.len;
                 *done += 1;
                 *reuse = !r.close;

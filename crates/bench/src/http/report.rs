@@ -125,7 +125,7 @@ pub fn markdown(res: &HttpResults) -> String {
         LoadTool::Wrk => {
             let _ = writeln!(
                 s,
-                "\nwrk frames every response (a malformed or truncated response is a read error) and counts statuses above 399 and socket errors; any of them fails the sample. It does not compare body lengths with an expected value; `RINGKIT_HTTP_LOAD=builtin` uses the built-in generator, which checks the status and body length of every response. Server CPU per request: user+system CPU time of the server from /proc, sampled just before wrk starts and 120 ms after it exits, divided by wrk's total requests (wrk's connects are inside that span; wrk has a fixed duration, so no warm-up can be cut off)."
+                "\nwrk frames every response (a malformed or truncated response is a read error) and counts statuses above 399 and socket errors; any of them fails the sample. It does not compare body lengths with an expected value; `RINGKIT_HTTP_LOAD=builtin` uses the built-in generator, which checks the status, body length and body bytes (CRC-32C) of every response. Server CPU per request: user+system CPU time of the server from /proc, sampled just before wrk starts and 120 ms after it exits, divided by wrk's total requests (wrk's connects are inside that span; wrk has a fixed duration, so no warm-up can be cut off)."
             );
         }
         LoadTool::Builtin => {
@@ -134,7 +134,7 @@ pub fn markdown(res: &HttpResults) -> String {
             }
             let _ = writeln!(
                 s,
-                "\nThe built-in generator checks the status (200) and body length of every response (the expected length is in each load command; a mix checks each path's own); any error fails the sample. Server CPU per request: user+system CPU time from /proc over the measured window (after all connections are up and 200 ms of warm-up), divided by the responses in the window. In close mode latency includes the connect."
+                "\nThe built-in generator checks the status (200), the body length and the body bytes (CRC-32C of the known body: every response up to 256 KiB, the first and every fourth of each connection above) of every response (a mix checks each path's own); any error fails the sample. Server CPU per request: user+system CPU time from /proc over the measured window (after all connections are up and 200 ms of warm-up), divided by the responses in the window. In close mode latency includes the connect."
             );
         }
     }

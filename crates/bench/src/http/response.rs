@@ -25,6 +25,9 @@ pub struct Response {
     /// The server will close the connection after it (`Connection: close`,
     /// or HTTP/1.0 without `keep-alive`).
     pub close: bool,
+    /// Where the body starts, when it is one contiguous run of bytes
+    /// (`Content-Length`); `None` for a chunked body.
+    pub body_at: Option<usize>,
 }
 
 /// Progress of parsing one response.
@@ -113,6 +116,7 @@ pub fn parse_response(buf: &[u8]) -> Result<Parse, ResponseError> {
             body_len,
             len,
             close,
+            body_at: Some(head_len),
         }))
     };
     // No body whatever the headers say: 1xx, 204, 304.
@@ -126,6 +130,7 @@ pub fn parse_response(buf: &[u8]) -> Result<Parse, ResponseError> {
                 body_len: body,
                 len,
                 close,
+                body_at: None,
             }),
             None => Parse::Partial,
         });

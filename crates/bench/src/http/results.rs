@@ -39,12 +39,30 @@ pub struct Workload {
     /// Requests written together per connection (1: one at a time; more
     /// needs the built-in generator).
     pub pipeline: usize,
+    /// CRC-32C of the body every response must have (the built-in
+    /// generator checks the bytes; a mix's targets carry their own).
+    #[serde(default)]
+    pub crc32c: Option<u32>,
 }
 
 impl Workload {
     /// `GET /`, answered `200` with an empty body (the HTTP study).
     pub(crate) fn new(conns: usize, close: bool) -> Workload {
-        Workload::file("", conns, close, "/", 0)
+        Workload::file("", conns, close, "/", 0).bytes(b"")
+    }
+
+    /// Every response's body must be exactly `body` (length and bytes).
+    pub(crate) fn bytes(mut self, body: &[u8]) -> Workload {
+        self.body_len = Some(body.len());
+        self.mean_body = body.len() as f64;
+        self.crc32c = Some(crc32c::crc32c(body));
+        self
+    }
+
+    /// Every response's body must have CRC-32C `crc`.
+    pub(crate) fn crc(mut self, crc: u32) -> Workload {
+        self.crc32c = Some(crc);
+        self
     }
 
     /// `GET path`, every body `body_len` bytes; `label` prefixes the name.
@@ -69,6 +87,7 @@ impl Workload {
             mix_paths: 0,
             mean_body: body_len as f64,
             pipeline: 1,
+            crc32c: None,
         }
     }
 

@@ -76,6 +76,7 @@ impl Run<'_> {
         cfg.close = w.close;
         cfg.path.clone_from(&w.path);
         cfg.expect_body_len = w.body_len;
+        cfg.expect_crc32c = w.crc32c;
         cfg.mix.clone_from(&w.mix);
         cfg.pipeline = w.pipeline;
         let cpu = self.opts.client_cpu;

@@ -78,7 +78,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
 
     let single = |i: usize, close: bool| {
         let (label, path, size) = SINGLES[i];
-        Workload::file(label, CONNS, close, path, size)
+        Workload::file(label, CONNS, close, path, size).crc(tree.singles[i])
     };
     let mix = Workload::mix("10k files", CONNS, false, tree.mix.into());
     let workloads = if opts.quick {
@@ -112,7 +112,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         },
         workloads,
         builtin_only: Some(
-            "the built-in generator checks every response's status and body length (wrk cannot for a mix)",
+            "the built-in generator checks every response's status, body length and body bytes (CRC-32C; wrk cannot for a mix)",
         ),
         scheme: "http",
         mix_file: Some(list),

@@ -27,6 +27,8 @@ pub struct Tree {
     pub root: PathBuf,
     /// Every file of the mix with its size.
     pub mix: Vec<Target>,
+    /// The CRC-32C of each of [`SINGLES`], in order.
+    pub singles: Vec<u32>,
 }
 
 /// The size of mix file `i` under `seed` (see the module docs).
@@ -43,8 +45,10 @@ pub fn mix_size(rng: &mut Rng) -> usize {
 }
 
 /// Write the tree under `root` (made if missing; files already there with
-/// the right size are kept, so a second run in the same place is quick)
-/// and the mix's list, one `PATH BODY_LEN` per line, to `list`.
+/// the right bytes are kept, so a second run in the same place is quick;
+/// any other file is rewritten) and the mix's list, one `PATH BODY_LEN
+/// CRC32C` per line, to `list`: the load generator checks the bytes of the
+/// responses against the CRC-32C.
 pub fn build(root: &Path, files: usize, seed: u64, list: &Path) -> io::Result<Tree> {
     std::fs::create_dir_all(root)?;
     let mut rng = Rng::new(seed);
@@ -53,22 +57,28 @@ pub fn build(root: &Path, files: usize, seed: u64, list: &Path) -> io::Result<Tr
         let x = rng.next_u64().to_le_bytes();
         b.copy_from_slice(&x[..b.len()]);
     }
-    let put = |path: &Path, len: usize, skew: usize| -> io::Result<()> {
-        if std::fs::metadata(path).is_ok_and(|m| m.len() == len as u64) {
-            return Ok(());
-        }
+    // Returns the CRC-32C of the file's bytes.
+    let put = |path: &Path, len: usize, skew: usize| -> io::Result<u32> {
         // Different files start at different places in the bytes.
         let start = skew % (bytes.len() - len.min(bytes.len()) + 1);
-        std::fs::write(path, &bytes[start..start + len])
+        let want = &bytes[start..start + len];
+        let crc = crc32c::crc32c(want);
+        let kept = std::fs::metadata(path).is_ok_and(|m| m.len() == len as u64)
+            && std::fs::read(path).is_ok_and(|have| crc32c::crc32c(&have) == crc);
+        if !kept {
+            std::fs::write(path, want)?;
+        }
+        Ok(crc)
     };
+    let mut singles = Vec::with_capacity(SINGLES.len());
     for (i, (_, path, size)) in SINGLES.iter().enumerate() {
-        put(&root.join(&path[1..]), *size, i * 4099)?;
+        singles.push(put(&root.join(&path[1..]), *size, i * 4099)?);
     }
     let mut mix = Vec::with_capacity(files);
     let mut out = io::BufWriter::new(std::fs::File::create(list)?);
     writeln!(
         out,
-        "# ringkit compare static: {files} files, seed {seed}; PATH BODY_LEN"
+        "# ringkit compare static: {files} files, seed {seed}; PATH BODY_LEN CRC32C"
     )?;
     for i in 0..files {
         let dir = format!("mix/{:02}", i % 100);
@@ -77,17 +87,19 @@ pub fn build(root: &Path, files: usize, seed: u64, list: &Path) -> io::Result<Tr
         }
         let rel = format!("{dir}/{i:05}.bin");
         let len = mix_size(&mut rng);
-        put(&root.join(&rel), len, i.wrapping_mul(7919))?;
-        writeln!(out, "/{rel} {len}")?;
+        let crc = put(&root.join(&rel), len, i.wrapping_mul(7919))?;
+        writeln!(out, "/{rel} {len} {crc:08x}")?;
         mix.push(Target {
             path: format!("/{rel}"),
             body_len: len,
+            crc32c: Some(crc),
         });
     }
     out.flush()?;
     Ok(Tree {
         root: root.to_path_buf(),
         mix,
+        singles,
     })
 }
 
