@@ -674,20 +674,24 @@ mod tests {
 
     #[test]
     fn target_lists() {
-        let l = Target::parse_list("# c\n/a 1\n\n/b/c.txt   20\n").unwrap();
+        let l = Target::parse_list("# c\n/a 1\n\n/b/c.txt   20 0a1b2c3d\n").unwrap();
         assert_eq!(
             l,
             vec![
                 Target {
                     path: "/a".into(),
-                    body_len: 1
+                    body_len: 1,
+                    crc32c: None,
                 },
                 Target {
                     path: "/b/c.txt".into(),
-                    body_len: 20
+                    body_len: 20,
+                    crc32c: Some(0x0a1b_2c3d),
                 }
             ]
         );
+        assert!(Target::parse_list("/a 1 nothex").is_err());
+        assert!(Target::parse_list("/a 1 00 extra").is_err());
         assert!(Target::parse_list("/a x").unwrap_err().contains("line 1"));
         assert!(Target::parse_list("a 1")
             .unwrap_err()

@@ -197,7 +197,8 @@ mod tests {
                 status: 200,
                 body_len: 0,
                 len: b.len(),
-                close: false
+                close: false,
+                body_at: Some(b.len()),
             }
         );
     }
