@@ -5,11 +5,26 @@
 //! 50 ms, atomically (write `PATH.<thread>.tmp`, then rename), so a reader
 //! never sees half a file; [`Published::read_all`] sums every thread's file.
 //! Enabled by the `publish` feature.
+//!
+//! # Reading at an exact moment
+//! A file read between two writes is up to 50 ms old, which at a window's
+//! edges skews per-request figures by a few percent. [`flush`] asks the
+//! server to write now: it sends `SIGUSR1`, whose handler (installed by the
+//! first [`spawn_writer`]) writes 1 to every writer's eventfd (the same
+//! slot-table protocol as `ringkit::signal`: the handler only loads
+//! atomics and calls `write(2)`; a writer empties its slot and waits for
+//! no handler to be running before it closes its fd), and each writer
+//! publishes at once with its `seq` one higher; `flush` returns when every
+//! thread's file shows a newer `seq`.
 
 use std::cell::Cell;
+use std::io;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::rc::Rc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -23,6 +38,9 @@ pub struct Published {
     pub metrics: MetricsSnapshot,
     /// Connections accepted.
     pub accepted: u64,
+    /// How many times this file was written (per file; a sum means nothing).
+    #[serde(default)]
+    pub seq: u64,
 }
 
 impl Published {
@@ -31,6 +49,7 @@ impl Published {
         Published {
             metrics: self.metrics.add(&o.metrics),
             accepted: self.accepted + o.accepted,
+            seq: 0,
         }
     }
 
@@ -39,7 +58,48 @@ impl Published {
         Published {
             metrics: self.metrics.since(&earlier.metrics),
             accepted: self.accepted.saturating_sub(earlier.accepted),
+            seq: 0,
         }
+    }
+
+    /// Every `PATH.<n>` file, by thread `n`. An error if none can be read
+    /// or one does not parse (a writer renames into place: a reader never
+    /// sees half a file).
+    pub fn read_each(path: &Path) -> io::Result<Vec<(String, Published)>> {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "bad stats path",
+            ));
+        };
+        let prefix = format!("{}.", name.to_string_lossy());
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir)? {
+            let e = e?;
+            let n = e.file_name().to_string_lossy().into_owned();
+            let Some(thread) = n.strip_prefix(&prefix) else {
+                continue;
+            };
+            if thread.ends_with(".tmp") || thread.parse::<usize>().is_err() {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path())?;
+            let p = serde_json::from_str::<Published>(&text).map_err(|err| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: {err}", e.path().display()),
+                )
+            })?;
+            out.push((thread.to_string(), p));
+        }
+        if out.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no counters published at {}.N", path.display()),
+            ));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
     }
 
     /// Read and sum every `PATH.<n>` file (missing or unreadable files
@@ -69,23 +129,181 @@ impl Published {
 }
 
 /// Spawn a task on the current runtime that publishes this thread's
-/// counters to `PATH.<thread>` every 50 ms (see the module docs);
-/// `accepted` is the server's own count of accepted connections.
+/// counters to `PATH.<thread>` every 50 ms, and at once on `SIGUSR1` (see
+/// the module docs); `accepted` is the server's own count of accepted
+/// connections.
 pub fn spawn_writer(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>) {
+    spawn_writer_every(path, thread, accepted, Duration::from_millis(50));
+}
+
+/// [`spawn_writer`] with another period between the unasked writes.
+pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>, period: Duration) {
+    if let Err(e) = install() {
+        tracing::warn!("ringkit: publish: no SIGUSR1 flush: {e}");
+    }
     crate::spawn(async move {
         let file = PathBuf::from(format!("{}.{thread}", path.display()));
         let tmp = PathBuf::from(format!("{}.{thread}.tmp", path.display()));
+        let reg = FlushSlot::new();
+        let mut seq = 0u64;
+        let mut asked: Option<Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
         loop {
+            seq += 1;
             let p = Published {
                 metrics: crate::metrics(),
                 accepted: accepted.get(),
+                seq,
             };
             if let Ok(j) = serde_json::to_string(&p) {
                 if std::fs::write(&tmp, j).is_ok() {
                     let _ = std::fs::rename(&tmp, &file);
                 }
             }
-            crate::time::sleep(Duration::from_millis(50)).await;
+            let mut tick = std::pin::pin!(crate::time::sleep(period));
+            match &reg {
+                Some(r) => {
+                    let fd = r.fd;
+                    let flush = asked.get_or_insert_with(|| Box::pin(wait_readable(fd)));
+                    if let crate::sync::Either::Right(()) =
+                        crate::sync::select(tick.as_mut(), flush.as_mut()).await
+                    {
+                        asked = None;
+                    }
+                }
+                None => tick.await,
+            }
         }
     });
+}
+
+/// Read the eventfd (a flush request); resolves once one came.
+async fn wait_readable(fd: i32) {
+    use crate::driver::op::recv::Recv;
+    loop {
+        let (r, _) =
+            crate::driver::Op::new(Recv::new(fd, false, Vec::with_capacity(8), None)).await;
+        match r {
+            Ok(_) => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            // Stop listening for flushes; the 50 ms writes go on.
+            Err(_) => return std::future::pending().await,
+        }
+    }
+}
+
+/// Ask the process `pid` (a ringkit server publishing to `path`) to write
+/// its counters now, and return their sum once every thread has: the
+/// figures as of this call, not up to 50 ms before. The server must have
+/// published at least once (so its `SIGUSR1` handler is in place: the
+/// signal's default action would end it); an error after `limit`.
+pub fn flush(pid: u32, path: &Path, limit: Duration) -> io::Result<Published> {
+    let before = Published::read_each(path)?;
+    // SAFETY: kill(2) with a valid signal; the caller names its own server.
+    if unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let deadline = Instant::now() + limit;
+    loop {
+        let now = Published::read_each(path)?;
+        let fresh = before
+            .iter()
+            .all(|(t, b)| now.iter().any(|(t2, n)| t2 == t && n.seq > b.seq));
+        if fresh {
+            return Ok(now
+                .iter()
+                .fold(Published::default(), |acc, (_, p)| acc.add(p)));
+        }
+        if Instant::now() > deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "counters at {} not flushed within {limit:?}",
+                    path.display()
+                ),
+            ));
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Flush requests: writers that can be woken at once.
+const SLOTS: usize = 256;
+static FLUSH_FDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
+static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
+static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+
+fn install() -> io::Result<()> {
+    let r = INSTALLED.get_or_init(|| {
+        // SAFETY: a zeroed sigaction is valid; we set an extern "C" handler
+        // of the right signature, an empty mask and SA_RESTART.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            Err(io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL))
+        } else {
+            Ok(())
+        }
+    });
+    r.map_err(io::Error::from_raw_os_error)
+}
+
+extern "C" fn on_usr1(_sig: libc::c_int) {
+    // SAFETY: this thread's errno slot, saved and restored around the writes.
+    let saved = unsafe { *libc::__errno_location() };
+    IN_HANDLER.fetch_add(1, SeqCst);
+    let one: u64 = 1;
+    for slot in &FLUSH_FDS {
+        let fd = slot.load(SeqCst);
+        if fd >= 0 {
+            // SAFETY: a registered eventfd, not closed while IN_HANDLER is
+            // non-zero (FlushSlot's drop); 8 bytes from a valid u64.
+            unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+        }
+    }
+    IN_HANDLER.fetch_sub(1, SeqCst);
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = saved };
+}
+
+/// A writer's eventfd in the flush table; emptied and closed on drop.
+struct FlushSlot {
+    fd: i32,
+    slot: usize,
+}
+
+impl FlushSlot {
+    fn new() -> Option<FlushSlot> {
+        // SAFETY: plain eventfd creation.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return None;
+        }
+        for (slot, s) in FLUSH_FDS.iter().enumerate() {
+            if s.compare_exchange(-1, fd, SeqCst, SeqCst).is_ok() {
+                return Some(FlushSlot { fd, slot });
+            }
+        }
+        // SAFETY: our fd, never registered.
+        unsafe { libc::close(fd) };
+        None
+    }
+}
+
+impl Drop for FlushSlot {
+    fn drop(&mut self) {
+        FLUSH_FDS[self.slot].store(-1, SeqCst);
+        while IN_HANDLER.load(SeqCst) != 0 {
+            std::hint::spin_loop();
+        }
+        // SAFETY: our fd; no handler can still be writing to it (above).
+        unsafe { libc::close(self.fd) };
+    }
 }

@@ -52,3 +52,36 @@ ringkit::test_all! {
         assert_eq!(zero, Published::default());
     }
 }
+
+ringkit::test_all! {
+    /// `flush` makes every writer publish at once: with unasked writes a
+    /// minute apart, the figures it returns are the ones of the moment.
+    async fn flush_publishes_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stats");
+        let accepted = Rc::new(Cell::new(0u64));
+        ringkit::publish::spawn_writer_every(path.clone(), 0, accepted.clone(), Duration::from_secs(60));
+        ringkit::publish::spawn_writer_every(path.clone(), 1, accepted.clone(), Duration::from_secs(60));
+        // The first writes.
+        let t = Instant::now();
+        while Published::read_each(&path).map_or(0, |v| v.len()) < 2 {
+            assert!(t.elapsed() < Duration::from_secs(5), "never published");
+            ringkit::time::sleep(Duration::from_millis(5)).await;
+        }
+        for round in 1..=3u64 {
+            accepted.set(round * 10);
+            let p = path.clone();
+            let flusher = std::thread::spawn(move || {
+                ringkit::publish::flush(std::process::id(), &p, Duration::from_secs(10))
+            });
+            while !flusher.is_finished() {
+                ringkit::time::sleep(Duration::from_millis(1)).await;
+            }
+            let got = flusher.join().unwrap().expect("flush");
+            assert_eq!(got.accepted, 2 * round * 10, "round {round}");
+            for (_, p) in Published::read_each(&path).unwrap() {
+                assert!(p.seq > round, "seq {} after {round} flushes", p.seq);
+            }
+        }
+    }
+}

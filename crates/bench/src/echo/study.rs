@@ -12,8 +12,6 @@
 use std::io;
 use std::time::{Duration, Instant};
 
-use ringkit::publish::Published;
-
 use super::contenders::contenders;
 use super::load::{self, EchoLoadConfig, EchoLoadResult};
 use super::results::{summarize, CompareConfig, CompareResults, Sample};
@@ -46,10 +44,9 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             .join(format!("{}-{conns}-{round}.log", c.name));
         let server = Server::start(c, addr, &stats_path, cfg.server_cpu, &log)?;
         let pid = server.pid();
-        let mut cpu0 = CpuTimes::default();
-        let mut cpu1 = CpuTimes::default();
-        let mut st0 = Published::default();
-        let mut st1 = Published::default();
+        let stats = c.ringkit.then_some(stats_path.as_path());
+        let mut e0 = None;
+        let mut e1 = None;
         let load_cfg = EchoLoadConfig {
             addr,
             conns,
@@ -59,15 +56,12 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             backend: ringkit::Backend::Auto,
         };
         let load = load::run_load(&load_cfg, &mut |p| match p {
-            Phase::WindowStart => {
-                cpu0 = CpuTimes::of(pid).unwrap_or_default();
-                st0 = Published::read_all(&stats_path);
-            }
-            Phase::WindowEnd => {
-                cpu1 = CpuTimes::of(pid).unwrap_or_default();
-                st1 = Published::read_all(&stats_path);
-            }
+            Phase::WindowStart => e0 = Some(CpuTimes::edge(pid, stats)),
+            Phase::WindowEnd => e1 = Some(CpuTimes::edge(pid, stats)),
         })?;
+        let missing = || io::Error::other("the load run never reached its window");
+        let (cpu0, st0) = e0.ok_or_else(missing)??;
+        let (cpu1, st1) = e1.ok_or_else(missing)??;
         drop(server);
         let cpu = cpu1.since(&cpu0);
         sample.cpu_user_s = cpu.user;

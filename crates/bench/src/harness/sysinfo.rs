@@ -92,11 +92,30 @@ impl CpuTimes {
         let f: Vec<&str> = rest.split_whitespace().collect();
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
-        let get = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let get = |i: usize| {
+            f.get(i).and_then(|v| v.parse::<f64>().ok()).ok_or_else(|| {
+                std::io::Error::other(format!("/proc/{pid}/stat: no field {}", i + 3))
+            })
+        };
         Ok(CpuTimes {
-            user: get(11) / hz,
-            system: get(12) / hz,
+            user: get(11)? / hz,
+            system: get(12)? / hz,
         })
+    }
+
+    /// A server's CPU times and, for a ringkit server publishing to
+    /// `stats`, its counters flushed at this moment
+    /// ([`ringkit::publish::flush`]): what a study reads at each edge of
+    /// its window. Any failure is an error, never a silent zero.
+    pub fn edge(
+        pid: u32,
+        stats: Option<&std::path::Path>,
+    ) -> std::io::Result<(CpuTimes, ringkit::publish::Published)> {
+        let published = match stats {
+            Some(path) => ringkit::publish::flush(pid, path, std::time::Duration::from_secs(2))?,
+            None => ringkit::publish::Published::default(),
+        };
+        Ok((CpuTimes::of(pid)?, published))
     }
 
     /// This process's own CPU time, from `getrusage(RUSAGE_SELF)`
@@ -104,8 +123,10 @@ impl CpuTimes {
     pub fn own() -> CpuTimes {
         // SAFETY: an all-zero rusage is valid; getrusage fills it.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: `ru` is a valid, writable rusage.
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        // SAFETY: `ru` is a valid, writable rusage. RUSAGE_SELF on a valid
+        // buffer cannot fail.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        debug_assert_eq!(rc, 0);
         let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
         CpuTimes {
             user: tv(ru.ru_utime),

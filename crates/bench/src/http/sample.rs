@@ -16,7 +16,6 @@ use crate::harness::server::{free_addr, Contender, Server};
 use crate::harness::study::StudyOpts;
 use crate::harness::syscalls::{SyscallTool, WindowCounter};
 use crate::harness::sysinfo::CpuTimes;
-use ringkit::publish::Published;
 
 /// Settings of one run of the study.
 pub(super) struct Run<'a> {
@@ -116,12 +115,12 @@ impl Run<'_> {
                 LoadTool::Wrk => {
                     let cmd =
                         wrk::command(&self.wrk_url(addr, w)?, w.conns, self.wrk_secs(), w.close);
-                    let cpu0 = CpuTimes::of(pid)?;
-                    let st0 = Published::read_all(&stats_path);
+                    let stats = c.ringkit.then_some(stats_path.as_path());
+                    let (cpu0, st0) = CpuTimes::edge(pid, stats)?;
                     let (r, _) = wrk::run(&cmd, self.opts.client_cpu)?;
                     std::thread::sleep(Duration::from_millis(120));
-                    let cpu = CpuTimes::of(pid)?.since(&cpu0);
-                    let st = Published::read_all(&stats_path).since(&st0);
+                    let (cpu1, st1) = CpuTimes::edge(pid, stats)?;
+                    let (cpu, st) = (cpu1.since(&cpu0), st1.since(&st0));
                     s.requests = r.requests;
                     s.rps = r.rps;
                     s.p50_us = r.p50_us;
@@ -131,21 +130,16 @@ impl Run<'_> {
                     (cpu, st)
                 }
                 LoadTool::Builtin => {
-                    let mut c0 = CpuTimes::default();
-                    let mut c1 = CpuTimes::default();
-                    let mut st0 = Published::default();
-                    let mut st1 = Published::default();
-                    let sp = stats_path.clone();
+                    let stats = c.ringkit.then_some(stats_path.as_path());
+                    let mut e0 = None;
+                    let mut e1 = None;
                     let r = self.builtin(addr, w, self.secs, &mut |p| match p {
-                        Phase::WindowStart => {
-                            c0 = CpuTimes::of(pid).unwrap_or_default();
-                            st0 = Published::read_all(&sp);
-                        }
-                        Phase::WindowEnd => {
-                            c1 = CpuTimes::of(pid).unwrap_or_default();
-                            st1 = Published::read_all(&sp);
-                        }
+                        Phase::WindowStart => e0 = Some(CpuTimes::edge(pid, stats)),
+                        Phase::WindowEnd => e1 = Some(CpuTimes::edge(pid, stats)),
                     })?;
+                    let missing = || io::Error::other("the load run never reached its window");
+                    let (c0, st0) = e0.ok_or_else(missing)??;
+                    let (c1, st1) = e1.ok_or_else(missing)??;
                     s.requests = r.responses;
                     s.rps = r.rps();
                     s.p50_us = r.p50_us;

@@ -33,7 +33,7 @@ pub enum Either<A, B> {
 /// })?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
-pub async fn select<A: Future, B: Future>(
+pub async fn select<A: Future + ?Sized, B: Future + ?Sized>(
     mut a: Pin<&mut A>,
     mut b: Pin<&mut B>,
 ) -> Either<A::Output, B::Output> {
