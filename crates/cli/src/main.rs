@@ -142,7 +142,8 @@ struct EchoArgs {
     #[arg(long, default_value_t = 10.0)]
     drain_secs: f64,
     /// Close a connection whose echo has not moved a byte for this many
-    /// seconds (a client that stops reading; nginx's send_timeout).
+    /// seconds (a client that stops reading; nginx's send_timeout); 0: no
+    /// limit.
     #[arg(long, default_value_t = 60.0)]
     send_timeout: f64,
 }
@@ -278,7 +279,8 @@ fn main() -> ExitCode {
                 batch_wait: a.batch_wait.map(|(w, us)| (w, Duration::from_micros(us))),
                 drain_idle: Duration::from_millis(a.drain_idle_ms),
                 drain_timeout: Duration::from_secs_f64(a.drain_secs.max(0.0)),
-                send_timeout: Duration::from_secs_f64(a.send_timeout.max(0.001)),
+                // 0: no limit.
+                send_timeout: Duration::from_secs_f64(a.send_timeout.max(0.0)),
             },
         }),
         Cmd::Http(a) => http::http(a),

@@ -100,7 +100,7 @@ pub struct EchoLimits {
     pub drain_timeout: Duration,
     /// A connection whose echo has not moved a byte for this long (a
     /// client that sends but stops reading) is closed. Progress restarts
-    /// the clock, as nginx's `send_timeout`. Default 60 s.
+    /// the clock, as nginx's `send_timeout`. Default 60 s; zero: no limit.
     pub send_timeout: Duration,
 }
 

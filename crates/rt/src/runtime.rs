@@ -63,6 +63,9 @@ pub(crate) struct Context {
     main_woken: Cell<bool>,
     next_gen: Cell<u16>,
     pub(crate) timers: RefCell<Timers>,
+    /// The clock as of the end of the last park (one read per loop turn):
+    /// for deadlines that need no precision ([`crate::time::coarse_now`]).
+    pub(crate) now: Cell<Instant>,
     pub(crate) metrics: Metrics,
     remote: Arc<Remote>,
     report: BackendReport,
@@ -383,6 +386,7 @@ impl Builder {
             main_woken: Cell::new(false),
             next_gen: Cell::new(0),
             timers: RefCell::new(Timers::default()),
+            now: Cell::new(Instant::now()),
             metrics: Metrics::default(),
             remote,
             report,
@@ -507,7 +511,9 @@ impl Runtime {
             if let Err(e) = cx.driver.borrow_mut().park(timeout, &cx.metrics) {
                 tracing::error!("ringkit: driver park failed: {e}");
             }
-            cx.timers.borrow_mut().fire(Instant::now());
+            let now = Instant::now();
+            cx.now.set(now);
+            cx.timers.borrow_mut().fire(now);
             cx.drain_remote();
         }
     }

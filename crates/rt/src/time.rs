@@ -143,34 +143,56 @@ impl Sleep {
     }
 }
 
+/// Far enough ahead that the loop turn's clock ([`coarse_now`]) can say
+/// "not due" without reading the clock again.
+const SURELY_LATER: Duration = Duration::from_secs(1);
+
+/// The clock as of the end of this thread's last loop turn (no clock read;
+/// `Instant::now()` outside a runtime). Behind the real clock by at most
+/// one turn: for deadlines that need no precision, such as a 60 s send
+/// timeout set on every write.
+pub fn coarse_now() -> Instant {
+    try_with_ctx(|cx| cx.now.get()).unwrap_or_else(Instant::now)
+}
+
 impl Future for Sleep {
     type Output = ();
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         if self.never {
             return Poll::Pending;
         }
-        if Instant::now() >= self.deadline {
+        let deadline = self.deadline;
+        let id = self.id;
+        // Registered here and not fired: not due (the runtime fires it by
+        // the real clock). Otherwise check the clock, or the turn's clock
+        // when the deadline is surely ahead of it.
+        let (new_id, due) = with_ctx(|rt| {
+            let mut t = rt.timers.borrow_mut();
+            let mine = id.filter(|&(serial, _)| serial == rt.serial);
+            if let Some((id, w)) = mine.and_then(|(_, id)| t.wakers.get_mut(&id).map(|w| (id, w))) {
+                if !w.will_wake(cx.waker()) {
+                    *w = cx.waker().clone();
+                }
+                return (Some((rt.serial, id)), false);
+            }
+            let ahead = deadline
+                .checked_duration_since(rt.now.get())
+                .is_some_and(|d| d > SURELY_LATER);
+            if !ahead && Instant::now() >= deadline {
+                return (None, true);
+            }
+            // Not registered, fired, or registered in another runtime (a
+            // `Sleep` moved between threads): register here.
+            (
+                Some((rt.serial, t.insert(deadline, cx.waker().clone()))),
+                false,
+            )
+        });
+        if due {
             self.cancel();
             return Poll::Ready(());
         }
-        let deadline = self.deadline;
-        let id = self.id;
-        let new_id = with_ctx(|rt| {
-            let mut t = rt.timers.borrow_mut();
-            let mine = id.filter(|&(serial, _)| serial == rt.serial);
-            match mine.and_then(|(_, id)| t.wakers.get_mut(&id).map(|w| (id, w))) {
-                Some((id, w)) => {
-                    if !w.will_wake(cx.waker()) {
-                        *w = cx.waker().clone();
-                    }
-                    (rt.serial, id)
-                }
-                // Not registered, fired, or registered in another runtime
-                // (a `Sleep` moved between threads): register here.
-                None => (rt.serial, t.insert(deadline, cx.waker().clone())),
-            }
-        });
-        self.id = Some(new_id);
+        self.id = new_id;
         Poll::Pending
     }
 }

@@ -548,6 +548,9 @@ fn timed_out() -> io::Error {
     )
 }
 
+/// Limits from this long up count from the loop turn's clock.
+const COARSE_FROM: Duration = Duration::from_secs(5);
+
 /// Run `op`, bounded by `limit` (`None`: unbounded): an operation that has
 /// not completed when `limit` passes fails with `TimedOut` and its buffers
 /// come back (see [`Op::expire`]). A write that moves any byte completes,
@@ -558,12 +561,32 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
         return Op::new(op).await;
     };
     let mut op = Op::new(op);
-    let mut sleep = std::pin::pin!(crate::time::sleep(limit));
+    // Made only once the operation has to wait (an epoll write to a socket
+    // with room completes in its first poll), from the loop turn's clock:
+    // a send timeout is set on every write, and needs no precision.
+    let mut sleep: Option<crate::time::Sleep> = None;
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = Pin::new(&mut op).poll(cx) {
             return Poll::Ready(out);
         }
-        if !op.expired && sleep.as_mut().poll(cx).is_ready() {
+        if op.expired {
+            return Poll::Pending;
+        }
+        let s = sleep.get_or_insert_with(|| {
+            // A long limit counts from the turn's clock (early by at most
+            // the current turn's length, nothing next to seconds); a short
+            // one from the real clock.
+            let from = if limit >= COARSE_FROM {
+                crate::time::coarse_now()
+            } else {
+                std::time::Instant::now()
+            };
+            match from.checked_add(limit) {
+                Some(at) => crate::time::sleep_until(at),
+                None => crate::time::sleep(limit), // never
+            }
+        });
+        if Pin::new(s).poll(cx).is_ready() {
             if let Some(out) = op.expire() {
                 return Poll::Ready(out);
             }
