@@ -1,18 +1,22 @@
 //! Finding the peers' binaries: `ringkit-peer` (the tokio, monoio and hyper
-//! servers of `peers/`), built with cargo on first use.
+//! servers of `peers/`), brought up to date with cargo before a study.
 
 use std::path::{Path, PathBuf};
 
-/// The `ringkit-peer` binary next to `ringkit` (`me`), building it with
-/// cargo (same profile) when missing. The error says why it is not there.
+/// The `ringkit-peer` binary next to `ringkit` (`me`), built with cargo
+/// (same profile) whenever the sources are here: cargo rebuilds it if
+/// `peers/` or a crate it uses changed since (a stale peer would serve
+/// yesterday's app) and does nothing otherwise. Without the sources, an
+/// existing binary is used as is. The error says why there is none.
 pub fn peer_binary(me: &Path) -> Result<PathBuf, String> {
     let path = me.with_file_name("ringkit-peer");
-    if path.exists() {
-        return Ok(path);
-    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     if !root.join("peers/Cargo.toml").exists() {
-        return Err("peers/ sources not found next to this build".into());
+        return if path.exists() {
+            Ok(path)
+        } else {
+            Err("peers/ sources not found next to this build".into())
+        };
     }
     let profile = if me
         .parent()
@@ -23,7 +27,7 @@ pub fn peer_binary(me: &Path) -> Result<PathBuf, String> {
     } else {
         vec![]
     };
-    eprintln!("ringkit: building the tokio/monoio peers (cargo build -p ringkit-peers), once...");
+    eprintln!("ringkit: cargo build -p ringkit-peers (the tokio/monoio/hyper peers; a no-op when up to date)...");
     let st = std::process::Command::new("cargo")
         .arg("build")
         .args(&profile)

@@ -73,7 +73,15 @@ pub struct Figures {
     pub syscalls_source: String,
     /// io_uring_enter calls per request (ringkit on io_uring).
     pub enters_per_req: Option<f64>,
+    /// The server's CPU use during the window, in CPUs (median; 1.0: one
+    /// core busy all the time). Well under 1 on a one-thread server means
+    /// the load, not the server, set the pace: its req/s ratio understates
+    /// the difference, and the CPU per request is the figure to read.
+    pub cpu_util: f64,
 }
+
+/// Below this CPU use a one-thread server was not the bottleneck.
+pub const LOAD_LIMITED_BELOW: f64 = 0.9;
 
 impl Figures {
     /// Summarise `mine` (every sample of `c` in one workload); `peer` says
@@ -122,6 +130,13 @@ impl Figures {
             } else {
                 None
             },
+            cpu_util: stat(
+                cpu.iter()
+                    .zip(&good)
+                    .map(|((u, s), g)| (u + s) * g.rps() / 1e6)
+                    .collect(),
+            )
+            .median,
         }
     }
 }

@@ -29,7 +29,12 @@ pub enum Site {
 impl Site {
     fn location(&self) -> String {
         match self {
-            Site::Return200 => "location / {\n            return 200;\n        }".into(),
+            // No Content-Type on an empty 200 (as ringkit and hyper send
+            // none); what nginx still adds is in every report's sizes.
+            Site::Return200 => {
+                "location / {\n            default_type \"\";\n            return 200;\n        }"
+                    .into()
+            }
             Site::Files {
                 root,
                 cache_max,
@@ -81,6 +86,7 @@ events {{
 }}
 http {{
     access_log off;
+    server_tokens off;
     keepalive_requests 100000000;
     client_body_temp_path {d}/client_body;
     proxy_temp_path {d}/proxy;

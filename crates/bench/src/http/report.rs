@@ -142,10 +142,10 @@ pub fn markdown(res: &HttpResults) -> String {
         s,
         "\n### Results (medians over good samples; ratios in the same run: req/s higher is better, CPU lower is better)\n"
     );
-    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs {r} | req/s vs {r}, paired (range) | server CPU µs/req (user+sys) | CPU vs {r} | CPU vs {r}, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | ok samples |", r = res.reference);
+    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs {r} | req/s vs {r}, paired (range) | server CPU µs/req (user+sys) | CPU vs {r} | CPU vs {r}, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | server CPU used | response bytes | ok samples |", r = res.reference);
     let _ = writeln!(
         s,
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let paired = |p: Option<crate::harness::stat::Stat>| {
         p.map_or("-".to_string(), |p| {
@@ -155,7 +155,7 @@ pub fn markdown(res: &HttpResults) -> String {
     for r in &res.summary {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {}/{} |",
+            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {}/{} |",
             r.contender,
             r.workload,
             r.rps.median,
@@ -175,10 +175,13 @@ pub fn markdown(res: &HttpResults) -> String {
             opt(r.enters_per_req, 3),
             r.p50_us,
             r.p99_us,
+            util(r.cpu_util),
+            r.resp_bytes.map_or("-".into(), |b| b.to_string()),
             r.ok_samples,
             r.samples
         );
     }
+    let _ = writeln!(s, "\nServer CPU used: the server's CPU time over the window's wall time (1.00 = one core busy throughout); a row marked *load-limited* used under {:.0}% of its core, so the load generator (or latency) set the pace and its req/s ratio understates the difference: read the CPU per request there. Response bytes: one response to the workload's request, head and body, as a probe read it before the load (nginx is configured with `server_tokens off` and, for `return 200`, no Content-Type; it still adds `Server` and `Connection: keep-alive`).", crate::harness::summary::LOAD_LIMITED_BELOW * 100.0);
     let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); the other servers (and ringkit's where a study says so) are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (or, without perf, `strace -c -f`, which slows the server and so under-counts its `epoll_wait` calls).");
     for r in res
         .summary
@@ -285,5 +288,14 @@ pub fn section(res: &HttpResults) -> Section {
             (format!("{id}_cpu.svg"), cpu),
         ],
         skipped: res.skipped.clone(),
+    }
+}
+
+/// A server's CPU use, marked when it was not the bottleneck.
+fn util(u: f64) -> String {
+    if u < crate::harness::summary::LOAD_LIMITED_BELOW {
+        format!("{u:.2} *load-limited*")
+    } else {
+        format!("{u:.2}")
     }
 }

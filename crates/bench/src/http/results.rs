@@ -168,6 +168,10 @@ pub struct HttpSample {
     /// TCP sockets in TIME_WAIT when the sample started (/proc/net/sockstat):
     /// close-mode runs leave many behind, which can slow later connects.
     pub time_wait_at_start: Option<u64>,
+    /// Bytes of one response to the workload's request, head and body,
+    /// read from a probe request before the load (plain HTTP, one path).
+    #[serde(default)]
+    pub resp_bytes: Option<u64>,
     /// Error starting or running.
     pub error: Option<String>,
 }
@@ -220,6 +224,8 @@ pub struct HttpSummary {
     /// Paired: CPU per request over the reference's in the same round
     /// (lower is better).
     pub cpu_vs_ref_paired: Option<Stat>,
+    /// Bytes of one response (head and body), as the probe read it.
+    pub resp_bytes: Option<u64>,
 }
 
 /// A summary reads as its figures (`r.rps`, `r.contender`, ...).
@@ -352,6 +358,7 @@ pub(crate) fn summarize(
                         let (u, k) = s.cpu_us_per_req();
                         u + k
                     }),
+                    resp_bytes: mine.iter().find_map(|s| s.resp_bytes),
                 }
             })
             .collect();

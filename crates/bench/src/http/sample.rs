@@ -105,12 +105,16 @@ impl Run<'_> {
             wrk: None,
             builtin: None,
             time_wait_at_start: time_wait(),
+            resp_bytes: None,
             error: None,
         };
         let tag = w.tag(&round.to_string());
         let mut go = || -> io::Result<()> {
             let (server, addr, stats_path) = self.start(c, &tag)?;
             let pid = server.pid();
+            if w.mix.is_none() && self.scheme == "http" {
+                s.resp_bytes = Some(probe_bytes(addr, &w.path)?);
+            }
             let (cpu, st) = match self.tool {
                 LoadTool::Wrk => {
                     let cmd =
@@ -201,4 +205,27 @@ fn time_wait() -> Option<u64> {
     let f: Vec<&str> = line.split_whitespace().collect();
     let i = f.iter().position(|x| *x == "tw")?;
     f.get(i + 1)?.parse().ok()
+}
+
+/// The bytes of one response to `GET path` (keep-alive), head and body:
+/// what a contender sends per request, for the report.
+fn probe_bytes(addr: SocketAddr, path: &str) -> io::Result<u64> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(c, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 64 * 1024];
+    loop {
+        if let Ok(crate::http::response::Parse::Complete(r)) =
+            crate::http::response::parse_response(&buf)
+        {
+            return Ok(r.len as u64);
+        }
+        let n = c.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::Error::other("probe: connection closed mid-response"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
 }
