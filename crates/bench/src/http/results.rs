@@ -421,6 +421,7 @@ mod tests {
             wrk: None,
             builtin: None,
             time_wait_at_start: None,
+            resp_bytes: None,
             error: None,
         };
         let samples = vec![
