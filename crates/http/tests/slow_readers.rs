@@ -134,7 +134,8 @@ ringkit::test_all! {
     }
 
     /// The same over TLS: stalled TLS readers are closed, a new client is
-    /// served (Python's ssl for both).
+    /// served, and a slow steady TLS reader gets all of a 2 MiB file
+    /// (Python's ssl for all).
     async fn stalled_tls_readers_are_closed() {
         if !have("python3") {
             return;
@@ -196,7 +197,20 @@ ringkit::test_all! {
              \x20   except (OSError, ssl.SSLError):\n\
              \x20       pass\n\
              \x20   closed += n < {limit}\n\
-             print('closed', closed)\n",
+             print('closed', closed)\n\
+             t = conn()\n\
+             t.settimeout(20)\n\
+             t.sendall(b'GET /steady.bin HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n\
+             d = b''\n\
+             start = time.time()\n\
+             while True:\n\
+             \x20   c = t.recv(16384)\n\
+             \x20   if not c: break\n\
+             \x20   d += c\n\
+             \x20   time.sleep(0.02)\n\
+             body = d[d.index(b'\\r\\n\\r\\n') + 4:]\n\
+             want = bytes(i % 239 for i in range(2 << 20))\n\
+             print('steady', body == want, time.time() - start > 2)\n",
             cert = cert.display(),
             port = addr.port(),
             limit = HUGE / 4,
@@ -205,6 +219,6 @@ ringkit::test_all! {
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{text} {}", String::from_utf8_lossy(&out.stderr));
         // The cap of three refuses the last two stalled clients' handshakes.
-        assert_eq!(text, "stalled 3\nfresh True True\nclosed 3\n");
+        assert_eq!(text, "stalled 3\nfresh True True\nclosed 3\nsteady True True\n");
     }
 }

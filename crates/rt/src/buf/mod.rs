@@ -12,6 +12,34 @@
 //! - [`BufPool`] / [`PooledBuf`]: reusable buffers that return to their pool on drop.
 //! - [`RecvBuf`]: what a pooled read returns (a provided-buffer ring slot on
 //!   io_uring, recycled on drop).
+//!
+//! After a read of `n` bytes a `Vec` holds exactly those `n` bytes (reads
+//! fill from the start; its length becomes `n`), so it can be written back
+//! or reused as is; a buffer with no capacity is an error, not an empty read.
+//!
+//! ```
+//! use ringkit::buf::BufPool;
+//! use ringkit::net::{TcpListener, TcpStream};
+//! ringkit::run(async {
+//!     let l = TcpListener::bind("127.0.0.1:0")?;
+//!     let c = TcpStream::connect(l.local_addr()?).await?;
+//!     let (s, _) = l.accept().await?;
+//!     c.write_all(&b"0123456789"[..]).await.0?;
+//!     // A buffer that held older, longer data holds only what was read.
+//!     let old = b"older and longer".to_vec();
+//!     let (n, buf) = s.read(old).await;
+//!     assert_eq!((n?, &buf[..]), (10, &b"0123456789"[..]));
+//!     // Pooled buffers go back to their pool when dropped.
+//!     let pool = BufPool::new(4096, 8);
+//!     c.write_all(&b"again"[..]).await.0?;
+//!     let (n, b) = s.read(pool.get()).await;
+//!     assert_eq!(&b[..n?], b"again");
+//!     drop(b);
+//!     assert_eq!(pool.idle(), 1);
+//!     Ok::<_, std::io::Error>(())
+//! })??;
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 use std::cell::RefCell;
 use std::rc::Rc;
