@@ -5,6 +5,7 @@
 //! - `GET /`: `Hello, World!` as plain text (13 bytes).
 //! - `GET /json`: `{"message":"Hello, World!"}` (27 bytes).
 //! - `GET /user/{id}`: `{"id":"<id>"}`.
+//! - `GET /bytes/{n}`: `n` bytes (at most 16 MiB; for memory studies).
 
 use axum::extract::Path;
 use axum::routing::get;
@@ -45,5 +46,9 @@ pub fn app() -> Router {
         .route(
             "/user/{id}",
             get(|Path(id): Path<String>| async { Json(User { id }) }),
+        )
+        .route(
+            "/bytes/{n}",
+            get(|Path(n): Path<usize>| async move { vec![b'x'; n.min(16 << 20)] }),
         )
 }

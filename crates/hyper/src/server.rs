@@ -231,7 +231,10 @@ where
     builder
         .http1()
         .timer(RingkitTimer)
-        .header_read_timeout(limits.header_timeout);
+        .header_read_timeout(limits.header_timeout)
+        // Queue head and body (HyperIo is vectored) instead of flattening
+        // them into a per-connection buffer that keeps its largest size.
+        .writev(true);
     builder.http2().timer(RingkitTimer);
     let builder = Rc::new(builder);
     let drain = Drain::new();
