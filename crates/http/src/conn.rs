@@ -369,13 +369,14 @@ impl<H: Handler> Conn<H> {
             FileSend::Splice => {
                 // Corked (nginx's tcp_nopush): the head and the spliced body
                 // leave in full segments, not one short segment per splice.
-                let corked = self.stream.tcp().set_cork(true).is_ok();
+                let cork = |on| self.stream.plain().is_some_and(|s| s.set_cork(on).is_ok());
+                let corked = cork(true);
                 let mut res = self.flush().await;
                 if res.is_ok() {
                     res = self.zero_copy(f, FileSend::Splice).await;
                 }
                 if corked {
-                    let _ = self.stream.tcp().set_cork(false);
+                    let _ = self.stream.plain().map(|s| s.set_cork(false));
                 }
                 return res;
             }
@@ -420,12 +421,15 @@ impl<H: Handler> Conn<H> {
     /// A large file body without a user-space copy (the head is flushed),
     /// by `sendfile` or through the pipe.
     async fn zero_copy(&mut self, f: FileBody, how: FileSend) -> io::Result<()> {
+        let Some(tcp) = self.stream.plain() else {
+            return Err(io::Error::other("a zero-copy body on a TLS connection"));
+        };
         let (mut off, end) = (f.offset, f.offset.saturating_add(f.len));
         while off < end {
             let want = (end - off).min(usize::MAX as u64) as usize;
             let n = match how {
-                FileSend::Splice => self.stream.tcp().splice_file(&f.file, off, want).await?,
-                _ => self.stream.tcp().send_file(&*f.file, off, want).await?,
+                FileSend::Splice => tcp.splice_file(&f.file, off, want).await?,
+                _ => tcp.send_file(&*f.file, off, want).await?,
             };
             if n == 0 {
                 return Err(truncated());

@@ -2,11 +2,16 @@
 //! `serve --tls-*`, `ringkit-hyper`): rustls with the `ring` provider,
 //! which builds with the Rust toolchain and a C compiler alone (no cmake,
 //! no Go). [`server_config`] loads a PEM certificate chain and key; its
-//! errors name the file and say what is wrong with it.
+//! errors name the file and say what is wrong with it. [`TlsIo`] is the
+//! one TLS stream adapter both servers use (rustls over ringkit's
+//! `PollIo`).
 
 use std::io;
 use std::path::Path;
 use std::sync::Arc;
+
+mod io_adapter;
+pub use io_adapter::TlsIo;
 
 pub use rustls;
 use rustls::pki_types::pem::PemObject;
