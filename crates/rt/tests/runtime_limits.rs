@@ -211,3 +211,33 @@ fn batch_wait_keeps_serving_uring() {
 fn batch_wait_keeps_serving_epoll() {
     batch_wait_keeps_serving(Backend::Epoll);
 }
+
+/// A read and its linked timeout go into the ring together or not at all:
+/// on a ring with room for one SQE the pair cannot fit, and the read says
+/// so, instead of running without its timeout (the pair used to be split
+/// across two submissions: the read then waited forever).
+#[test]
+fn a_linked_timeout_is_never_split_from_its_read() {
+    let Some(rt) = runtime(Backend::Uring, 1) else {
+        return;
+    };
+    rt.block_on(async {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let got = ringkit::time::timeout(
+            std::time::Duration::from_secs(3),
+            s.read_timeout(Vec::with_capacity(64), std::time::Duration::from_millis(50)),
+        )
+        .await;
+        let (r, _) = got.expect("the read ran without its linked timeout and hung");
+        let e = r.expect_err("no data was sent");
+        assert!(
+            matches!(
+                e.kind(),
+                std::io::ErrorKind::InvalidInput | std::io::ErrorKind::TimedOut
+            ),
+            "{e}"
+        );
+    });
+}
