@@ -98,6 +98,12 @@ impl ServerArgs {
 pub struct HttpArgs {
     #[command(flatten)]
     server: ServerArgs,
+    /// Make every `GET /` response this many bytes longer with an `X-Pad`
+    /// header (at least 10; 0: none): to send the same bytes as a server
+    /// with more headers (nginx adds 39: `Server` and `Connection`) and see
+    /// what they cost.
+    #[arg(long, default_value_t = 0)]
+    pad: usize,
 }
 
 /// `ringkit serve DIR`: a static file server.
@@ -154,7 +160,22 @@ async fn bench(req: Request) -> Response {
 }
 
 pub fn http(a: HttpArgs) -> io::Result<()> {
-    run("ringkit http", &a.server, |server, _| (server, bench))
+    if a.pad == 0 {
+        return run("ringkit http", &a.server, |server, _| (server, bench));
+    }
+    // "x-pad: " (7) + value + CRLF (2).
+    let value: &'static str = "p".repeat(a.pad.saturating_sub(9).max(1)).leak();
+    run("ringkit http", &a.server, move |server, _| {
+        let padded = move |req: Request| async move {
+            let r = bench(req).await;
+            if r.status() == StatusCode::OK {
+                r.header("x-pad", value)
+            } else {
+                r
+            }
+        };
+        (server, padded)
+    })
 }
 
 pub fn serve(a: ServeArgs) -> io::Result<()> {
