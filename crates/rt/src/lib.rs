@@ -37,6 +37,7 @@
 
 pub mod buf;
 pub mod driver;
+mod eventfd_table;
 pub mod fs;
 mod launcher;
 mod metrics;

@@ -11,9 +11,7 @@
 //! edges skews per-request figures by a few percent. [`flush`] asks the
 //! server to write now: it sends `SIGUSR1`, whose handler (installed by the
 //! first [`spawn_writer`]) writes 1 to every writer's eventfd (the same
-//! slot-table protocol as `ringkit::signal`: the handler only loads
-//! atomics and calls `write(2)`; a writer empties its slot and waits for
-//! no handler to be running before it closes its fd), and each writer
+//! eventfd table as `ringkit::signal`, `eventfd_table.rs`), and each writer
 //! publishes at once with its `seq` one higher; `flush` returns when every
 //! thread's file shows a newer `seq`.
 
@@ -22,12 +20,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::eventfd_table::EventfdTable;
 use crate::MetricsSnapshot;
 
 /// What one server thread publishes: its runtime's counters and the
@@ -144,7 +142,7 @@ pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>,
     crate::spawn(async move {
         let file = PathBuf::from(format!("{}.{thread}", path.display()));
         let tmp = PathBuf::from(format!("{}.{thread}.tmp", path.display()));
-        let reg = FlushSlot::new();
+        let reg = FLUSH.register();
         let mut seq = 0u64;
         let mut asked: Option<Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
         loop {
@@ -162,8 +160,15 @@ pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>,
             let mut tick = std::pin::pin!(crate::time::sleep(period));
             match &reg {
                 Some(r) => {
-                    let fd = r.fd;
-                    let flush = asked.get_or_insert_with(|| Box::pin(wait_readable(fd)));
+                    let flush = asked.get_or_insert_with(|| {
+                        Box::pin(async {
+                            // On an error, stop listening for flushes; the
+                            // periodic writes go on.
+                            if r.wait().await.is_err() {
+                                std::future::pending::<()>().await;
+                            }
+                        })
+                    });
                     if let crate::sync::Either::Right(()) =
                         crate::sync::select(tick.as_mut(), flush.as_mut()).await
                     {
@@ -174,22 +179,6 @@ pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>,
             }
         }
     });
-}
-
-/// Read the eventfd (a flush request); resolves once one came.
-async fn wait_readable(fd: i32) {
-    use crate::driver::op::recv::Recv;
-    loop {
-        let (r, _) =
-            crate::driver::Op::new(Recv::new(fd, false, Vec::with_capacity(8), None)).await;
-        match r {
-            Ok(_) => return,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            // Stop listening for flushes; the 50 ms writes go on.
-            Err(_) => return std::future::pending().await,
-        }
-    }
 }
 
 /// Ask the process `pid` (a ringkit server publishing to `path`) to write
@@ -227,10 +216,8 @@ pub fn flush(pid: u32, path: &Path, limit: Duration) -> io::Result<Published> {
     }
 }
 
-/// Flush requests: writers that can be woken at once.
-const SLOTS: usize = 256;
-static FLUSH_FDS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
-static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
+/// The writers' eventfds, woken by `SIGUSR1`.
+static FLUSH: EventfdTable = EventfdTable::new();
 static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
 
 fn install() -> io::Result<()> {
@@ -258,52 +245,7 @@ fn install() -> io::Result<()> {
 extern "C" fn on_usr1(_sig: libc::c_int) {
     // SAFETY: this thread's errno slot, saved and restored around the writes.
     let saved = unsafe { *libc::__errno_location() };
-    IN_HANDLER.fetch_add(1, SeqCst);
-    let one: u64 = 1;
-    for slot in &FLUSH_FDS {
-        let fd = slot.load(SeqCst);
-        if fd >= 0 {
-            // SAFETY: a registered eventfd, not closed while IN_HANDLER is
-            // non-zero (FlushSlot's drop); 8 bytes from a valid u64.
-            unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
-        }
-    }
-    IN_HANDLER.fetch_sub(1, SeqCst);
+    FLUSH.notify(|| {});
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
-}
-
-/// A writer's eventfd in the flush table; emptied and closed on drop.
-struct FlushSlot {
-    fd: i32,
-    slot: usize,
-}
-
-impl FlushSlot {
-    fn new() -> Option<FlushSlot> {
-        // SAFETY: plain eventfd creation.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        for (slot, s) in FLUSH_FDS.iter().enumerate() {
-            if s.compare_exchange(-1, fd, SeqCst, SeqCst).is_ok() {
-                return Some(FlushSlot { fd, slot });
-            }
-        }
-        // SAFETY: our fd, never registered.
-        unsafe { libc::close(fd) };
-        None
-    }
-}
-
-impl Drop for FlushSlot {
-    fn drop(&mut self) {
-        FLUSH_FDS[self.slot].store(-1, SeqCst);
-        while IN_HANDLER.load(SeqCst) != 0 {
-            std::hint::spin_loop();
-        }
-        // SAFETY: our fd; no handler can still be writing to it (above).
-        unsafe { libc::close(self.fd) };
-    }
 }

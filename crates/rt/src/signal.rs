@@ -13,25 +13,12 @@
 //! # Protocol
 //! [`install`] puts one `sigaction` handler on `SIGINT` and `SIGTERM`
 //! (process-wide, once). A waiter ([`shutdown_requested`]) is an eventfd of
-//! its own, registered in a fixed table of atomic slots, on which its runtime
-//! waits with an ordinary read (io_uring `READ`, or epoll readiness then
-//! `read(2)`), so a waiting thread costs no polling and both backends work
-//! the same. The handler, which may run on any thread:
-//! 1. increments `IN_HANDLER`;
-//! 2. sets `REQUESTED` (so a waiter that registers later returns at once);
-//! 3. writes 1 to every registered eventfd (`write(2)` is
-//!    async-signal-safe; nothing else it does allocates or locks);
-//! 4. decrements `IN_HANDLER`, and restores `errno`.
-//!
-//! A waiter registers its fd, then checks `REQUESTED` again: the handler sets
-//! the flag before it scans the slots, so a signal is either seen by that
-//! check or finds the fd in its slot. On drop, a waiter empties its slot and
-//! waits until `IN_HANDLER` is zero before closing the fd, so a handler that
-//! loaded the fd number just before can never write to a closed (and maybe
-//! reused) fd. The wait cannot deadlock: a handler never waits, and one that
-//! interrupts the dropping thread runs to completion before the thread
-//! resumes. All these atomics are `SeqCst`: the argument above needs one
-//! total order between "slot emptied" and "handler entered".
+//! its own in a table the handler writes to (`eventfd_table.rs`, whose
+//! module docs give the protocol that keeps a handler from ever writing to a
+//! closed fd). The handler, which may run on any thread, sets `REQUESTED`
+//! inside that table's notify, before it writes to the eventfds: a waiter
+//! registers its fd, then checks `REQUESTED` again, so a signal is either
+//! seen by that check or finds the fd in its slot.
 //!
 //! If the slot table is full, or an eventfd cannot be made, a waiter falls
 //! back to checking the flag every 50 ms.
@@ -44,22 +31,17 @@
 //! in a shell) without waiting for the drain.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use crate::driver::op::recv::Recv;
-use crate::driver::Op;
-use crate::runtime::try_with_ctx;
-
-/// Waiters that can be registered at once (more fall back to polling).
-const SLOTS: usize = 256;
+use crate::eventfd_table::EventfdTable;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// The signal that requested shutdown (0: [`request_shutdown`]; -1: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(-1);
-static IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
-static WAITERS: [AtomicI32; SLOTS] = [const { AtomicI32::new(-1) }; SLOTS];
+/// The eventfds of the tasks awaiting shutdown.
+static WAITERS: EventfdTable = EventfdTable::new();
 static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
 
 /// Install the `SIGINT`/`SIGTERM` handler (idempotent; also done by the
@@ -111,20 +93,10 @@ extern "C" fn on_signal(sig: libc::c_int) {
 /// Set the flag and wake every registered waiter. Async-signal-safe:
 /// atomics and `write(2)` only.
 fn notify(sig: i32) {
-    IN_HANDLER.fetch_add(1, SeqCst);
-    let _ = SIGNAL.compare_exchange(-1, sig, SeqCst, SeqCst);
-    REQUESTED.store(true, SeqCst);
-    let one: u64 = 1;
-    for slot in &WAITERS {
-        let fd = slot.load(SeqCst);
-        if fd >= 0 {
-            // SAFETY: `fd` is a registered eventfd that is not closed while
-            // IN_HANDLER is non-zero (see the module docs); we write 8 bytes
-            // from a valid u64.
-            unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
-        }
-    }
-    IN_HANDLER.fetch_sub(1, SeqCst);
+    WAITERS.notify(|| {
+        let _ = SIGNAL.compare_exchange(-1, sig, SeqCst, SeqCst);
+        REQUESTED.store(true, SeqCst);
+    });
 }
 
 /// Request shutdown from code, exactly as if `SIGTERM` had arrived (but
@@ -147,45 +119,6 @@ pub fn requested_by() -> Option<i32> {
     }
 }
 
-/// An eventfd registered in a slot; unregisters and closes on drop.
-struct Registration {
-    fd: i32,
-    slot: usize,
-}
-
-impl Registration {
-    fn new() -> Option<Registration> {
-        // SAFETY: plain eventfd creation.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return None;
-        }
-        for (slot, s) in WAITERS.iter().enumerate() {
-            if s.compare_exchange(-1, fd, SeqCst, SeqCst).is_ok() {
-                return Some(Registration { fd, slot });
-            }
-        }
-        // SAFETY: we own fd; it was never registered.
-        unsafe { libc::close(fd) };
-        None
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        WAITERS[self.slot].store(-1, SeqCst);
-        while IN_HANDLER.load(SeqCst) != 0 {
-            std::hint::spin_loop();
-        }
-        let fd = self.fd;
-        let closed = try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics));
-        if closed.is_none() {
-            // SAFETY: we own fd; no runtime is left to close it for us.
-            unsafe { libc::close(fd) };
-        }
-    }
-}
-
 /// Resolves once shutdown is requested: `SIGINT`, `SIGTERM` (installing the
 /// handler if needed) or [`request_shutdown`]. Every pending and future call,
 /// on every thread, resolves. Cancel-safe. Must run on a ringkit runtime.
@@ -196,7 +129,7 @@ pub async fn shutdown_requested() {
     if is_shutdown_requested() {
         return;
     }
-    let Some(reg) = Registration::new() else {
+    let Some(slot) = WAITERS.register() else {
         return poll_flag().await;
     };
     loop {
@@ -204,19 +137,10 @@ pub async fn shutdown_requested() {
         if is_shutdown_requested() {
             return;
         }
-        let (res, _buf) = Op::new(Recv::new(reg.fd, false, Vec::with_capacity(8), None)).await;
-        match res {
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
-                ) => {}
-            Err(e) => {
-                tracing::warn!("ringkit: signal eventfd read failed: {e}; polling instead");
-                drop(reg);
-                return poll_flag().await;
-            }
+        if let Err(e) = slot.wait().await {
+            tracing::warn!("ringkit: signal eventfd read failed: {e}; polling instead");
+            drop(slot);
+            return poll_flag().await;
         }
     }
 }

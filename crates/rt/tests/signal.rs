@@ -171,12 +171,10 @@ fn child_wait_for_sigint() {
     println!("STOPPED {:?}", ringkit::signal::requested_by());
 }
 
-#[test]
-fn sigint_from_outside_stops_a_runtime() {
-    let mut child = child_command("child_wait_for_sigint").spawn().unwrap();
-    // If READY never comes, the read below would block forever: a watchdog
-    // kills the child (ours, by pid, while we still hold it) after the timeout.
-    let pid = child.id() as i32;
+/// Kills child `pid` (ours, not yet reaped) after [`CHILD_TIMEOUT`] unless
+/// the returned flag is set first: a hung child then ends the parent's
+/// blocking reads instead of hanging the test.
+fn watchdog(pid: i32) -> Arc<AtomicUsize> {
     let done = Arc::new(AtomicUsize::new(0));
     let done2 = done.clone();
     std::thread::spawn(move || {
@@ -190,6 +188,16 @@ fn sigint_from_outside_stops_a_runtime() {
         // SAFETY: killing our own child, which has not been reaped yet.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     });
+    done
+}
+
+#[test]
+fn sigint_from_outside_stops_a_runtime() {
+    let mut child = child_command("child_wait_for_sigint").spawn().unwrap();
+    // If READY never comes, the read below would block forever: a watchdog
+    // kills the child (ours, by pid, while we still hold it) after the timeout.
+    let pid = child.id() as i32;
+    let done = watchdog(pid);
     let mut lines = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
     loop {
@@ -246,19 +254,7 @@ fn a_second_signal_ends_the_drain_at_once() {
     let pid = child.id() as i32;
     // A child that hangs is killed (ours, by pid, not yet reaped) after the
     // timeout, which ends the reads below.
-    let done = Arc::new(AtomicUsize::new(0));
-    let done2 = done.clone();
-    std::thread::spawn(move || {
-        let until = Instant::now() + CHILD_TIMEOUT;
-        while Instant::now() < until {
-            if done2.load(Ordering::SeqCst) != 0 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // SAFETY: killing our own child, which has not been reaped yet.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-    });
+    let done = watchdog(pid);
     let mut lines = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
     let mut second_at = None;
