@@ -39,6 +39,8 @@ pub mod buf;
 pub mod driver;
 mod eventfd_table;
 pub mod fs;
+#[cfg(feature = "tokio")]
+mod hosted;
 mod launcher;
 mod metrics;
 pub mod net;

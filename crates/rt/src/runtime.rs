@@ -69,23 +69,40 @@ pub(crate) struct Context {
     pub(crate) metrics: Metrics,
     remote: Arc<Remote>,
     report: BackendReport,
+    /// Hosted mode: the waker of the host loop while it waits idle (woken
+    /// when a ringkit task becomes runnable on this thread).
+    #[cfg(feature = "tokio")]
+    pub(crate) idle: RefCell<Option<std::task::Waker>>,
 }
 
 impl Context {
     /// Put a woken task (or the main future) on the run queue, once.
     pub(crate) fn schedule(&self, data: u64) {
         let (_, gen, key) = task::decode(data);
-        if key == MAIN_KEY {
+        let queued = if key == MAIN_KEY {
             self.main_woken.set(true);
-            return;
-        }
-        let mut tasks = self.tasks.borrow_mut();
-        if let Some(slot) = tasks.get_mut(key as usize) {
-            if slot.gen == gen && !slot.scheduled {
-                slot.scheduled = true;
-                self.queue.borrow_mut().push_back(data);
+            true
+        } else {
+            let mut tasks = self.tasks.borrow_mut();
+            match tasks.get_mut(key as usize) {
+                Some(slot) if slot.gen == gen && !slot.scheduled => {
+                    slot.scheduled = true;
+                    self.queue.borrow_mut().push_back(data);
+                    true
+                }
+                _ => false,
+            }
+        };
+        // Hosted mode: a task made runnable while the loop waits idle in
+        // the host's reactor ends that wait.
+        #[cfg(feature = "tokio")]
+        if queued {
+            if let Some(w) = self.idle.take() {
+                w.wake();
             }
         }
+        #[cfg(not(feature = "tokio"))]
+        let _ = queued;
     }
 
     /// Returns `(serial, gen, key)`.
@@ -184,8 +201,42 @@ impl Context {
         }
     }
 
-    fn has_runnable(&self) -> bool {
+    pub(crate) fn has_runnable(&self) -> bool {
         self.main_woken.get() || !self.queue.borrow().is_empty()
+    }
+
+    /// Poll the main future if it was woken; then run what was runnable at
+    /// the start of the turn (tasks woken meanwhile wait for the next turn,
+    /// so I/O is never starved).
+    pub(crate) fn run_turn<F: Future>(
+        &self,
+        fut: std::pin::Pin<&mut F>,
+        tcx: &mut TaskCx<'_>,
+    ) -> Poll<F::Output> {
+        if self.main_woken.replace(false) {
+            if let Poll::Ready(v) = fut.poll(tcx) {
+                return Poll::Ready(v);
+            }
+        }
+        let n = self.queue.borrow().len();
+        for _ in 0..n {
+            if !self.run_one() {
+                break;
+            }
+        }
+        Poll::Pending
+    }
+
+    /// Park the driver (at most `timeout`), then fire due timers and take
+    /// in remote wakes.
+    pub(crate) fn park(&self, timeout: Option<Duration>) {
+        if let Err(e) = self.driver.borrow_mut().park(timeout, &self.metrics) {
+            tracing::error!("ringkit: driver park failed: {e}");
+        }
+        let now = Instant::now();
+        self.now.set(now);
+        self.timers.borrow_mut().fire(now);
+        self.drain_remote();
     }
 }
 
@@ -195,6 +246,8 @@ pub struct Builder {
     backend: Backend,
     config: DriverConfig,
     env_override: bool,
+    #[cfg(feature = "tokio")]
+    host_tokio: bool,
 }
 
 impl Default for Builder {
@@ -211,6 +264,8 @@ impl Builder {
             backend: Backend::Auto,
             config: DriverConfig::default(),
             env_override: false,
+            #[cfg(feature = "tokio")]
+            host_tokio: false,
         }
     }
 
@@ -244,6 +299,30 @@ impl Builder {
     /// [`env_overrides`](Self::env_overrides)).
     pub fn ignore_env(mut self) -> Self {
         self.env_override = false;
+        self
+    }
+
+    /// Hosted mode (feature `tokio`): the runtime also runs a tokio
+    /// current-thread runtime and a `LocalSet`, in one loop with its own,
+    /// so that inside [`block_on`](Runtime::block_on) and its tasks
+    /// `tokio::spawn`, `spawn_local`, `spawn_blocking`, `tokio::time`,
+    /// `tokio::net`, `tokio::fs`, `tokio::sync` and crates built on them
+    /// (database clients, reqwest, tonic) work, while ringkit's own I/O
+    /// stays on its driver. How the loops are joined, and what it costs:
+    /// docs/ARCHITECTURE.md, "Hosted mode".
+    ///
+    /// ```
+    /// let rt = ringkit::Builder::new().host_tokio().build()?;
+    /// rt.block_on(async {
+    ///     let t = tokio::spawn(async { 6 * 7 });
+    ///     tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    ///     assert_eq!(t.await.unwrap(), 42);
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn host_tokio(mut self) -> Self {
+        self.host_tokio = true;
         self
     }
 
@@ -326,6 +405,10 @@ impl Builder {
             }
         }
         let mut config = self.config.clone();
+        #[cfg(feature = "tokio")]
+        {
+            config.hosted = self.host_tokio;
+        }
         if self.env_override {
             if let Ok(v) = std::env::var("RINGKIT_BATCH_WAIT") {
                 config.batch_wait = Some(parse_batch_wait(&v)?);
@@ -390,13 +473,24 @@ impl Builder {
             metrics: Metrics::default(),
             remote,
             report,
+            #[cfg(feature = "tokio")]
+            idle: RefCell::new(None),
         });
         let ptr = NonNull::from(&*ctx);
         CURRENT.with(|c| c.set(Some(ptr)));
-        Ok(Runtime {
+        #[allow(unused_mut)]
+        let mut rt = Runtime {
+            #[cfg(feature = "tokio")]
+            host: None,
             ctx,
             _not_send: std::marker::PhantomData,
-        })
+        };
+        #[cfg(feature = "tokio")]
+        if self.host_tokio {
+            let fd = rt.ctx.driver.borrow_mut().readiness_fd()?;
+            rt.host = Some(crate::hosted::Host::new(fd)?);
+        }
+        Ok(rt)
     }
 }
 
@@ -437,6 +531,10 @@ fn parse_batch_wait(v: &str) -> io::Result<(u32, Duration)> {
 /// assert_send(ringkit::Runtime::new().unwrap());
 /// ```
 pub struct Runtime {
+    /// Hosted mode: dropped first, while the context is still installed
+    /// (its tasks may hold ringkit operations).
+    #[cfg(feature = "tokio")]
+    host: Option<crate::hosted::Host>,
     ctx: Box<Context>,
     _not_send: std::marker::PhantomData<*const ()>,
 }
@@ -482,23 +580,17 @@ impl Runtime {
     /// Run `fut` to completion, running spawned tasks and I/O meanwhile.
     pub fn block_on<F: Future>(&self, fut: F) -> F::Output {
         let cx = &*self.ctx;
+        #[cfg(feature = "tokio")]
+        if let Some(host) = &self.host {
+            return host.block_on(cx, fut);
+        }
         let mut fut = std::pin::pin!(fut);
         let waker = task::waker(cx.id, 0, MAIN_KEY);
         let mut tcx = TaskCx::from_waker(&waker);
         cx.main_woken.set(true);
         loop {
-            if cx.main_woken.replace(false) {
-                if let Poll::Ready(v) = fut.as_mut().poll(&mut tcx) {
-                    return v;
-                }
-            }
-            // Run what was runnable at the start of the turn; tasks woken
-            // meanwhile wait for the next turn, so I/O is never starved.
-            let n = cx.queue.borrow().len();
-            for _ in 0..n {
-                if !cx.run_one() {
-                    break;
-                }
+            if let Poll::Ready(v) = cx.run_turn(fut.as_mut(), &mut tcx) {
+                return v;
             }
             let timeout = if cx.has_runnable() {
                 Some(Duration::ZERO)
@@ -508,19 +600,23 @@ impl Runtime {
                     .next_deadline()
                     .map(|d| d.saturating_duration_since(Instant::now()))
             };
-            if let Err(e) = cx.driver.borrow_mut().park(timeout, &cx.metrics) {
-                tracing::error!("ringkit: driver park failed: {e}");
-            }
-            let now = Instant::now();
-            cx.now.set(now);
-            cx.timers.borrow_mut().fire(now);
-            cx.drain_remote();
+            cx.park(timeout);
         }
+    }
+
+    /// Whether this runtime hosts a tokio runtime ([`Builder::host_tokio`]).
+    pub fn is_hosted(&self) -> bool {
+        #[cfg(feature = "tokio")]
+        return self.host.is_some();
+        #[cfg(not(feature = "tokio"))]
+        false
     }
 }
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        #[cfg(feature = "tokio")]
+        drop(self.host.take());
         // Drop every task while the context is still installed, so their
         // in-flight operations hand buffers to the driver and get cancelled;
         // then their handles resolve to `Cancelled` (a handle kept past the

@@ -51,6 +51,8 @@ pub(crate) struct EpollDriver {
     fds: Vec<FdState>,
     events: Vec<libc::epoll_event>,
     wake_fd: RawFd,
+    /// The last `epoll_wait` filled the event buffer: more may be ready.
+    last_full: bool,
 }
 
 impl EpollDriver {
@@ -70,6 +72,7 @@ impl EpollDriver {
             fds: Vec::new(),
             events: vec![libc::epoll_event { events: 0, u64: 0 }; 1024],
             wake_fd,
+            last_full: false,
         })
     }
 
@@ -177,12 +180,23 @@ impl EpollDriver {
                 st.wakers[1].wake_all();
             }
         }
-        if n as usize == self.events.len() {
+        self.last_full = n as usize == self.events.len();
+        if self.last_full {
             let len = self.events.len() * 2;
             self.events
                 .resize(len, libc::epoll_event { events: 0, u64: 0 });
         }
         Ok(())
+    }
+
+    /// The epoll fd: readable while events are ready (for hosted mode).
+    pub(crate) fn readiness_fd(&self) -> RawFd {
+        self.epfd.as_raw_fd()
+    }
+
+    /// Whether the last park may have left events unread.
+    pub(crate) fn may_have_more(&self) -> bool {
+        self.last_full
     }
 
     /// Close `fd` (which also removes it from the epoll set) and reset its state.

@@ -220,6 +220,10 @@ pub(crate) struct DriverConfig {
     pub(crate) recv_bundle: bool,
     /// io_uring only: how a batch of pooled buffers is sent.
     pub(crate) send_batch: SendBatch,
+    /// io_uring only: the ring is waited on through a host loop's reactor
+    /// (hosted mode), so `DEFER_TASKRUN` is not used (see
+    /// `UringDriver::new`).
+    pub(crate) hosted: bool,
 }
 
 impl Default for DriverConfig {
@@ -233,6 +237,7 @@ impl Default for DriverConfig {
             fixed_files: 0,
             recv_bundle: true,
             send_batch: SendBatch::Vectored,
+            hosted: false,
         }
     }
 }
@@ -327,6 +332,26 @@ impl Driver {
         match self {
             Driver::Uring(d) => d.park(timeout, m),
             Driver::Epoll(d) => d.park(timeout, m),
+        }
+    }
+
+    /// An fd that is readable whenever a zero-timeout [`park`](Self::park)
+    /// would find work, for a host event loop to wait on (hosted mode).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn readiness_fd(&mut self) -> io::Result<RawFd> {
+        match self {
+            Driver::Uring(d) => d.readiness_fd(),
+            Driver::Epoll(d) => Ok(d.readiness_fd()),
+        }
+    }
+
+    /// Whether the last park may have left ready events behind (so a host
+    /// loop must not wait on [`readiness_fd`](Self::readiness_fd) yet).
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn may_have_more(&self) -> bool {
+        match self {
+            Driver::Uring(_) => false,
+            Driver::Epoll(d) => d.may_have_more(),
         }
     }
 

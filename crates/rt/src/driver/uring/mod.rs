@@ -94,6 +94,10 @@ pub(crate) struct UringDriver {
     ring: IoUring,
     ops: slab::Slab<Lifecycle>,
     wake_fd: RawFd,
+    /// Hosted mode: an eventfd the kernel signals when completions (or,
+    /// with `DEFER_TASKRUN`, task work that will post them) arrive
+    /// (`IORING_REGISTER_EVENTFD`); created on first use.
+    notify_fd: Option<std::os::fd::OwnedFd>,
     wake_armed: bool,
     buf_count: u16,
     buf_size: u32,
@@ -114,12 +118,30 @@ impl UringDriver {
         cfg: &DriverConfig,
         wake_fd: RawFd,
     ) -> Result<(UringDriver, Vec<String>), (String, Vec<String>)> {
+        // Hosted mode waits on the ring's registered eventfd from tokio's
+        // reactor. Under DEFER_TASKRUN that eventfd is signalled, for a
+        // completion triggered inside an eventfd write (a cross-thread
+        // wake, a signal handler's notification), through an RCU callback,
+        // and on Linux 6.18 only the first such signal is ever delivered
+        // (tests/hosted.rs shows it): a hosted ring would miss wake-ups.
+        let defer = sys::IORING_SETUP_DEFER_TASKRUN;
         let candidates: Vec<u32> = match cfg.flags {
+            Some(f) if cfg.hosted && f & defer != 0 => {
+                return Err((
+                    "a hosted runtime cannot use IORING_SETUP_DEFER_TASKRUN: its registered \
+                     eventfd misses completions triggered by eventfd writes (cross-thread \
+                     wakes, signals); ask for COOP_TASKRUN or no flags"
+                        .to_string(),
+                    Vec::new(),
+                ))
+            }
             Some(f) => vec![f],
+            None if cfg.hosted => vec![
+                sys::IORING_SETUP_COOP_TASKRUN | sys::IORING_SETUP_TASKRUN_FLAG,
+                0,
+            ],
             None => vec![
-                sys::IORING_SETUP_SINGLE_ISSUER
-                    | sys::IORING_SETUP_DEFER_TASKRUN
-                    | sys::IORING_SETUP_TASKRUN_FLAG,
+                sys::IORING_SETUP_SINGLE_ISSUER | defer | sys::IORING_SETUP_TASKRUN_FLAG,
                 sys::IORING_SETUP_COOP_TASKRUN | sys::IORING_SETUP_TASKRUN_FLAG,
                 0,
             ],
@@ -200,6 +222,7 @@ impl UringDriver {
             ring,
             ops: slab::Slab::with_capacity(256),
             wake_fd,
+            notify_fd: None,
             wake_armed: false,
             bufs: None,
             send_rings: SendRings::default(),
@@ -586,6 +609,27 @@ impl UringDriver {
             unsafe { libc::close(fd) };
             Metrics::add(&m.syscalls, 1);
         }
+    }
+
+    /// An fd that turns readable when a turn of [`park`](Self::park) with
+    /// a zero timeout would find completions: an eventfd registered with
+    /// the ring (created on first call). The kernel signals it when a CQE
+    /// is posted. (Hosted rings never use `DEFER_TASKRUN`: see `new`.)
+    pub(crate) fn readiness_fd(&mut self) -> io::Result<RawFd> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+        if let Some(fd) = &self.notify_fd {
+            return Ok(fd.as_raw_fd());
+        }
+        // SAFETY: plain eventfd creation.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a fresh fd we own.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        self.ring.register_eventfd(fd)?;
+        self.notify_fd = Some(owned);
+        Ok(fd)
     }
 
     /// One driver turn: submit everything queued and, if `timeout` is not

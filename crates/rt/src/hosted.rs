@@ -1,0 +1,156 @@
+//! Hosted mode (feature `tokio`): a tokio current-thread runtime and a
+//! `LocalSet` inside a ringkit runtime, run as one loop.
+//!
+//! # The joint loop
+//! tokio's `block_on` is the outer loop and the only place the thread
+//! sleeps; ringkit's loop is its main future. Each poll of that future is
+//! one ringkit turn: the main future and the runnable tasks are polled,
+//! then the driver is parked with a zero timeout (io_uring: one
+//! `io_uring_enter` that submits and, under `DEFER_TASKRUN`, runs the
+//! deferred completions; epoll: one `epoll_wait(0)`), timers fire and
+//! remote wakes are taken in. Then:
+//!
+//! - **work left** (runnable tasks, or an epoll batch that filled its
+//!   buffer): `tokio::task::yield_now`, which tokio turns into one
+//!   `epoll_wait(0)` of its own reactor and a turn of its tasks and
+//!   timers before it polls ringkit again;
+//! - **idle**: wait, inside tokio's reactor, for the first of: the
+//!   driver's readiness fd (an eventfd registered with the ring, which the
+//!   kernel signals when it posts completions; the epoll fd itself on
+//!   epoll), the next
+//!   ringkit timer (a tokio `Sleep`), or a ringkit task made runnable by
+//!   tokio's side on this thread (the idle waker in the context).
+//!   Cross-thread wakes write ringkit's remote eventfd, which the driver
+//!   watches, so they arrive through the readiness fd.
+//!
+//! No wake-up is lost: readiness is cleared *before* the zero-timeout park
+//! that drains it, so an event after the park is a new edge. A hosted ring
+//! is set up without `DEFER_TASKRUN` (`COOP_TASKRUN`, else no flags): with
+//! it, completions caused by an eventfd write (cross-thread wakes, signal
+//! notifications) signal the registered eventfd through an RCU callback,
+//! and on Linux 6.18 only the first such signal ever arrived (the test
+//! `hosted_rings_refuse_defer_taskrun` keeps the reason written down).
+//!
+//! # Costs
+//! One extra `epoll_wait(0)` per busy turn (tokio's), and on the way from
+//! idle to busy an `epoll_wait` wake-up (tokio's) followed by the
+//! zero-timeout park, where plain ringkit blocks in the driver itself.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::pin;
+use std::task::{Context as TaskCx, Poll};
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::runtime::Context;
+use crate::task::{self, MAIN_KEY};
+
+/// The driver's readiness fd, borrowed (the driver owns and closes it,
+/// after the host is dropped).
+struct Readiness(RawFd);
+
+impl AsRawFd for Readiness {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// The hosted tokio runtime of one ringkit runtime. Field order is drop
+/// order: the registration goes first, then tokio's local tasks, then its
+/// runtime (which drops the rest of its tasks).
+pub(crate) struct Host {
+    readiness: AsyncFd<Readiness>,
+    local: tokio::task::LocalSet,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Host {
+    /// A current-thread tokio runtime with every driver on, watching `fd`.
+    pub(crate) fn new(fd: RawFd) -> io::Result<Host> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let readiness = {
+            let _g = rt.enter();
+            // SAFETY: `fd` is the driver's, open until the driver is
+            // dropped, which `Runtime::drop` does only after this `Host`
+            // (and so this registration) is gone.
+            unsafe { AsyncFd::register_with_interest(Readiness(fd), Interest::READABLE) }
+                .map_err(io::Error::from)?
+        };
+        Ok(Host {
+            readiness,
+            local: tokio::task::LocalSet::new(),
+            rt,
+        })
+    }
+
+    /// Run `fut` (ringkit's main future) to completion on the joint loop.
+    pub(crate) fn block_on<F: Future>(&self, cx: &Context, fut: F) -> F::Output {
+        self.rt.block_on(self.local.run_until(self.run(cx, fut)))
+    }
+
+    async fn run<F: Future>(&self, cx: &Context, fut: F) -> F::Output {
+        let mut fut = pin!(fut);
+        let waker = task::waker(cx.id, 0, MAIN_KEY);
+        let mut tcx = TaskCx::from_waker(&waker);
+        cx.schedule(task::encode(cx.id, 0, MAIN_KEY));
+        let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
+        loop {
+            if let Poll::Ready(v) = cx.run_turn(fut.as_mut(), &mut tcx) {
+                return v;
+            }
+            cx.park(Some(Duration::ZERO));
+            if cx.has_runnable() || cx.driver.borrow().may_have_more() {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let deadline = cx.timers.borrow_mut().next_deadline();
+            if let Some(d) = deadline {
+                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+            }
+            poll_fn(|t| self.idle(cx, t, deadline.is_some(), sleep.as_mut())).await;
+        }
+    }
+
+    /// One poll of the idle wait: ready once ringkit has work.
+    fn idle(
+        &self,
+        cx: &Context,
+        t: &mut TaskCx<'_>,
+        timed: bool,
+        sleep: std::pin::Pin<&mut tokio::time::Sleep>,
+    ) -> Poll<()> {
+        if cx.has_runnable() {
+            cx.idle.take();
+            return Poll::Ready(());
+        }
+        match self.readiness.poll_read_ready(t) {
+            Poll::Ready(Ok(mut guard)) => {
+                // Cleared before the park that drains it: a later event
+                // is a new edge.
+                guard.clear_ready();
+                cx.idle.take();
+                return Poll::Ready(());
+            }
+            Poll::Ready(Err(e)) => {
+                // Not expected (the fd outlives the registration); parking
+                // in the driver instead keeps the thread serving.
+                tracing::error!("ringkit: hosted readiness wait failed: {e}");
+                cx.idle.take();
+                return Poll::Ready(());
+            }
+            Poll::Pending => {}
+        }
+        if timed && sleep.poll(t).is_ready() {
+            cx.idle.take();
+            return Poll::Ready(());
+        }
+        *cx.idle.borrow_mut() = Some(t.waker().clone());
+        Poll::Pending
+    }
+}
