@@ -1,7 +1,8 @@
 //! [`serve`]: a hyper service on every thread of a thread-per-core server.
 //!
 //! Each thread runs its own ringkit runtime (io_uring, or epoll with the
-//! reason printed), binds the address with `SO_REUSEPORT`, accepts, and
+//! reason printed; with the `tokio` feature, hosting a tokio runtime so
+//! handlers may call tokio and tokio-based crates), binds the address with `SO_REUSEPORT`, accepts, and
 //! serves each connection with hyper-util's auto builder (HTTP/1.1, or
 //! HTTP/2 when the client starts with the h2 preface). The service is made
 //! once per thread and cloned per connection, so it need not be `Send`.
@@ -130,9 +131,14 @@ where
         })
         .collect::<io::Result<Vec<_>>>()?;
     let listeners = Arc::new(listeners);
+    // With the `tokio` feature every worker hosts a tokio runtime, so
+    // handlers may use tokio and the crates built on it.
+    let builder = ringkit::Builder::new().backend(cfg.backend);
+    #[cfg(feature = "tokio")]
+    let builder = builder.host_tokio();
     let launch = LaunchConfig::new(threads)
         .cpus(cfg.cpus.clone())
-        .backend(cfg.backend);
+        .builder(builder);
     let (limits, tls) = (ConnLimits::from(&cfg), cfg.tls.clone());
     let errors: Arc<std::sync::Mutex<Vec<io::Error>>> = Arc::default();
     let errs = errors.clone();
