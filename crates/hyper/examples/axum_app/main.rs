@@ -14,7 +14,12 @@
 //! `GET|PUT /cache/{key}` Redis (404 when missing, 503 when Redis is
 //! down); `GET /proxy` the upstream's answer (502 when it is down);
 //! `GET /sleep/{ms}` answers after `tokio::time::sleep`. `--seed-rows N`
-//! creates and fills `items` with ids 1..=N before serving.
+//! creates and fills `items` with ids 1..=N before serving. On the same
+//! port, gRPC over HTTP/2: `ringkit.demo.Demo` (demo.proto), a unary
+//! `Say` and a server-streaming `Count`.
+
+mod grpc;
+mod proto;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -117,6 +122,7 @@ fn app(s: AppState) -> Router {
         .route("/cache/{key}", get(cache_get).put(cache_put))
         .route("/proxy", get(proxy))
         .route("/sleep/{ms}", get(sleep))
+        .merge(grpc::routes())
         .with_state(s)
 }
 
