@@ -3,11 +3,14 @@
 //!
 //! - [`harness`]: what every study shares (nothing in it imports a study).
 //! - [`raw`]: the studies' code that pushes SQEs on a bare ring itself.
-//! - one module per study: [`echo`], [`generator`], [`http`], [`wakeup`],
-//!   [`nop`], [`file`](mod@file); and [`torture`], the chaos load.
+//! - one module per study: [`echo`], [`generator`], [`http`] (with
+//!   [`axum`], [`tls`], [`pipeline`]), [`serve`] (static files), [`app`]
+//!   (a real service in hosted mode), [`wakeup`], [`nop`],
+//!   [`file`](mod@file); and [`torture`], the chaos load.
 
 #![warn(missing_docs)]
 
+pub mod app;
 pub mod axum;
 pub mod echo;
 pub mod file;

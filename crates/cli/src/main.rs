@@ -197,12 +197,15 @@ struct BenchEchoArgs {
 
 #[derive(Args, Debug)]
 struct CompareArgs {
-    /// Study to run: echo, generator, http, static, axum, tls, pipeline, wakeup, nop,
-    /// file or all (default: all). `http` runs four parts: `http-core`
-    /// (ringkit-http against nginx, hyper and the rest), `axum` (axum on
-    /// ringkit and on tokio), `tls` (HTTPS against nginx) and `pipeline`
-    /// (16 pipelined requests per connection); each part also runs alone by
-    /// its name.
+    /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
+    /// pipeline, wakeup, nop, file or all (default: all). `http` runs four
+    /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
+    /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
+    /// and `pipeline` (16 pipelined requests per connection); each part also
+    /// runs alone by its name. `app` (a real axum service with PostgreSQL
+    /// and Redis, ringkit hosted against tokio; needs postgresql and
+    /// redis-server installed) also runs `hosting` (what hosting tokio
+    /// costs).
     study: Option<String>,
     /// Short variants of every study (about a minute each; echo: 3 rounds of
     /// 2 s), peers' syscalls not counted.
@@ -456,13 +459,15 @@ pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 10] = [
+const STUDIES: [(&str, StudyFn); 12] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
     ("static", ringkit_bench::serve::study),
     ("axum", ringkit_bench::axum::study),
     ("tls", ringkit_bench::tls::study),
+    ("app", ringkit_bench::app::study),
+    ("hosting", ringkit_bench::app::hosting),
     ("pipeline", ringkit_bench::pipeline::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
@@ -471,8 +476,9 @@ const STUDIES: [(&str, StudyFn); 10] = [
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.
-const GROUPS: [(&str, &[&str]); 2] = [
+const GROUPS: [(&str, &[&str]); 3] = [
     ("http", &["http", "axum", "tls", "pipeline"]),
+    ("app", &["app", "hosting"]),
     ("http-core", &["http"]),
 ];
 

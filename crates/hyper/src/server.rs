@@ -62,6 +62,11 @@ pub struct ServeConfig {
     /// Connections served at once per thread; beyond it a new connection
     /// is accepted and closed at once. 10 000.
     pub max_connections: usize,
+    /// Feature `tokio`: run the workers in ringkit's hosted mode, so
+    /// handlers may use tokio and crates built on it. On by default with
+    /// the feature; off measures what hosting costs.
+    #[cfg(feature = "tokio")]
+    pub host_tokio: bool,
 }
 
 impl ServeConfig {
@@ -77,6 +82,8 @@ impl ServeConfig {
             send_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
             max_connections: 10_000,
+            #[cfg(feature = "tokio")]
+            host_tokio: true,
         }
     }
 }
@@ -135,7 +142,11 @@ where
     // handlers may use tokio and the crates built on it.
     let builder = ringkit::Builder::new().backend(cfg.backend);
     #[cfg(feature = "tokio")]
-    let builder = builder.host_tokio();
+    let builder = if cfg.host_tokio {
+        builder.host_tokio()
+    } else {
+        builder
+    };
     let launch = LaunchConfig::new(threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);

@@ -138,10 +138,12 @@ impl Host {
                 return Poll::Ready(());
             }
             Poll::Ready(Err(e)) => {
-                // Not expected (the fd outlives the registration); parking
-                // in the driver instead keeps the thread serving.
+                // Not expected (the fd outlives its registration). Rather
+                // than spin, wait in the driver itself for up to 10 ms:
+                // ringkit keeps serving, tokio gets a turn every 10 ms.
                 tracing::error!("ringkit: hosted readiness wait failed: {e}");
                 cx.idle.take();
+                cx.park(Some(Duration::from_millis(10)));
                 return Poll::Ready(());
             }
             Poll::Pending => {}

@@ -10,6 +10,7 @@ pub mod peers;
 pub mod phase;
 pub mod rng;
 pub mod server;
+pub mod services;
 pub mod stat;
 pub mod study;
 pub mod summary;

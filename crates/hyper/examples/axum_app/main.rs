@@ -70,6 +70,16 @@ struct Opts {
     /// Create table `items` and fill it with ids 1..=N before serving.
     #[arg(long)]
     seed_rows: Option<u32>,
+    /// Set Redis keys k0..k{N-1} to `value-NNNNNN` (six digits) before serving.
+    #[arg(long)]
+    seed_keys: Option<u32>,
+    /// Seed (--seed-rows, --seed-keys) and exit without serving.
+    #[arg(long)]
+    seed_only: bool,
+    /// ringkit without hosting tokio (measures what hosting costs): only
+    /// `GET /` works; the other routes need tokio and fail.
+    #[arg(long)]
+    unhosted: bool,
 }
 
 /// What each worker thread's handlers share (made once per thread: the
@@ -236,6 +246,23 @@ async fn seed(pg: &str, rows: u32) -> Result<(), tokio_postgres::Error> {
     Ok(())
 }
 
+/// Set k0..k{keys-1} to `value-NNNNNN`.
+async fn seed_redis(url: &str, keys: u32) -> redis::RedisResult<()> {
+    let client = redis::Client::open(url)?;
+    let mut c = client.get_multiplexed_async_connection().await?;
+    for chunk in (0..keys).collect::<Vec<_>>().chunks(500) {
+        let mut p = redis::pipe();
+        for i in chunk {
+            p.cmd("SET")
+                .arg(format!("k{i}"))
+                .arg(format!("value-{i:06}"))
+                .ignore();
+        }
+        p.query_async::<()>(&mut c).await?;
+    }
+    Ok(())
+}
+
 /// The same app on tokio: one current-thread runtime per worker, each
 /// with its own `SO_REUSEPORT` listener and `axum::serve`.
 fn serve_on_tokio(o: &Opts) -> std::io::Result<()> {
@@ -287,15 +314,26 @@ fn reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
 
 fn main() {
     let o = Opts::parse();
-    if let Some(rows) = o.seed_rows {
-        let rt = tokio::runtime::Builder::new_current_thread()
+    let rt = || {
+        tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .expect("tokio runtime");
-        if let Err(e) = rt.block_on(seed(&o.pg, rows)) {
+            .expect("tokio runtime")
+    };
+    if let Some(rows) = o.seed_rows {
+        if let Err(e) = rt().block_on(seed(&o.pg, rows)) {
             eprintln!("axum_app: cannot seed the database at {}: {e}", o.pg);
             std::process::exit(1);
         }
+    }
+    if let Some(keys) = o.seed_keys {
+        if let Err(e) = rt().block_on(seed_redis(&o.redis, keys)) {
+            eprintln!("axum_app: cannot seed Redis at {}: {e}", o.redis);
+            std::process::exit(1);
+        }
+    }
+    if o.seed_only {
+        return;
     }
     let r = match o.runtime.as_str() {
         "tokio" => serve_on_tokio(&o),
@@ -305,7 +343,11 @@ fn main() {
             cfg.cpus = o.cpus.clone();
             cfg.backend = o.backend;
             cfg.grace = Duration::from_secs(5);
-            println!("listening on {} with ringkit (hosted tokio)", o.addr);
+            cfg.host_tokio = !o.unhosted;
+            println!(
+                "listening on {} with ringkit (hosted: {})",
+                o.addr, cfg.host_tokio
+            );
             let opts = o.clone();
             ringkit_hyper::serve(cfg, move || app(state(&opts)))
         }

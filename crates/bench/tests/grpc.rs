@@ -4,9 +4,8 @@
 //! at once on one connection, and a client that cancels mid-stream, after
 //! which no producer is left running.
 
-#[path = "../examples/axum_app/proto.rs"]
+#[path = "../../hyper/examples/axum_app/proto.rs"]
 mod proto;
-mod services;
 
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -14,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use http::uri::PathAndQuery;
 use proto::{CountReply, CountRequest, SayReply, SayRequest, SERVICE};
-use services::{example, free_port, wait_for_port, Proc};
+use ringkit_bench::harness::services::{free_port, wait_for_port, Proc};
 use tonic_prost::ProstCodec;
 
 fn path(method: &str) -> PathAndQuery {
@@ -171,4 +170,20 @@ fn tonic_over_ringkit_uring() {
 #[test]
 fn tonic_over_ringkit_epoll() {
     grpc("epoll");
+}
+
+/// The `axum_app` example, built by `cargo test` (workspace) into
+/// target/<profile>/examples; a skip, printed, when it is not there.
+fn example(name: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("examples").join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipped: example {name} not built at {} (run the workspace's `cargo test`)",
+            p.display()
+        );
+        None
+    }
 }

@@ -3,13 +3,11 @@
 //! Also its faults: PostgreSQL stopped and restarted, Redis restarted, the
 //! upstream gone.
 
-mod services;
-
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use services::{example, wait_for_port, Postgres, Proc, Redis, Upstream};
+use ringkit_bench::harness::services::{self, wait_for_port, Postgres, Proc, Redis, Upstream};
 
 struct App {
     _proc: Proc,
@@ -93,8 +91,8 @@ async fn until(c: &reqwest::Client, url: String, want: u16, limit: Duration) -> 
 }
 
 fn services() -> Option<(Postgres, Redis, Upstream)> {
-    let pg = Postgres::start()?;
-    let redis = Redis::start()?;
+    let pg = Postgres::start(None)?;
+    let redis = Redis::start(None)?;
     Some((pg, redis, Upstream::start()))
 }
 
@@ -206,7 +204,7 @@ fn faults(backend: &str) {
             t.elapsed()
         );
         assert_eq!(get(&c, format!("{b}/")).await.0, 200);
-        pg.restart();
+        assert!(pg.restart(), "PostgreSQL did not restart");
         let (s, body) = until(&c, format!("{b}/db/7"), 200, Duration::from_secs(15)).await;
         assert_eq!(s, 200, "after the restart: {body}");
 
@@ -217,7 +215,7 @@ fn faults(backend: &str) {
             .await
             .unwrap();
         assert_eq!(r.status().as_u16(), 204);
-        redis.restart();
+        assert!(redis.restart(), "redis-server did not restart");
         // The restarted Redis is empty: recovery is a 404 (no such key),
         // then a PUT and GET that work.
         let (s, body) = until(&c, format!("{b}/cache/k"), 404, Duration::from_secs(15)).await;
@@ -250,4 +248,20 @@ fn faults_uring() {
 #[test]
 fn faults_epoll() {
     faults("epoll");
+}
+
+/// The `axum_app` example, built by `cargo test` (workspace) into
+/// target/<profile>/examples; a skip, printed, when it is not there.
+fn example(name: &str) -> Option<std::path::PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("examples").join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipped: example {name} not built at {} (run the workspace's `cargo test`)",
+            p.display()
+        );
+        None
+    }
 }

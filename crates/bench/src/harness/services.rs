@@ -1,9 +1,8 @@
-//! Real servers for the tests: PostgreSQL and Redis from the system's
-//! packages, each in a temp dir on a free loopback port, stopped by pid
-//! when dropped; and a small upstream HTTP server. A missing binary is a
-//! skip with the reason printed (`.ci/run` installs the packages).
-
-#![allow(dead_code)]
+//! Real servers for the app study and its tests: PostgreSQL and Redis
+//! from the system's packages, each in a temp dir on a free loopback port
+//! (optionally pinned to a CPU), stopped by pid when dropped; and a small
+//! upstream HTTP server. A missing binary is `None` with the reason
+//! printed (`.ci/run` installs the packages).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -92,18 +91,38 @@ fn pg_user() -> Option<(u32, u32)> {
     unsafe { Some(((*pw).pw_uid, (*pw).pw_gid)) }
 }
 
+/// Pin a child to `cpu` as it starts (`None`: wherever the kernel likes).
+fn pin(cmd: &mut Command, cpu: Option<usize>) {
+    if let Some(cpu) = cpu {
+        // SAFETY: sched_setaffinity on the child itself, between fork and
+        // exec: async-signal-safe, touches only a local cpu_set_t.
+        unsafe {
+            cmd.pre_exec(move || {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+                Ok(())
+            });
+        }
+    }
+}
+
+/// A PostgreSQL server of its own (trust auth, superuser `app`, no fsync).
+#[derive(Debug)]
 pub struct Postgres {
     bin: PathBuf,
     dir: tempfile::TempDir,
+    /// Its port on 127.0.0.1.
     pub port: u16,
     child: Option<Child>,
     user: Option<(u32, u32)>,
+    cpu: Option<usize>,
 }
 
 impl Postgres {
     /// initdb in a temp dir and start the server; `None` (printed) when
     /// PostgreSQL is not installed or cannot start here.
-    pub fn start() -> Option<Postgres> {
+    pub fn start(cpu: Option<usize>) -> Option<Postgres> {
         let Some(bin) = pg_bin() else {
             eprintln!("skipped: PostgreSQL not installed (initdb, postgres not found)");
             return None;
@@ -143,6 +162,7 @@ impl Postgres {
             port: free_port(),
             child: None,
             user,
+            cpu,
         };
         if !pg.start_server() {
             eprintln!("skipped: PostgreSQL did not start");
@@ -168,7 +188,11 @@ impl Postgres {
         if let Some((uid, gid)) = self.user {
             cmd.uid(uid).gid(gid);
         }
-        self.child = Some(cmd.spawn().unwrap());
+        pin(&mut cmd, self.cpu);
+        match cmd.spawn() {
+            Ok(c) => self.child = Some(c),
+            Err(_) => return false,
+        }
         // Ready when a query works (the port opens before recovery ends).
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(20) {
@@ -188,8 +212,14 @@ impl Postgres {
         false
     }
 
+    /// `postgres://app@127.0.0.1:PORT/postgres`.
     pub fn url(&self) -> String {
         format!("postgres://app@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
     }
 
     /// Fast shutdown (SIGINT), waiting for the process to exit.
@@ -199,10 +229,10 @@ impl Postgres {
         }
     }
 
-    /// Start again on the same port and data.
-    pub fn restart(&mut self) {
+    /// Start again on the same port and data; false if it did not come up.
+    pub fn restart(&mut self) -> bool {
         self.stop();
-        assert!(self.start_server(), "PostgreSQL did not restart");
+        self.start_server()
     }
 }
 
@@ -212,14 +242,19 @@ impl Drop for Postgres {
     }
 }
 
+/// A Redis server of its own (no persistence).
+#[derive(Debug)]
 pub struct Redis {
     dir: tempfile::TempDir,
+    /// Its port on 127.0.0.1.
     pub port: u16,
     child: Option<Child>,
+    cpu: Option<usize>,
 }
 
 impl Redis {
-    pub fn start() -> Option<Redis> {
+    /// Start `redis-server`; `None` (printed) when it is not installed.
+    pub fn start(cpu: Option<usize>) -> Option<Redis> {
         let ok = Command::new("redis-server")
             .arg("--version")
             .stdout(Stdio::null())
@@ -234,6 +269,7 @@ impl Redis {
             dir: tempfile::tempdir().unwrap(),
             port: free_port(),
             child: None,
+            cpu,
         };
         if !r.start_server() {
             eprintln!("skipped: redis-server did not start");
@@ -243,34 +279,44 @@ impl Redis {
     }
 
     fn start_server(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--dir"])
             .arg(self.dir.path())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
+            .stderr(Stdio::null());
+        pin(&mut cmd, self.cpu);
+        match cmd.spawn() {
+            Ok(c) => self.child = Some(c),
+            Err(_) => return false,
+        }
         wait_for_port(
             SocketAddr::from(([127, 0, 0, 1], self.port)),
             Duration::from_secs(10),
         )
     }
 
+    /// `redis://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    /// The server's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stop it (SIGTERM), waiting for the process to exit.
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             stop(&mut c, libc::SIGTERM);
         }
     }
 
-    pub fn restart(&mut self) {
+    /// Start again on the same port; false if it did not come up.
+    pub fn restart(&mut self) -> bool {
         self.stop();
-        assert!(self.start_server(), "redis-server did not restart");
+        self.start_server()
     }
 }
 
@@ -282,13 +328,16 @@ impl Drop for Redis {
 
 /// A tiny HTTP/1.1 upstream: answers every request with `upstream ok`,
 /// keep-alive, until dropped.
+#[derive(Debug)]
 pub struct Upstream {
+    /// Where it listens.
     pub addr: SocketAddr,
     stop: Arc<AtomicBool>,
     conns: Arc<std::sync::Mutex<Vec<TcpStream>>>,
 }
 
 impl Upstream {
+    /// Listen on a free loopback port, serving from plain threads.
     pub fn start() -> Upstream {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
@@ -310,6 +359,7 @@ impl Upstream {
         Upstream { addr, stop, conns }
     }
 
+    /// `http://ADDR/`.
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
     }
@@ -354,19 +404,9 @@ fn serve_upstream(s: TcpStream) {
     }
 }
 
-/// The `axum_app` example binary (built by `cargo test` next to the tests).
-pub fn example(name: &str) -> Option<PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("examples").join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!("skipped: example {name} not built at {}", p.display());
-        None
-    }
-}
-
-/// A running child process, stopped by pid (SIGINT, then SIGKILL) on drop.
+/// A running child process, stopped by pid (SIGINT, then SIGKILL after
+/// 10 s) when dropped.
+#[derive(Debug)]
 pub struct Proc(pub Child);
 
 impl Drop for Proc {
