@@ -604,7 +604,8 @@ impl Runtime {
         }
     }
 
-    /// Whether this runtime hosts a tokio runtime ([`Builder::host_tokio`]).
+    /// Whether this runtime hosts a tokio runtime (`Builder::host_tokio`,
+    /// feature `tokio`).
     pub fn is_hosted(&self) -> bool {
         #[cfg(feature = "tokio")]
         return self.host.is_some();
