@@ -5,24 +5,35 @@
 //!
 //! `hyper-http` is the HTTP peer: hyper 1 on tokio's current-thread runtime,
 //! HTTP/1.1 keep-alive, every request answered `200` with an empty body (like
-//! nginx `return 200;`).
+//! nginx `return 200;`). An optional PAD adds an `x-pad` header that makes
+//! each response exactly PAD bytes longer (as `ringkit http --pad`), so the
+//! study can send nginx's response size from every server.
 //!
 //! `axum-http` is the axum peer: `ringkit_hyper::hello::app()` (the same
 //! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
 //! runtime, TCP_NODELAY on every connection.
 //!
-//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR
+//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR [PAD]
 
 use std::net::SocketAddr;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.len() != 3 {
+    if args.len() != 3 && !(args.len() == 4 && args[1] == "hyper-http") {
         eprintln!(
-            "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR"
+            "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR \
+             (hyper-http: ADDR [PAD])"
         );
         std::process::exit(2);
     }
+    let pad: usize = match args.get(3).map(|p| p.parse()) {
+        None => 0,
+        Some(Ok(p)) if p == 0 || p >= 10 => p,
+        Some(_) => {
+            eprintln!("ringkit-peer: PAD must be 0 or at least 10 bytes");
+            std::process::exit(2);
+        }
+    };
     let addr: SocketAddr = match args[2].parse() {
         Ok(a) => a,
         Err(e) => {
@@ -32,7 +43,7 @@ fn main() {
     };
     let res = match args[1].as_str() {
         "tokio-echo" => tokio_echo(addr),
-        "hyper-http" => hyper_http(addr),
+        "hyper-http" => hyper_http(addr, pad),
         "axum-http" => axum_http(addr),
         "monoio-echo" => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
             .build()
@@ -101,16 +112,18 @@ fn axum_http(addr: SocketAddr) -> std::io::Result<()> {
     })
 }
 
-fn hyper_http(addr: SocketAddr) -> std::io::Result<()> {
+fn hyper_http(addr: SocketAddr, pad: usize) -> std::io::Result<()> {
     use http_body_util::Empty;
     use hyper::body::{Bytes, Incoming};
     use hyper::{Request, Response};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .build()?;
+    // "x-pad: " (7) + value + CRLF (2) = pad bytes more per response.
+    let value: &'static str = "p".repeat(pad.saturating_sub(9)).leak();
     rt.block_on(async move {
         let l = tokio::net::TcpListener::bind(addr).await?;
-        eprintln!("ringkit-peer: hyper 1 HTTP/1.1 on tokio current_thread on {addr}");
+        eprintln!("ringkit-peer: hyper 1 HTTP/1.1 on tokio current_thread on {addr} (pad {pad})");
         loop {
             let (s, _) = match l.accept().await {
                 Ok(x) => x,
@@ -123,8 +136,13 @@ fn hyper_http(addr: SocketAddr) -> std::io::Result<()> {
             };
             let _ = s.set_nodelay(true);
             tokio::spawn(async move {
-                let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
-                    Ok::<_, std::convert::Infallible>(Response::new(Empty::<Bytes>::new()))
+                let svc = hyper::service::service_fn(move |_req: Request<Incoming>| async move {
+                    let mut r = Response::new(Empty::<Bytes>::new());
+                    if pad > 0 {
+                        r.headers_mut()
+                            .insert("x-pad", hyper::header::HeaderValue::from_static(value));
+                    }
+                    Ok::<_, std::convert::Infallible>(r)
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
                     .keep_alive(true)

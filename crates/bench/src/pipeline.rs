@@ -37,7 +37,8 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             .backend(backend)
             .threads(1)
             .stats()
-            .flag("--recv-bundle", bundle);
+            .flag("--recv-bundle", bundle)
+            .flag("--pad", http::RETURN_200_PAD);
         contenders.push(server.contender(name, family));
     }
     let conns: &[usize] = if opts.quick { &[100] } else { &[100, 1000] };
@@ -51,7 +52,9 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         reference: "ringkit-epoll",
         about: format!(
             "`GET /` answered `200` with an empty body, {DEPTH} requests pipelined per \
-             connection (written together, then the {DEPTH} responses read and checked)"
+             connection (written together, then the {DEPTH} responses read and checked); \
+             ringkit pads its responses to nginx's size (`--pad {}`)",
+            http::RETURN_200_PAD
         ),
         contenders,
         skipped,

@@ -18,8 +18,10 @@
 //!   driver's readiness fd (an eventfd registered with the ring, which the
 //!   kernel signals when it posts completions; the epoll fd itself on
 //!   epoll), the next
-//!   ringkit timer (a tokio `Sleep`), or a ringkit task made runnable by
-//!   tokio's side on this thread (the idle waker in the context).
+//!   ringkit timer (a tokio `Sleep`), or new ringkit work made by tokio's
+//!   side on this thread: a task woken, spawned or aborted, a timer added,
+//!   an SQE queued ([`kick`] wakes the idle wait; it is called at each of
+//!   those places).
 //!   Cross-thread wakes write ringkit's remote eventfd, which the driver
 //!   watches, so they arrive through the readiness fd.
 //!
@@ -36,6 +38,7 @@
 //! idle to busy an `epoll_wait` wake-up (tokio's) followed by the
 //! zero-timeout park, where plain ringkit blocks in the driver itself.
 
+use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -48,6 +51,30 @@ use tokio::io::Interest;
 
 use crate::runtime::Context;
 use crate::task::{self, MAIN_KEY};
+
+thread_local! {
+    /// The waker of this thread's idle host loop, while it waits.
+    static IDLE: RefCell<Option<std::task::Waker>> = const { RefCell::new(None) };
+    /// Set by [`kick`]: the idle wait ends at its next poll.
+    static KICKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// New ringkit work appeared on this thread (a task woken, spawned or
+/// aborted, a timer added, an SQE queued): end the host loop's idle wait,
+/// if it is in one. Cheap when it is not (one thread-local read).
+pub(crate) fn kick() {
+    let w = IDLE.try_with(|i| i.borrow_mut().take()).ok().flatten();
+    if w.is_some() {
+        let _ = KICKED.try_with(|k| k.set(true));
+    }
+    if let Some(w) = w {
+        w.wake();
+    }
+}
+
+fn set_idle(w: Option<&std::task::Waker>) {
+    let _ = IDLE.try_with(|i| *i.borrow_mut() = w.cloned());
+}
 
 /// The driver's readiness fd, borrowed (the driver owns and closes it,
 /// after the host is dropped).
@@ -64,7 +91,8 @@ impl AsRawFd for Readiness {
 /// runtime (which drops the rest of its tasks).
 pub(crate) struct Host {
     readiness: AsyncFd<Readiness>,
-    local: tokio::task::LocalSet,
+    /// `None` once [`shutdown`](Self::shutdown) dropped it.
+    local: Option<tokio::task::LocalSet>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -84,14 +112,34 @@ impl Host {
         };
         Ok(Host {
             readiness,
-            local: tokio::task::LocalSet::new(),
+            local: Some(tokio::task::LocalSet::new()),
             rt,
         })
     }
 
     /// Run `fut` (ringkit's main future) to completion on the joint loop.
     pub(crate) fn block_on<F: Future>(&self, cx: &Context, fut: F) -> F::Output {
-        self.rt.block_on(self.local.run_until(self.run(cx, fut)))
+        let local = self
+            .local
+            .as_ref()
+            .expect("hosted runtime already shut down");
+        self.rt.block_on(local.run_until(self.run(cx, fut)))
+    }
+
+    /// Tear down in the order that keeps every drop inside the contexts it
+    /// may need, with tokio's entered throughout: tokio's local tasks
+    /// (they may hold ringkit operations; ringkit's context is still
+    /// installed), then `drain_ringkit` (ringkit's tasks, which may hold
+    /// tokio resources or spawn), then tokio's runtime with its remaining
+    /// tasks. Dropping the runtime waits for `spawn_blocking` jobs that are
+    /// running, as tokio always does.
+    pub(crate) fn shutdown(mut self, drain_ringkit: impl FnOnce()) {
+        {
+            let _g = self.rt.enter();
+            drop(self.local.take());
+            drain_ringkit();
+        }
+        set_idle(None);
     }
 
     async fn run<F: Future>(&self, cx: &Context, fut: F) -> F::Output {
@@ -105,7 +153,7 @@ impl Host {
                 return v;
             }
             cx.park(Some(Duration::ZERO));
-            if cx.has_runnable() || cx.driver.borrow().may_have_more() {
+            if cx.has_runnable() || cx.driver.borrow_mut().may_have_more() {
                 tokio::task::yield_now().await;
                 continue;
             }
@@ -114,6 +162,7 @@ impl Host {
                 sleep.as_mut().reset(tokio::time::Instant::from_std(d));
             }
             poll_fn(|t| self.idle(cx, t, deadline.is_some(), sleep.as_mut())).await;
+            set_idle(None);
         }
     }
 
@@ -125,8 +174,7 @@ impl Host {
         timed: bool,
         sleep: std::pin::Pin<&mut tokio::time::Sleep>,
     ) -> Poll<()> {
-        if cx.has_runnable() {
-            cx.idle.take();
+        if cx.has_runnable() || KICKED.with(|k| k.replace(false)) {
             return Poll::Ready(());
         }
         match self.readiness.poll_read_ready(t) {
@@ -134,7 +182,6 @@ impl Host {
                 // Cleared before the park that drains it: a later event
                 // is a new edge.
                 guard.clear_ready();
-                cx.idle.take();
                 return Poll::Ready(());
             }
             Poll::Ready(Err(e)) => {
@@ -142,17 +189,19 @@ impl Host {
                 // than spin, wait in the driver itself for up to 10 ms:
                 // ringkit keeps serving, tokio gets a turn every 10 ms.
                 tracing::error!("ringkit: hosted readiness wait failed: {e}");
-                cx.idle.take();
                 cx.park(Some(Duration::from_millis(10)));
-                return Poll::Ready(());
+                if cx.has_runnable() {
+                    return Poll::Ready(());
+                }
+                t.waker().wake_by_ref();
+                return Poll::Pending;
             }
             Poll::Pending => {}
         }
         if timed && sleep.poll(t).is_ready() {
-            cx.idle.take();
             return Poll::Ready(());
         }
-        *cx.idle.borrow_mut() = Some(t.waker().clone());
+        set_idle(Some(t.waker()));
         Poll::Pending
     }
 }

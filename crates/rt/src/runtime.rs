@@ -69,10 +69,6 @@ pub(crate) struct Context {
     pub(crate) metrics: Metrics,
     remote: Arc<Remote>,
     report: BackendReport,
-    /// Hosted mode: the waker of the host loop while it waits idle (woken
-    /// when a ringkit task becomes runnable on this thread).
-    #[cfg(feature = "tokio")]
-    pub(crate) idle: RefCell<Option<std::task::Waker>>,
 }
 
 impl Context {
@@ -97,9 +93,7 @@ impl Context {
         // the host's reactor ends that wait.
         #[cfg(feature = "tokio")]
         if queued {
-            if let Some(w) = self.idle.take() {
-                w.wake();
-            }
+            crate::hosted::kick();
         }
         #[cfg(not(feature = "tokio"))]
         let _ = queued;
@@ -123,6 +117,8 @@ impl Context {
         self.metrics
             .tasks_spawned
             .set(self.metrics.tasks_spawned.get() + 1);
+        #[cfg(feature = "tokio")]
+        crate::hosted::kick();
         (self.serial, gen, key)
     }
 
@@ -136,6 +132,8 @@ impl Context {
                     self.queue
                         .borrow_mut()
                         .push_back(task::encode(self.id, gen, key));
+                    #[cfg(feature = "tokio")]
+                    crate::hosted::kick();
                 }
             }
         }
@@ -408,6 +406,18 @@ impl Builder {
         #[cfg(feature = "tokio")]
         {
             config.hosted = self.host_tokio;
+            let defer = ringkit_uring::sys::IORING_SETUP_DEFER_TASKRUN;
+            if self.host_tokio
+                && backend != Backend::Epoll
+                && config.flags.unwrap_or(0) & defer != 0
+            {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a hosted runtime cannot use IORING_SETUP_DEFER_TASKRUN: its registered \
+                     eventfd misses completions caused by eventfd writes (cross-thread wakes, \
+                     signals); ask for COOP_TASKRUN or no flags",
+                ));
+            }
         }
         if self.env_override {
             if let Ok(v) = std::env::var("RINGKIT_BATCH_WAIT") {
@@ -473,8 +483,6 @@ impl Builder {
             metrics: Metrics::default(),
             remote,
             report,
-            #[cfg(feature = "tokio")]
-            idle: RefCell::new(None),
         });
         let ptr = NonNull::from(&*ctx);
         CURRENT.with(|c| c.set(Some(ptr)));
@@ -617,7 +625,21 @@ impl Runtime {
 impl Drop for Runtime {
     fn drop(&mut self) {
         #[cfg(feature = "tokio")]
-        drop(self.host.take());
+        if let Some(host) = self.host.take() {
+            host.shutdown(|| self.drop_tasks());
+        }
+        self.drop_tasks();
+        self.ctx.queue.borrow_mut().clear();
+        self.ctx.driver.borrow_mut().shutdown();
+        CURRENT.with(|c| c.set(None));
+        // Later wakes of this runtime do nothing; the eventfd is closed when
+        // the last `Arc<Remote>` goes (a racing waker may hold one).
+        task::unregister_remote(self.ctx.id);
+    }
+}
+
+impl Runtime {
+    fn drop_tasks(&self) {
         // Drop every task while the context is still installed, so their
         // in-flight operations hand buffers to the driver and get cancelled;
         // then their handles resolve to `Cancelled` (a handle kept past the
@@ -637,12 +659,6 @@ impl Drop for Runtime {
                 f();
             }
         }
-        self.ctx.queue.borrow_mut().clear();
-        self.ctx.driver.borrow_mut().shutdown();
-        CURRENT.with(|c| c.set(None));
-        // Later wakes of this runtime do nothing; the eventfd is closed when
-        // the last `Arc<Remote>` goes (a racing waker may hold one).
-        task::unregister_remote(self.ctx.id);
     }
 }
 

@@ -51,6 +51,10 @@ impl Timers {
         let id = self.next_id;
         self.heap.push(Reverse((deadline, id)));
         self.wakers.insert(id, waker);
+        // Hosted mode: a timer added by tokio's side while the loop waits
+        // idle (its sleep set for a later deadline) must end that wait.
+        #[cfg(feature = "tokio")]
+        crate::hosted::kick();
         id
     }
 

@@ -208,6 +208,63 @@ fn tokio_task_wakes_a_ringkit_task() {
     });
 }
 
+/// Ringkit work made by a tokio task while ringkit waits idle ends the
+/// wait: a ringkit task spawned, a ringkit read queued (an SQE on io_uring),
+/// a ringkit timer added. Each reaches the main task only through that
+/// work, so a missed one shows as the 10 s watchdog.
+#[test]
+fn ringkit_work_made_by_tokio_tasks_ends_an_idle_wait() {
+    each_config(|| async {
+        // A task spawned from a tokio task.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ringkit::spawn(async move {
+                let _ = tx.send(1u32);
+            });
+        });
+        let start = Instant::now();
+        assert_eq!(rx.await.unwrap(), 1);
+        assert_prompt(
+            "ringkit::spawn from tokio",
+            start,
+            Duration::from_millis(50),
+        );
+
+        // A read queued from a tokio task (its data is already there).
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let mut peer = std::net::TcpStream::connect(addr).unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        peer.write_all(b"waiting").unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let (n, buf) = s.read(vec![0u8; 16]).await;
+            let _ = tx.send(buf[..n.unwrap()].to_vec());
+        });
+        let start = Instant::now();
+        assert_eq!(rx.await.unwrap(), b"waiting");
+        assert_prompt("ringkit read from tokio", start, Duration::from_millis(50));
+
+        // A ringkit timer added from a tokio task.
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_local(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ringkit::time::sleep(Duration::from_millis(50)).await;
+            let _ = tx.send(());
+        });
+        let start = Instant::now();
+        rx.await.unwrap();
+        assert_prompt(
+            "ringkit timer from tokio",
+            start,
+            Duration::from_millis(100),
+        );
+        drop(peer);
+    });
+}
+
 /// The compatibility list, one by one, from inside a ringkit task:
 /// spawn, spawn_local, spawn_blocking, time, net connect and listen, fs,
 /// sync; and a ringkit socket used from inside a tokio task.

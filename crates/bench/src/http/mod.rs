@@ -23,4 +23,4 @@ pub use nginx::{nginx_conf, Site, NGINX};
 pub(crate) use report::section;
 pub use results::{HttpResults, HttpSample, HttpSummary, LoadTool, Workload};
 pub use study::study;
-pub(crate) use study::{nginx_contender, nginx_dir, peer_has, run, Spec};
+pub(crate) use study::{nginx_contender, nginx_dir, peer_has, run, Spec, RETURN_200_PAD};

@@ -345,12 +345,14 @@ impl Driver {
         }
     }
 
-    /// Whether the last park may have left ready events behind (so a host
-    /// loop must not wait on [`readiness_fd`](Self::readiness_fd) yet).
+    /// Whether the last park may have left work behind: io_uring SQEs
+    /// queued after its submit, epoll events beyond its buffer (so a host
+    /// loop must park again rather than wait on
+    /// [`readiness_fd`](Self::readiness_fd)).
     #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-    pub(crate) fn may_have_more(&self) -> bool {
+    pub(crate) fn may_have_more(&mut self) -> bool {
         match self {
-            Driver::Uring(_) => false,
+            Driver::Uring(d) => d.sq_pending(),
             Driver::Epoll(d) => d.may_have_more(),
         }
     }

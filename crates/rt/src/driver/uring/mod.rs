@@ -314,6 +314,11 @@ impl UringDriver {
             match unsafe { self.ring.push(e.sqe()) } {
                 Ok(()) => {
                     Metrics::add(&m.sqes, 1);
+                    // Hosted mode: an SQE queued by tokio's side while the
+                    // loop waits idle must end the wait (only a park
+                    // submits it).
+                    #[cfg(feature = "tokio")]
+                    crate::hosted::kick();
                     return Ok(());
                 }
                 Err(_full) => match self.ring.submit() {
@@ -609,6 +614,12 @@ impl UringDriver {
             unsafe { libc::close(fd) };
             Metrics::add(&m.syscalls, 1);
         }
+    }
+
+    /// SQEs queued but not yet submitted (a park after the reap that
+    /// re-armed a multishot, say): a host loop must park again, not wait.
+    pub(crate) fn sq_pending(&mut self) -> bool {
+        self.ring.sq().pending() > 0
     }
 
     /// An fd that turns readable when a turn of [`park`](Self::park) with
