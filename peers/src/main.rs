@@ -13,7 +13,7 @@
 //! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
 //! runtime, TCP_NODELAY on every connection.
 //!
-//! Usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR [PAD]
+//! Usage: `ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR [PAD]`
 
 use std::net::SocketAddr;
 
