@@ -207,9 +207,16 @@ struct CompareArgs {
     /// redis-server installed) also runs `hosting` (what hosting tokio
     /// costs).
     study: Option<String>,
-    /// Short variants of every study (about a minute each; echo: 3 rounds of
-    /// 2 s), peers' syscalls not counted.
-    #[arg(long)]
+    /// The long run for publishing: every study's full variant (more
+    /// rounds, workloads and contenders, peers' syscalls counted by perf),
+    /// and with `all` also the `app` and `hosting` studies. About 45
+    /// minutes and more. Without it, each study runs its short variant
+    /// (about a minute each; echo: 3 rounds of 2 s) and `all` is done in
+    /// about 10 minutes.
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// The short variants (the default; kept for old scripts).
+    #[arg(long, hide = true)]
     quick: bool,
     /// Rounds (each contender once per round).
     #[arg(long)]
@@ -474,6 +481,9 @@ const STUDIES: [(&str, StudyFn); 12] = [
     ("file", ringkit_bench::file::study),
 ];
 
+/// Studies that `compare` (all) runs only with `--full`.
+const LONG_ONLY: [&str; 2] = ["app", "hosting"];
+
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.
 const GROUPS: [(&str, &[&str]); 3] = [
@@ -496,7 +506,15 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
             .join(", ")
     };
     let study = |name: &str| STUDIES.iter().copied().find(|(n, _)| *n == name);
+    let quick = a.quick || !a.full;
     let studies: Vec<(&str, StudyFn)> = match a.study.as_deref() {
+        // The short `all` leaves out the studies that need PostgreSQL and
+        // Redis and build a large example: run them by name or with --full.
+        None | Some("all") if quick => STUDIES
+            .iter()
+            .copied()
+            .filter(|(n, _)| !LONG_ONLY.contains(n))
+            .collect(),
         None | Some("all") => STUDIES.to_vec(),
         Some(s) => match GROUPS.iter().find(|(g, _)| *g == s) {
             Some((_, parts)) => parts.iter().filter_map(|p| study(p)).collect(),
@@ -519,12 +537,12 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         ))
     });
     let opts = StudyOpts {
-        quick: a.quick,
+        quick,
         rounds: a.rounds,
         secs: a.secs,
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
-        peer_syscalls: if a.no_strace || a.quick {
+        peer_syscalls: if a.no_strace || quick {
             None
         } else {
             ringkit_bench::harness::syscalls::SyscallTool::detect()
@@ -532,7 +550,7 @@ fn compare_cmd(a: CompareArgs) -> std::io::Result<()> {
         out_dir: out.clone(),
         ringkit_bin: me.clone(),
         peer_bin: ringkit_bench::harness::peers::peer_binary(&me),
-        want_peer_syscalls: !a.no_strace && !a.quick,
+        want_peer_syscalls: !a.no_strace && !quick,
         conns: a.conns.clone(),
         msg_len: a.len,
         pipeline: a.pipeline.max(1),
