@@ -1,6 +1,6 @@
 //! `ringkit http` (the benchmark server) and `ringkit serve DIR` (static files).
 //!
-//! Both start one runtime per thread ([`ringkit::launch`]), each with its own
+//! Both start through [`ringkit::serve_threads`]: one runtime per thread, each with its own
 //! `SO_REUSEPORT` listener on the same address, and stop gracefully on
 //! `SIGINT`/`SIGTERM`: no new connections, in-flight responses finish, exit 0.
 
@@ -223,9 +223,6 @@ where
     H: Handler,
     F: Fn(Server, usize) -> (Server, H) + Send + Sync + Clone + 'static,
 {
-    ringkit::raise_nofile_limit();
-    // Before any thread runs: a signal from now on starts a graceful stop.
-    ringkit::signal::install()?;
     let launch = LaunchConfig::new(args.threads)
         .cpus(args.cpus.clone())
         .builder(
@@ -236,16 +233,10 @@ where
         .backend(args.backend);
     let (addr, config) = (args.addr, args.config());
     let stats = args.stats.clone();
-    let handles = ringkit::launch(launch, move |i| {
+    ringkit::serve_threads(launch, addr, move |i, listener| {
         let (make, config, stats) = (make.clone(), config.clone(), stats.clone());
         async move {
-            let server = match Server::bind_reuseport(addr) {
-                Ok(s) => s.config(config),
-                Err(e) => {
-                    eprintln!("{name}: thread {i}: cannot listen on {addr}: {e}");
-                    std::process::exit(1);
-                }
-            };
+            let server = Server::from_listener(listener).config(config);
             let local = server.local_addr().unwrap_or(addr);
             eprintln!(
                 "{name}: thread {i} listening on {local} with {}",
@@ -260,16 +251,10 @@ where
                 None => server,
             };
             let (server, handler) = make(server, i);
-            if let Err(e) = server.serve(handler).await {
-                eprintln!("{name}: thread {i}: {e}");
-                std::process::exit(1);
-            }
+            server.serve(handler).await
         }
-    })?;
-    for h in handles {
-        h.join()
-            .map_err(|_| io::Error::other("server thread panicked"))??;
-    }
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
     if let Some(sig) = ringkit::signal::requested_by() {
         eprintln!("{name}: stopped (signal {sig})");
     }

@@ -134,13 +134,6 @@ impl Default for EchoLimits {
 /// other write to a closed socket).
 pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     ignore_sigpipe();
-    match cfg.limits.nofile {
-        Some(n) => set_nofile_limit(n)?,
-        None => {
-            ringkit::raise_nofile_limit();
-        }
-    }
-    ringkit::signal::install()?;
     let mut builder = ringkit::Builder::new().backend(cfg.backend);
     if let Some(n) = cfg.limits.entries {
         builder = builder.entries(n);
@@ -158,27 +151,19 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);
-    let cfg2 = cfg.clone();
-    let errors: std::sync::Arc<std::sync::Mutex<Vec<io::Error>>> = Default::default();
-    let errs2 = errors.clone();
-    let handles = ringkit::launch(launch, move |i| {
-        let (cfg, errs) = (cfg2.clone(), errs2.clone());
+    let addr = cfg.addr;
+    ringkit::serve_threads(launch, addr, move |i, listener| {
+        let cfg = cfg.clone();
         async move {
-            if let Err(e) = serve_thread(i, cfg).await {
-                // The other threads stop too, and `run_server` returns it.
-                let e = io::Error::new(e.kind(), format!("ringkit echo: thread {i}: {e}"));
-                errs.lock().unwrap_or_else(|p| p.into_inner()).push(e);
-                ringkit::signal::request_shutdown();
+            // `serve_threads` raised the limit to the hard one; a limit
+            // asked for replaces it (the same value from every thread).
+            if let Some(n) = cfg.limits.nofile {
+                set_nofile_limit(n)?;
             }
+            serve_thread(i, cfg, listener).await
         }
-    })?;
-    for h in handles {
-        h.join()
-            .map_err(|_| io::Error::other("server thread panicked"))??;
-    }
-    if let Some(e) = errors.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-        return Err(e);
-    }
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("ringkit echo: {e}")))?;
     tracing::info!(
         "ringkit echo: shut down cleanly (signal {})",
         ringkit::signal::requested_by().unwrap_or(0)

@@ -48,8 +48,11 @@ impl ThreadState {
     }
 }
 
-pub(crate) async fn serve_thread(i: usize, cfg: EchoServerConfig) -> io::Result<()> {
-    let listener = TcpListener::bind_reuseport(cfg.addr)?;
+pub(crate) async fn serve_thread(
+    i: usize,
+    cfg: EchoServerConfig,
+    listener: TcpListener,
+) -> io::Result<()> {
     let report = ringkit::backend_report();
     tracing::info!(
         "ringkit echo: thread {i} listening on {} with {report} (recv {:?})",

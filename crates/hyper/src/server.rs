@@ -17,7 +17,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use http_body::Body;
@@ -128,16 +127,6 @@ where
     B: Body + 'static,
     B::Error: Into<BoxError>,
 {
-    ringkit::raise_nofile_limit();
-    ringkit::signal::install()?;
-    let threads = cfg.threads.max(1);
-    let listeners = (0..threads)
-        .map(|_| {
-            let l = std::net::TcpListener::from(bind_reuseport(cfg.addr)?);
-            Ok(std::sync::Mutex::new(Some(l)))
-        })
-        .collect::<io::Result<Vec<_>>>()?;
-    let listeners = Arc::new(listeners);
     // With the `tokio` feature every worker hosts a tokio runtime, so
     // handlers may use tokio and the crates built on it.
     let builder = ringkit::Builder::new().backend(cfg.backend);
@@ -147,60 +136,23 @@ where
     } else {
         builder
     };
-    let launch = LaunchConfig::new(threads)
+    let launch = LaunchConfig::new(cfg.threads.max(1))
         .cpus(cfg.cpus.clone())
         .builder(builder);
     let (limits, tls) = (ConnLimits::from(&cfg), cfg.tls.clone());
-    let errors: Arc<std::sync::Mutex<Vec<io::Error>>> = Arc::default();
-    let errs = errors.clone();
-    let handles = ringkit::launch(launch, move |i| {
-        let (make, tls, errs) = (make.clone(), tls.clone(), errs.clone());
-        let std_listener = listeners[i]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+    ringkit::serve_threads(launch, cfg.addr, move |i, listener| {
+        let (service, tls) = (make(), tls.clone());
         async move {
-            let run = async {
-                let std_listener =
-                    std_listener.ok_or_else(|| io::Error::other("listener already taken"))?;
-                let listener = TcpListener::from_std(std_listener)?;
-                tracing::info!(
-                    "ringkit-hyper: thread {i} listening on {} with {}",
-                    listener.local_addr()?,
-                    ringkit::backend_report()
-                );
-                let shutdown = ringkit::signal::shutdown_requested();
-                serve_listener_with(listener, make(), tls, shutdown, limits).await
-            };
-            if let Err(e) = run.await {
-                let e = io::Error::new(e.kind(), format!("ringkit-hyper: thread {i}: {e}"));
-                errs.lock().unwrap_or_else(|p| p.into_inner()).push(e);
-            }
+            tracing::info!(
+                "ringkit-hyper: thread {i} listening on {} with {}",
+                listener.local_addr()?,
+                ringkit::backend_report()
+            );
+            let shutdown = ringkit::signal::shutdown_requested();
+            serve_listener_with(listener, service, tls, shutdown, limits).await
         }
-    })?;
-    for h in handles {
-        h.join()
-            .map_err(|_| io::Error::other("ringkit-hyper: a server thread panicked"))??;
-    }
-    let first = errors.lock().unwrap_or_else(|e| e.into_inner()).pop();
-    first.map_or(Ok(()), Err)
-}
-
-/// A listening socket on `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`
-/// (one per thread); the error names the address.
-fn bind_reuseport(addr: SocketAddr) -> io::Result<socket2::Socket> {
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
-    let s = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM.cloexec(),
-        None,
-    )
-    .map_err(named)?;
-    s.set_reuse_address(true).map_err(named)?;
-    s.set_reuse_port(true).map_err(named)?;
-    s.bind(&addr.into()).map_err(named)?;
-    s.listen(1024).map_err(named)?;
-    Ok(s)
+    })
+    .map_err(|e| io::Error::new(e.kind(), format!("ringkit-hyper: {e}")))
 }
 
 /// Serve `service` on `listener` (on this runtime thread), through TLS if

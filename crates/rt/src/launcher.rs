@@ -14,9 +14,12 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::driver::Backend;
+use crate::net::TcpListener;
 use crate::runtime::Builder;
 
 /// Settings for [`launch`].
@@ -107,4 +110,90 @@ where
         handles.push(h);
     }
     Ok(handles)
+}
+
+/// A listening socket on `addr` with `SO_REUSEADDR` and `SO_REUSEPORT`
+/// (one per thread), close-on-exec; the error names the address.
+pub fn bind_reuseport_std(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot listen on {addr}: {e}"));
+    let s = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM.cloexec(),
+        None,
+    )
+    .map_err(named)?;
+    s.set_reuse_address(true).map_err(named)?;
+    s.set_reuse_port(true).map_err(named)?;
+    s.bind(&addr.into()).map_err(named)?;
+    s.listen(1024).map_err(named)?;
+    Ok(s.into())
+}
+
+/// Serve on `cfg`'s threads, one `SO_REUSEPORT` listener each: the one way
+/// every ringkit server starts (ringkit-http, ringkit-echo, ringkit-hyper).
+///
+/// In order: the soft `RLIMIT_NOFILE` is raised to the hard limit; the
+/// `SIGINT`/`SIGTERM` handler is installed (from then on a signal starts a
+/// graceful stop, see [`crate::signal`]); every thread's listener is bound
+/// on `addr` before any thread starts, so an address that cannot be bound
+/// is this call's error, naming the address, and nothing runs; then each
+/// thread builds its runtime and runs `serve(i, listener)`. A thread whose
+/// `serve` fails asks the others to stop ([`crate::signal::request_shutdown`]);
+/// the call returns once every thread has returned, with the first error
+/// (its message names the thread). The library prints nothing.
+///
+/// ```no_run
+/// use ringkit::{serve_threads, LaunchConfig};
+/// serve_threads(LaunchConfig::new(2), "127.0.0.1:7000".parse().unwrap(), |_i, l| async move {
+///     let shutdown = ringkit::signal::shutdown_requested();
+///     let accept = async {
+///         loop {
+///             let s = l.accept_stream().await?;
+///             ringkit::spawn(async move { drop(s) });
+///         }
+///     };
+///     match ringkit::sync::select(std::pin::pin!(accept), std::pin::pin!(shutdown)).await {
+///         ringkit::sync::Either::Left(r) => r,
+///         ringkit::sync::Either::Right(()) => Ok(()),
+///     }
+/// })?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn serve_threads<F, Fut>(cfg: LaunchConfig, addr: SocketAddr, serve: F) -> io::Result<()>
+where
+    F: Fn(usize, TcpListener) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = io::Result<()>> + 'static,
+{
+    crate::raise_nofile_limit();
+    crate::signal::install()?;
+    let listeners = (0..cfg.threads)
+        .map(|_| Ok(Mutex::new(Some(bind_reuseport_std(addr)?))))
+        .collect::<io::Result<Vec<_>>>()?;
+    let listeners = Arc::new(listeners);
+    let errors: Arc<Mutex<Vec<io::Error>>> = Arc::default();
+    let errs = errors.clone();
+    let handles = launch(cfg, move |i| {
+        let (serve, errs) = (serve.clone(), errs.clone());
+        let std_listener = listeners[i]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        async move {
+            let run = async {
+                let l = std_listener.ok_or_else(|| io::Error::other("listener already taken"))?;
+                serve(i, TcpListener::from_std(l)?).await
+            };
+            if let Err(e) = run.await {
+                let e = io::Error::new(e.kind(), format!("thread {i}: {e}"));
+                errs.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                crate::signal::request_shutdown();
+            }
+        }
+    })?;
+    for h in handles {
+        h.join()
+            .map_err(|_| io::Error::other("a server thread panicked"))??;
+    }
+    let first = errors.lock().unwrap_or_else(|e| e.into_inner()).drain(..).next();
+    first.map_or(Ok(()), Err)
 }

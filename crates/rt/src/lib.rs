@@ -53,7 +53,7 @@ mod task;
 pub mod time;
 
 pub use driver::{Backend, BackendReport, SendBatch};
-pub use launcher::{launch, pin_to_cpu, LaunchConfig};
+pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
 pub use metrics::MetricsSnapshot;
 pub use runtime::{backend_report, count_syscalls, loop_turn, metrics, Builder, Runtime};
 pub use task::{spawn, yield_now, JoinError, JoinHandle};
