@@ -63,16 +63,15 @@ impl Stage {
     fn start(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Stage> {
         let bin = peers::app_binary(&opts.ringkit_bin).map_err(io::Error::other)?;
         let cpu = Some(opts.client_cpu);
-        let pg = Postgres::start(cpu).ok_or_else(|| {
-            io::Error::other(
-                "PostgreSQL is not installed or did not start (apt-get install postgresql)",
+        // Missing packages skip the study (as a missing peer does).
+        let missing = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!("{what} is not installed or did not start (apt-get install postgresql redis-server)"),
             )
-        })?;
-        let redis = Redis::start(cpu).ok_or_else(|| {
-            io::Error::other(
-                "redis-server is not installed or did not start (apt-get install redis-server)",
-            )
-        })?;
+        };
+        let pg = Postgres::start(cpu).ok_or_else(|| missing("PostgreSQL"))?;
+        let redis = Redis::start(cpu).ok_or_else(|| missing("redis-server"))?;
         progress(&format!(
             "PostgreSQL on port {} and Redis on port {}, pinned to CPU {}; seeding {ROWS} rows and {KEYS} keys",
             pg.port, redis.port, opts.client_cpu
@@ -109,21 +108,38 @@ impl Stage {
     }
 
     fn contender(&self, name: &str, family: Family, args: &[&str]) -> Contender {
-        let mut cmd = vec![self.bin.clone(), "--addr".into(), "{addr}".into()];
-        cmd.extend([
-            "--pg".into(),
-            self.pg.url(),
-            "--redis".into(),
-            self.redis.url(),
-        ]);
-        cmd.extend(["--upstream".into(), "http://127.0.0.1:1/".into()]);
-        cmd.extend(args.iter().map(|a| a.to_string()));
-        Contender {
-            name: name.into(),
+        app_contender(
+            &self.bin,
+            name,
             family,
-            cmd,
-            ringkit: false,
-        }
+            &self.pg.url(),
+            &self.redis.url(),
+            args,
+        )
+    }
+}
+
+/// A contender running the `axum_app` binary `bin` on `{addr}` against
+/// `pg` and `redis` (no upstream), with `args` after.
+pub(crate) fn app_contender(
+    bin: &str,
+    name: &str,
+    family: Family,
+    pg: &str,
+    redis: &str,
+    args: &[&str],
+) -> Contender {
+    let mut cmd: Vec<String> = [bin, "--addr", "{addr}", "--pg", pg, "--redis", redis]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+    cmd.extend(["--upstream".into(), "http://127.0.0.1:1/".into()]);
+    cmd.extend(args.iter().map(|a| a.to_string()));
+    Contender {
+        name: name.into(),
+        family,
+        cmd,
+        ringkit: false,
     }
 }
 

@@ -5,7 +5,8 @@
 //! - [`raw`]: the studies' code that pushes SQEs on a bare ring itself.
 //! - one module per study: [`echo`], [`generator`], [`http`] (with
 //!   [`axum`], [`tls`], [`pipeline`]), [`serve`] (static files), [`app`]
-//!   (a real service in hosted mode), [`wakeup`], [`nop`],
+//!   (a real service in hosted mode) and [`grpc`] (its gRPC through ghz),
+//!   [`wakeup`], [`nop`],
 //!   [`file`](mod@file); and [`torture`], the chaos load.
 
 #![warn(missing_docs)]
@@ -15,6 +16,7 @@ pub mod axum;
 pub mod echo;
 pub mod file;
 pub mod generator;
+pub mod grpc;
 pub mod harness;
 pub mod http;
 pub mod nop;

@@ -21,7 +21,7 @@ fn start_app(
     upstream: &str,
     seed: bool,
 ) -> Option<App> {
-    let bin = example("axum_app")?;
+    let bin = services::built_example("axum_app")?;
     let port = services::free_port();
     let mut cmd = Command::new(bin);
     cmd.args(["--addr", &format!("127.0.0.1:{port}"), "--backend", backend])
@@ -90,6 +90,15 @@ async fn until(c: &reqwest::Client, url: String, want: u16, limit: Duration) -> 
     }
 }
 
+/// The tests of this file run one at a time: each picks free ports by
+/// binding and releasing them, and the fault tests leave a port free while
+/// a server is down, which a test running beside it could take.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn services() -> Option<(Postgres, Redis, Upstream)> {
     let pg = Postgres::start(None)?;
     let redis = Redis::start(None)?;
@@ -97,6 +106,7 @@ fn services() -> Option<(Postgres, Redis, Upstream)> {
 }
 
 fn every_route(backend: &str) {
+    let _serial = one_at_a_time();
     let Some((pg, redis, upstream)) = services() else {
         return;
     };
@@ -183,6 +193,7 @@ fn every_route_epoll() {
 /// `/db` recovers. Redis restarted: `/cache` recovers. Upstream gone:
 /// `/proxy` is 502.
 fn faults(backend: &str) {
+    let _serial = one_at_a_time();
     let Some((mut pg, mut redis, upstream)) = services() else {
         return;
     };
@@ -248,20 +259,4 @@ fn faults_uring() {
 #[test]
 fn faults_epoll() {
     faults("epoll");
-}
-
-/// The `axum_app` example, built by `cargo test` (workspace) into
-/// target/<profile>/examples; a skip, printed, when it is not there.
-fn example(name: &str) -> Option<std::path::PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("examples").join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipped: example {name} not built at {} (run the workspace's `cargo test`)",
-            p.display()
-        );
-        None
-    }
 }

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use http::uri::PathAndQuery;
 use proto::{CountReply, CountRequest, SayReply, SayRequest, SERVICE};
-use ringkit_bench::harness::services::{free_port, wait_for_port, Proc};
+use ringkit_bench::harness::services::{self, free_port, wait_for_port, Proc};
 use tonic_prost::ProstCodec;
 
 fn path(method: &str) -> PathAndQuery {
@@ -21,7 +21,7 @@ fn path(method: &str) -> PathAndQuery {
 }
 
 fn grpc(backend: &str) {
-    let Some(bin) = example("axum_app") else {
+    let Some(bin) = services::built_example("axum_app") else {
         return;
     };
     let port = free_port();
@@ -170,20 +170,4 @@ fn tonic_over_ringkit_uring() {
 #[test]
 fn tonic_over_ringkit_epoll() {
     grpc("epoll");
-}
-
-/// The `axum_app` example, built by `cargo test` (workspace) into
-/// target/<profile>/examples; a skip, printed, when it is not there.
-fn example(name: &str) -> Option<std::path::PathBuf> {
-    let exe = std::env::current_exe().ok()?;
-    let p = exe.parent()?.parent()?.join("examples").join(name);
-    if p.exists() {
-        Some(p)
-    } else {
-        eprintln!(
-            "skipped: example {name} not built at {} (run the workspace's `cargo test`)",
-            p.display()
-        );
-        None
-    }
 }

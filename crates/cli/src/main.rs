@@ -198,14 +198,15 @@ struct BenchEchoArgs {
 #[derive(Args, Debug)]
 struct CompareArgs {
     /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
-    /// pipeline, wakeup, nop, file or all (default: all). `http` runs four
+    /// grpc, service, pipeline, wakeup, nop, file or all (default: all). `http` runs four
     /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
     /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
     /// and `pipeline` (16 pipelined requests per connection); each part also
-    /// runs alone by its name. `app` (a real axum service with PostgreSQL
-    /// and Redis, ringkit hosted against tokio; needs postgresql and
-    /// redis-server installed) also runs `hosting` (what hosting tokio
-    /// costs).
+    /// runs alone by its name. `service` runs three: `app` (a real axum
+    /// service with PostgreSQL and Redis, ringkit hosted against tokio;
+    /// needs postgresql and redis-server installed), `hosting` (what
+    /// hosting tokio costs) and `grpc` (its gRPC service under ghz, an
+    /// outside client).
     study: Option<String>,
     /// The long run for publishing: every study's full variant (more
     /// rounds, workloads and contenders, peers' syscalls counted by perf),
@@ -466,7 +467,7 @@ pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 12] = [
+const STUDIES: [(&str, StudyFn); 13] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
@@ -475,6 +476,7 @@ const STUDIES: [(&str, StudyFn); 12] = [
     ("tls", ringkit_bench::tls::study),
     ("app", ringkit_bench::app::study),
     ("hosting", ringkit_bench::app::hosting),
+    ("grpc", ringkit_bench::grpc::study),
     ("pipeline", ringkit_bench::pipeline::study),
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
@@ -482,13 +484,13 @@ const STUDIES: [(&str, StudyFn); 12] = [
 ];
 
 /// Studies that `compare` (all) runs only with `--full`.
-const LONG_ONLY: [&str; 2] = ["app", "hosting"];
+const LONG_ONLY: [&str; 3] = ["app", "hosting", "grpc"];
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.
 const GROUPS: [(&str, &[&str]); 3] = [
     ("http", &["http", "axum", "tls", "pipeline"]),
-    ("app", &["app", "hosting"]),
+    ("service", &["app", "hosting", "grpc"]),
     ("http-core", &["http"]),
 ];
 

@@ -194,6 +194,10 @@ where
         h.join()
             .map_err(|_| io::Error::other("a server thread panicked"))??;
     }
-    let first = errors.lock().unwrap_or_else(|e| e.into_inner()).drain(..).next();
+    let first = errors
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .drain(..)
+        .next();
     first.map_or(Ok(()), Err)
 }

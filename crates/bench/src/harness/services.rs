@@ -414,3 +414,20 @@ impl Drop for Proc {
         stop(&mut self.0, libc::SIGINT);
     }
 }
+
+/// An example binary of this workspace next to the running test binary
+/// (`target/<profile>/examples/NAME`, built by the workspace's `cargo
+/// test`), or `None` with the reason printed (a skip).
+pub fn built_example(name: &str) -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let p = exe.parent()?.parent()?.join("examples").join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!(
+            "skipped: example {name} not built at {} (run the workspace's `cargo test`)",
+            p.display()
+        );
+        None
+    }
+}

@@ -264,7 +264,8 @@ async fn seed_redis(url: &str, keys: u32) -> redis::RedisResult<()> {
 }
 
 /// The same app on tokio: one current-thread runtime per worker, each
-/// with its own `SO_REUSEPORT` listener and `axum::serve`.
+/// with its own `SO_REUSEPORT` listener and `axum::serve`, `TCP_NODELAY`
+/// on every connection.
 fn serve_on_tokio(o: &Opts) -> std::io::Result<()> {
     let mut handles = Vec::new();
     for i in 0..o.threads.max(1) {
@@ -278,11 +279,18 @@ fn serve_on_tokio(o: &Opts) -> std::io::Result<()> {
                 .enable_all()
                 .build()?;
             rt.block_on(async {
+                use axum::serve::ListenerExt;
                 let l = tokio::net::TcpListener::from_std(listener)?;
                 println!(
                     "listening on {} with tokio (current-thread)",
                     l.local_addr()?
                 );
+                // TCP_NODELAY on every connection, as ringkit-hyper sets it
+                // (axum's documented way; without it HTTP/2 and gRPC wait
+                // on Nagle's algorithm).
+                let l = l.tap_io(|tcp| {
+                    let _ = tcp.set_nodelay(true);
+                });
                 axum::serve(l, app(state(&o)))
                     .with_graceful_shutdown(async {
                         let _ = tokio::signal::ctrl_c().await;
