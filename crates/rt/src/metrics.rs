@@ -49,7 +49,7 @@ pub struct MetricsSnapshot {
     /// Other syscalls: the driver's (epoll backend: read, write, accept...;
     /// both: eventfd reads, epoll_ctl), socket options, splices made in
     /// place on io_uring, and whatever code counts with
-    /// [`crate::count_syscalls`] (the static file server's path lookups).
+    /// [`crate::count_syscalls`] (a program's own direct syscalls).
     pub other_syscalls: u64,
     /// Driver parks (loop turns).
     pub parks: u64,
