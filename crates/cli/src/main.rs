@@ -111,7 +111,7 @@ struct EchoArgs {
     /// IORING_RECVSEND_BUNDLE from a send ring holding the batch (Linux
     /// 6.10). One CQE per batch in each case.
     #[arg(long, default_value = "vectored", env = "RINGKIT_SEND_BATCH")]
-    send_batch: ringkit::SendBatch,
+    send_batch: ringkit::driver::SendBatch,
     /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,

@@ -66,7 +66,7 @@ pub struct EchoServerConfig {
     pub recv_bundle: bool,
     /// io_uring: how a batch of received buffers is sent back
     /// ([`ringkit::Builder::send_batch`]).
-    pub send_batch: ringkit::SendBatch,
+    pub send_batch: ringkit::driver::SendBatch,
     /// Write runtime counters to `PATH.<thread>` every 50 ms.
     pub stats: Option<PathBuf>,
     /// Resource limits (for fault injection) and shutdown timing.

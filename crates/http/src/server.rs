@@ -93,7 +93,10 @@ impl Server {
         self
     }
 
-    /// Count accepted connections in `counter` (for statistics).
+    /// Count accepted connections in `counter` (for the benchmark's
+    /// counters file; hidden from the docs: not part of the API a program
+    /// needs).
+    #[doc(hidden)]
     pub fn count_accepted(mut self, counter: Rc<Cell<u64>>) -> Server {
         self.accepted = Some(counter);
         self

@@ -52,10 +52,11 @@ pub mod sync;
 mod task;
 pub mod time;
 
-pub use driver::{Backend, BackendReport, SendBatch};
+pub use driver::{Backend, BackendReport};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
 pub use metrics::MetricsSnapshot;
-pub use runtime::{backend_report, count_syscalls, loop_turn, metrics, Builder, Runtime};
+pub(crate) use runtime::count_syscalls;
+pub use runtime::{backend_report, loop_turn, metrics, Builder, Runtime};
 pub use task::{spawn, yield_now, JoinError, JoinHandle};
 
 /// Build a runtime with default settings on this thread and run `fut` on it.

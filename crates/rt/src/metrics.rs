@@ -48,8 +48,7 @@ pub struct MetricsSnapshot {
     pub epoll_waits: u64,
     /// Other syscalls: the driver's (epoll backend: read, write, accept...;
     /// both: eventfd reads, epoll_ctl), socket options, splices made in
-    /// place on io_uring, and whatever code counts with
-    /// [`crate::count_syscalls`] (a program's own direct syscalls).
+    /// place on io_uring (the runtime counts each one it makes).
     pub other_syscalls: u64,
     /// Driver parks (loop turns).
     pub parks: u64,

@@ -379,10 +379,10 @@ impl Builder {
     /// io_uring: how [`TcpStream::write_all_pooled`](crate::net::TcpStream::write_all_pooled)
     /// sends a batch of buffers: one vectored `SENDMSG` (the default), a
     /// chain of linked sends whose success CQEs are skipped but the last,
-    /// or one send bundle from a send ring ([`SendBatch`](crate::SendBatch)).
+    /// or one send bundle from a send ring ([`SendBatch`](crate::driver::SendBatch)).
     /// Each posts one CQE per batch; the switch is there to measure them
     /// against each other.
-    pub fn send_batch(mut self, how: crate::SendBatch) -> Self {
+    pub fn send_batch(mut self, how: crate::driver::SendBatch) -> Self {
         self.config.send_batch = how;
         self
     }
@@ -685,6 +685,6 @@ pub fn loop_turn() -> Option<u64> {
 /// `libc` call: a socket option, a path lookup), so that
 /// [`MetricsSnapshot::other_syscalls`] stays the whole count. Nothing
 /// happens outside a runtime.
-pub fn count_syscalls(n: u64) {
+pub(crate) fn count_syscalls(n: u64) {
     try_with_ctx(|cx| crate::metrics::Metrics::add(&cx.metrics.syscalls, n));
 }

@@ -20,8 +20,9 @@ use std::net::Shutdown;
 use std::time::Duration;
 
 use common::{kernel_has_bundles, pair, pattern};
+use ringkit::driver::SendBatch;
 use ringkit::net::{RecvBuf, TcpListener, TcpStream};
-use ringkit::{Backend, Builder, SendBatch};
+use ringkit::{Backend, Builder};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Mode {
