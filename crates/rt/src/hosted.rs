@@ -76,6 +76,13 @@ fn set_idle(w: Option<&std::task::Waker>) {
     let _ = IDLE.try_with(|i| *i.borrow_mut() = w.cloned());
 }
 
+/// Forget this thread's idle state (a runtime is going away; the next one
+/// starts clean).
+fn clear_idle() {
+    set_idle(None);
+    let _ = KICKED.try_with(|k| k.set(false));
+}
+
 /// The driver's readiness fd, borrowed (the driver owns and closes it,
 /// after the host is dropped).
 struct Readiness(RawFd);
@@ -139,7 +146,7 @@ impl Host {
             drop(self.local.take());
             drain_ringkit();
         }
-        set_idle(None);
+        clear_idle();
     }
 
     async fn run<F: Future>(&self, cx: &Context, fut: F) -> F::Output {

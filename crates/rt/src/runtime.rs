@@ -32,6 +32,15 @@ thread_local! {
     static CURRENT: Cell<Option<NonNull<Context>>> = const { Cell::new(None) };
 }
 
+/// New ringkit work on this thread (a task queued, a timer added, an SQE
+/// queued): in hosted mode, end the host loop's idle wait (see
+/// `hosted::kick`); nothing without the `tokio` feature.
+#[inline]
+pub(crate) fn kick_host() {
+    #[cfg(feature = "tokio")]
+    crate::hosted::kick();
+}
+
 /// Run `f` with the current thread's runtime context. Panics outside a runtime.
 pub(crate) fn with_ctx<R>(f: impl FnOnce(&Context) -> R) -> R {
     try_with_ctx(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
@@ -75,28 +84,19 @@ impl Context {
     /// Put a woken task (or the main future) on the run queue, once.
     pub(crate) fn schedule(&self, data: u64) {
         let (_, gen, key) = task::decode(data);
-        let queued = if key == MAIN_KEY {
+        if key == MAIN_KEY {
             self.main_woken.set(true);
-            true
         } else {
             let mut tasks = self.tasks.borrow_mut();
             match tasks.get_mut(key as usize) {
                 Some(slot) if slot.gen == gen && !slot.scheduled => {
                     slot.scheduled = true;
                     self.queue.borrow_mut().push_back(data);
-                    true
                 }
-                _ => false,
+                _ => return,
             }
-        };
-        // Hosted mode: a task made runnable while the loop waits idle in
-        // the host's reactor ends that wait.
-        #[cfg(feature = "tokio")]
-        if queued {
-            crate::hosted::kick();
         }
-        #[cfg(not(feature = "tokio"))]
-        let _ = queued;
+        kick_host();
     }
 
     /// Returns `(serial, gen, key)`.
@@ -117,8 +117,7 @@ impl Context {
         self.metrics
             .tasks_spawned
             .set(self.metrics.tasks_spawned.get() + 1);
-        #[cfg(feature = "tokio")]
-        crate::hosted::kick();
+        kick_host();
         (self.serial, gen, key)
     }
 
@@ -132,8 +131,7 @@ impl Context {
                     self.queue
                         .borrow_mut()
                         .push_back(task::encode(self.id, gen, key));
-                    #[cfg(feature = "tokio")]
-                    crate::hosted::kick();
+                    kick_host();
                 }
             }
         }
@@ -628,6 +626,8 @@ impl Drop for Runtime {
         if let Some(host) = self.host.take() {
             host.shutdown(|| self.drop_tasks());
         }
+        // (Again after a host: dropping tokio's runtime may have spawned
+        // ringkit tasks.)
         self.drop_tasks();
         self.ctx.queue.borrow_mut().clear();
         self.ctx.driver.borrow_mut().shutdown();

@@ -53,8 +53,7 @@ impl Timers {
         self.wakers.insert(id, waker);
         // Hosted mode: a timer added by tokio's side while the loop waits
         // idle (its sleep set for a later deadline) must end that wait.
-        #[cfg(feature = "tokio")]
-        crate::hosted::kick();
+        crate::runtime::kick_host();
         id
     }
 

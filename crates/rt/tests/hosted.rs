@@ -265,6 +265,35 @@ fn ringkit_work_made_by_tokio_tasks_ends_an_idle_wait() {
     });
 }
 
+/// Limits: a ringkit timer of `Duration::MAX` (never) pending while the
+/// loop waits on a tokio timer does not spin the thread or end the wait
+/// early, and a zero-length ringkit sleep completes.
+#[test]
+fn never_and_zero_timers_while_hosted() {
+    each_config(|| async {
+        let never = ringkit::spawn(ringkit::time::sleep(Duration::MAX));
+        let t0 = thread_cpu();
+        let start = Instant::now();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_prompt(
+            "tokio timer beside a never-timer",
+            start,
+            Duration::from_millis(300),
+        );
+        let used = thread_cpu() - t0;
+        assert!(
+            used < Duration::from_millis(100),
+            "used {used:?} of CPU in 300 ms"
+        );
+        ringkit::time::sleep(Duration::ZERO).await;
+        let r =
+            ringkit::time::timeout(Duration::MAX, tokio::time::sleep(Duration::from_millis(10)))
+                .await;
+        assert!(r.is_ok());
+        never.abort();
+    });
+}
+
 /// The compatibility list, one by one, from inside a ringkit task:
 /// spawn, spawn_local, spawn_blocking, time, net connect and listen, fs,
 /// sync; and a ringkit socket used from inside a tokio task.

@@ -307,17 +307,9 @@ fn serve_on_tokio(o: &Opts) -> std::io::Result<()> {
 }
 
 fn reuseport(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let s = socket2::Socket::new(
-        socket2::Domain::for_address(addr),
-        socket2::Type::STREAM,
-        None,
-    )?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.set_nonblocking(true)?;
-    s.bind(&addr.into())?;
-    s.listen(1024)?;
-    Ok(s.into())
+    let l = ringkit::bind_reuseport_std(addr)?;
+    l.set_nonblocking(true)?;
+    Ok(l)
 }
 
 fn main() {

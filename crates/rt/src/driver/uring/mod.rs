@@ -98,6 +98,8 @@ pub(crate) struct UringDriver {
     /// with `DEFER_TASKRUN`, task work that will post them) arrive
     /// (`IORING_REGISTER_EVENTFD`); created on first use.
     notify_fd: Option<std::os::fd::OwnedFd>,
+    /// Hosted mode: queued SQEs kick the host loop.
+    hosted: bool,
     wake_armed: bool,
     buf_count: u16,
     buf_size: u32,
@@ -118,23 +120,10 @@ impl UringDriver {
         cfg: &DriverConfig,
         wake_fd: RawFd,
     ) -> Result<(UringDriver, Vec<String>), (String, Vec<String>)> {
-        // Hosted mode waits on the ring's registered eventfd from tokio's
-        // reactor. Under DEFER_TASKRUN that eventfd is signalled, for a
-        // completion triggered inside an eventfd write (a cross-thread
-        // wake, a signal handler's notification), through an RCU callback,
-        // and on Linux 6.18 only the first such signal is ever delivered
-        // (tests/hosted.rs shows it): a hosted ring would miss wake-ups.
+        // A hosted ring never uses DEFER_TASKRUN (`Builder::build` refuses
+        // it when asked; docs/ARCHITECTURE.md, "Hosted mode", says why).
         let defer = sys::IORING_SETUP_DEFER_TASKRUN;
         let candidates: Vec<u32> = match cfg.flags {
-            Some(f) if cfg.hosted && f & defer != 0 => {
-                return Err((
-                    "a hosted runtime cannot use IORING_SETUP_DEFER_TASKRUN: its registered \
-                     eventfd misses completions triggered by eventfd writes (cross-thread \
-                     wakes, signals); ask for COOP_TASKRUN or no flags"
-                        .to_string(),
-                    Vec::new(),
-                ))
-            }
             Some(f) => vec![f],
             None if cfg.hosted => vec![
                 sys::IORING_SETUP_COOP_TASKRUN | sys::IORING_SETUP_TASKRUN_FLAG,
@@ -223,6 +212,7 @@ impl UringDriver {
             ops: slab::Slab::with_capacity(256),
             wake_fd,
             notify_fd: None,
+            hosted: cfg.hosted,
             wake_armed: false,
             bufs: None,
             send_rings: SendRings::default(),
@@ -317,8 +307,9 @@ impl UringDriver {
                     // Hosted mode: an SQE queued by tokio's side while the
                     // loop waits idle must end the wait (only a park
                     // submits it).
-                    #[cfg(feature = "tokio")]
-                    crate::hosted::kick();
+                    if self.hosted {
+                        crate::runtime::kick_host();
+                    }
                     return Ok(());
                 }
                 Err(_full) => match self.ring.submit() {
