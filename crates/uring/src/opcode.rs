@@ -349,6 +349,25 @@ opcode! {
 }
 
 opcode! {
+    /// Allocate (or, with `FALLOC_FL_*` `mode` bits, punch or zero) a file
+    /// range, like `fallocate(2)`.
+    pub struct Fallocate {
+        fd: Target, offset: u64, len: u64
+        ;;
+        /// `FALLOC_FL_*` flags (0: allocate and extend the size).
+        mode: i32 = 0,
+    }
+    const CODE = sys::IORING_OP_FALLOCATE;
+    fn build(self, sqe) {
+        target(&mut sqe, self.fd);
+        sqe.off = self.offset;
+        // The kernel takes the length from `addr` and the mode from `len`.
+        sqe.addr = self.len;
+        sqe.len = self.mode as u32;
+    }
+}
+
+opcode! {
     /// Wait for readiness, like `poll(2)` on one fd. Multishot keeps posting
     /// a CQE (with `F_MORE`) on each event until removed.
     pub struct PollAdd {

@@ -502,3 +502,86 @@ fn poll_add_multishot_then_poll_remove() {
     push_plain(&mut ring, opcode::PollRemove::new(1).build().user_data(3));
     assert_eq!(wait_one(&mut ring).res, neg(libc::ENOENT));
 }
+
+#[test]
+fn fallocate_extends_and_zero_fills() {
+    let mut ring = ring(8);
+    let f = tempfile::tempfile().unwrap();
+    push_plain(
+        &mut ring,
+        opcode::Fallocate::new(Target::Fd(raw(&f)), 0, 1 << 20)
+            .build()
+            .user_data(1),
+    );
+    // FALLOC_FL_KEEP_SIZE: blocks reserved past the end, size unchanged.
+    push_plain(
+        &mut ring,
+        opcode::Fallocate::new(Target::Fd(raw(&f)), 1 << 20, 1 << 20)
+            .mode(libc::FALLOC_FL_KEEP_SIZE)
+            .build()
+            .user_data(2),
+    );
+    // A bad mode must reach the kernel and be refused.
+    push_plain(
+        &mut ring,
+        opcode::Fallocate::new(Target::Fd(raw(&f)), 0, 4096)
+            .mode(0x4000_0000)
+            .build()
+            .user_data(3),
+    );
+    let got = wait_sorted(&mut ring, 3);
+    assert_eq!((got[0].res, got[1].res), (0, 0), "{got:?}");
+    assert!(got[2].res < 0, "{got:?}");
+    assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+}
+
+/// The kernel fact `ringkit::fs::File::write_at_sync` rests on: a write
+/// linked to an fsync that comes up short fails the link, so the fsync
+/// never runs and never reports success for bytes that were not written.
+/// A short write is made real with `RLIMIT_FSIZE` (in a child process).
+#[test]
+fn short_linked_write_cancels_its_fsync() {
+    // SAFETY: fork in a test; the child only makes syscalls and exits.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = std::panic::catch_unwind(short_write_child).map_or(1, |ok| i32::from(!ok));
+        // SAFETY: leave the child without running the parent's atexit hooks.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "child failed: {status:#x}"
+    );
+}
+
+fn short_write_child() -> bool {
+    // SAFETY: plain syscalls.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let lim = libc::rlimit {
+            rlim_cur: 6000,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        libc::setrlimit(libc::RLIMIT_FSIZE, &lim);
+    }
+    let mut ring = ring(8);
+    let f = tempfile::tempfile().unwrap();
+    let data = vec![7u8; 8192];
+    let w = opcode::Write::new(Target::Fd(raw(&f)), data.as_ptr(), 8192)
+        .build()
+        .flags(SqeFlags::IO_LINK)
+        .user_data(1);
+    push_plain(&mut ring, w);
+    push_plain(
+        &mut ring,
+        opcode::Fsync::new(Target::Fd(raw(&f)))
+            .build()
+            .user_data(2),
+    );
+    let got = wait_sorted(&mut ring, 2);
+    // The write stops at the limit; the fsync is cancelled.
+    got[0].res == 6000 && got[1].res == neg(libc::ECANCELED)
+}

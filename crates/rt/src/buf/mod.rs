@@ -9,6 +9,8 @@
 //! - [`IoBuf`]: memory the kernel may read (writes, sends).
 //! - [`IoBufMut`]: memory the kernel may write (reads, receives).
 //! - [`AlignedBuf`]: page-aligned memory for `O_DIRECT`.
+//! - [`crate::fs::FixedBuf`]: page-aligned and registered with the ring, for
+//!   `O_DIRECT` without per-operation page pinning.
 //! - [`BufPool`] / [`PooledBuf`]: reusable buffers that return to their pool on drop.
 //! - [`RecvBuf`]: what a pooled read returns (a provided-buffer ring slot on
 //!   io_uring, recycled on drop).
@@ -59,6 +61,16 @@ pub unsafe trait IoBuf: 'static {
     fn bytes_init(&self) -> usize;
     /// Total capacity.
     fn bytes_total(&self) -> usize;
+
+    /// io_uring: the index of the registered buffer (see
+    /// [`crate::fs::FixedBufPool`]) this memory lies in, so that file reads
+    /// and writes go as `READ_FIXED`/`WRITE_FIXED` (no page pinning per
+    /// operation). `None`, the default, for ordinary memory. An index that
+    /// is not the current ring's buffer holding this memory makes the
+    /// kernel fail the operation (`EFAULT`); it never reaches other memory.
+    fn fixed_index(&self) -> Option<u16> {
+        None
+    }
 
     /// The bytes holding data, as a slice.
     fn init_slice(&self) -> &[u8] {

@@ -38,6 +38,7 @@
 pub(crate) mod epoll;
 pub(crate) mod multishot;
 pub(crate) mod op;
+mod storage;
 pub(crate) mod uring;
 pub(crate) mod waiters;
 

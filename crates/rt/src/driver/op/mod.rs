@@ -6,6 +6,7 @@ pub(crate) mod accept;
 pub(crate) mod accept_multi;
 pub(crate) mod close;
 pub(crate) mod connect;
+pub(crate) mod fallocate;
 pub(crate) mod fsync;
 pub(crate) mod open;
 pub(crate) mod raw;
@@ -25,6 +26,7 @@ pub(crate) mod splice;
 pub(crate) mod statx;
 pub(crate) mod writable;
 pub(crate) mod write_at;
+pub(crate) mod write_sync;
 pub(crate) mod writev;
 
 use std::io;

@@ -1,5 +1,6 @@
-//! `pread(2)`: io_uring `IORING_OP_READ` at an offset; epoll: `pread` inline
-//! (files have no readiness).
+//! `pread(2)`: io_uring `IORING_OP_READ` at an offset (`IORING_OP_READ_FIXED`
+//! into a registered buffer); epoll: `pread` inline (files have no
+//! readiness).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -14,6 +15,8 @@ pub(crate) struct ReadAt<B> {
     pub(crate) fd: RawFd,
     pub(crate) buf: B,
     pub(crate) offset: u64,
+    /// io_uring: the registered buffer `buf` lies in (`READ_FIXED`).
+    pub(crate) buf_index: Option<u16>,
 }
 
 impl<B: IoBufMut> OpCode for ReadAt<B> {
@@ -31,9 +34,13 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
 
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total() as u32;
-        opcode::Read::new(Target::Fd(self.fd), self.buf.stable_mut_ptr(), len)
-            .offset(self.offset)
-            .build()
+        let (fd, ptr) = (Target::Fd(self.fd), self.buf.stable_mut_ptr());
+        match self.buf_index {
+            Some(i) => opcode::ReadFixed::new(fd, ptr, len, i)
+                .offset(self.offset)
+                .build(),
+            None => opcode::Read::new(fd, ptr, len).offset(self.offset).build(),
+        }
     }
 
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {

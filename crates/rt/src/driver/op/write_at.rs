@@ -1,4 +1,5 @@
-//! `pwrite(2)`: io_uring `IORING_OP_WRITE` at an offset; epoll: `pwrite` inline.
+//! `pwrite(2)`: io_uring `IORING_OP_WRITE` at an offset (`IORING_OP_WRITE_FIXED`
+//! from a registered buffer); epoll: `pwrite` inline.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -13,6 +14,40 @@ pub(crate) struct WriteAt<B> {
     pub(crate) fd: RawFd,
     pub(crate) buf: B,
     pub(crate) offset: u64,
+    /// io_uring: the registered buffer `buf` lies in (`WRITE_FIXED`).
+    pub(crate) buf_index: Option<u16>,
+}
+
+/// The SQE of a positional write of `len` bytes at `ptr`: `WRITE_FIXED`
+/// when the bytes lie in registered buffer `buf_index`.
+pub(crate) fn write_entry(
+    fd: RawFd,
+    ptr: *const u8,
+    len: u32,
+    offset: u64,
+    buf_index: Option<u16>,
+) -> Entry {
+    match buf_index {
+        Some(i) => opcode::WriteFixed::new(Target::Fd(fd), ptr, len, i)
+            .offset(offset)
+            .build(),
+        None => opcode::Write::new(Target::Fd(fd), ptr, len)
+            .offset(offset)
+            .build(),
+    }
+}
+
+/// `pwrite(2)` of `buf`'s bytes, inline (epoll).
+pub(crate) fn pwrite<B: IoBuf>(fd: RawFd, buf: &B, offset: u64) -> io::Result<u32> {
+    // SAFETY: the buffer holds `bytes_init` initialised bytes.
+    cvt(unsafe {
+        libc::pwrite(
+            fd,
+            buf.stable_ptr().cast(),
+            buf.bytes_init(),
+            offset as i64,
+        )
+    })
 }
 
 impl<B: IoBuf> OpCode for WriteAt<B> {
@@ -20,9 +55,7 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
 
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_init() as u32;
-        opcode::Write::new(Target::Fd(self.fd), self.buf.stable_ptr(), len)
-            .offset(self.offset)
-            .build()
+        write_entry(self.fd, self.buf.stable_ptr(), len, self.offset, self.buf_index)
     }
 
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
@@ -30,16 +63,7 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        let len = self.buf.bytes_init();
-        // SAFETY: the buffer holds `len` initialised bytes.
-        cvt(unsafe {
-            libc::pwrite(
-                self.fd,
-                self.buf.stable_ptr().cast(),
-                len,
-                self.offset as i64,
-            )
-        })
+        pwrite(self.fd, &self.buf, self.offset)
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {

@@ -101,3 +101,27 @@ impl UringDriver {
         self.fixed.pending.push(slot);
     }
 }
+
+impl UringDriver {
+    /// Register `iovecs` as the ring's buffer table (`IORING_REGISTER_BUFFERS`;
+    /// a ring has one table at a time: `EBUSY` while one is registered).
+    ///
+    /// # Safety
+    /// The memory must stay valid until [`unregister_buffers`](Self::unregister_buffers)
+    /// or the ring is closed.
+    pub(crate) unsafe fn register_buffers(&mut self, iovecs: &[libc::iovec]) -> std::io::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.ring.register_buffers(iovecs) }
+    }
+
+    /// Drop the buffer table. Operations in flight keep their pages
+    /// pinned until they complete (the kernel holds a reference).
+    pub(crate) fn unregister_buffers(&mut self) -> std::io::Result<()> {
+        self.ring.unregister_buffers()
+    }
+
+    /// Whether an op may post a chain of skipped links (one CQE per chain).
+    pub(crate) fn links_hold(&self) -> bool {
+        super::skipped_chains_hold()
+    }
+}

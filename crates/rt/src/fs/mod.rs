@@ -5,7 +5,14 @@
 //! engine): simple and honest, but a slow disk stalls the thread's other tasks.
 //!
 //! `O_DIRECT` ([`OpenOptions::direct`]) needs buffers, offsets and lengths
-//! aligned to the device's logical block size: use [`crate::buf::AlignedBuf`].
+//! aligned to the device's logical block size: use [`crate::buf::AlignedBuf`],
+//! or a [`FixedBuf`] from a [`FixedBufPool`] (registered with the ring: reads
+//! and writes from it go as `READ_FIXED`/`WRITE_FIXED`).
+//!
+//! For storage engines: [`File::write_at_sync`] (a write and its
+//! `fdatasync` as one submission, a short write never acknowledged),
+//! [`File::allocate`] (`fallocate`), [`File::read_many_at`] (many ranges
+//! in one submission).
 //!
 //! ```
 //! use ringkit::fs::OpenOptions;
@@ -47,6 +54,10 @@ use crate::driver::op::write_at::WriteAt;
 use crate::driver::op::writev::Writev;
 use crate::driver::Op;
 use crate::runtime::try_with_ctx;
+
+mod durable;
+mod fixed;
+pub use fixed::{FixedBuf, FixedBufPool};
 
 fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
@@ -289,20 +300,24 @@ impl File {
     /// `n`). `Ok(0)` is end of file; a buffer with no capacity is an
     /// `InvalidInput` error.
     pub async fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let buf_index = buf.fixed_index();
         Op::new(ReadAt {
             fd: self.fd,
             buf,
             offset,
+            buf_index,
         })
         .await
     }
 
     /// Write `buf` at `offset`; returns how much was written.
     pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let buf_index = buf.fixed_index();
         Op::new(WriteAt {
             fd: self.fd,
             buf,
             offset,
+            buf_index,
         })
         .await
     }

@@ -1,0 +1,96 @@
+//! A positional write made durable by `fdatasync(2)`, as one submission:
+//! on io_uring a `WRITE` (or `WRITE_FIXED`) linked to an `FSYNC` with
+//! `IORING_FSYNC_DATASYNC`, the write's success CQE skipped, so the pair
+//! posts one CQE; on epoll `pwrite` then `fdatasync`, inline.
+//!
+//! # A short write is never acknowledged
+//! The kernel counts a write that moves fewer bytes than asked as failed
+//! for its link: the fsync after it is cancelled, and the write's own CQE
+//! (with the short count) is the pair's one CQE (checked against the real
+//! kernel by `ringkit-uring`'s `short_linked_write_cancels_its_fsync`). So
+//! the output is `Ok(n)` with `n < len` and nothing synced: the caller
+//! writes the rest and syncs again. On epoll a short `pwrite` skips the
+//! `fdatasync` the same way. `Ok(len)` means every byte was written and
+//! the sync that followed succeeded; an error from either is the error.
+//!
+//! The driver posts a chain only where skipped chains hold (one CQE per
+//! chain, `Driver::links_hold`); elsewhere `fs::File::write_at_sync` issues
+//! the two operations one after the other.
+
+use std::io;
+use std::os::fd::RawFd;
+
+use ringkit_uring::opcode::{self, Entry, Target};
+use ringkit_uring::sys;
+
+use super::cvt;
+use super::write_at::{pwrite, write_entry};
+use crate::buf::IoBuf;
+use crate::driver::{Dir, OpCode, CHAIN_MEMBER};
+
+pub(crate) struct WriteSync<B> {
+    pub(crate) fd: RawFd,
+    pub(crate) buf: B,
+    pub(crate) offset: u64,
+    /// io_uring: the registered buffer `buf` lies in (`WRITE_FIXED`).
+    pub(crate) buf_index: Option<u16>,
+    /// Set when the SQEs are built: the result comes from the ring.
+    pub(crate) on_ring: bool,
+}
+
+impl<B: IoBuf> OpCode for WriteSync<B> {
+    type Output = (io::Result<usize>, B);
+
+    fn uring_chain(&mut self) -> Vec<Entry> {
+        let len = self.buf.bytes_init() as u32;
+        vec![write_entry(
+            self.fd,
+            self.buf.stable_ptr(),
+            len,
+            self.offset,
+            self.buf_index,
+        )]
+    }
+
+    fn uring_chain_len(&self) -> usize {
+        1
+    }
+
+    fn uring_entry(&mut self) -> Entry {
+        self.on_ring = true;
+        opcode::Fsync::new(Target::Fd(self.fd))
+            .flags(sys::IORING_FSYNC_DATASYNC)
+            .build()
+    }
+
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        let n = pwrite(self.fd, &self.buf, self.offset)?;
+        if n as usize == self.buf.bytes_init() {
+            // SAFETY: a plain syscall on a file descriptor.
+            cvt(unsafe { libc::fdatasync(self.fd) } as isize)?;
+        }
+        Ok(n)
+    }
+
+    fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
+        let len = self.buf.bytes_init();
+        let out = match res {
+            // io_uring, the write's own CQE: it came up short (or failed,
+            // below) and the fsync was cancelled.
+            Ok(n) if flags & CHAIN_MEMBER != 0 && (n as usize) < len => Ok(n as usize),
+            Ok(_) if flags & CHAIN_MEMBER != 0 => Err(io::Error::other(
+                "a linked write posted its CQE without a failure; its sync did not run",
+            )),
+            // io_uring: the fsync's CQE, after a write that moved every byte.
+            Ok(_) if self.on_ring => Ok(len),
+            // epoll: the bytes written (synced when all of them).
+            Ok(n) => Ok(n as usize),
+            Err(e) => Err(e),
+        };
+        (out, self.buf)
+    }
+}

@@ -1,0 +1,137 @@
+//! What a storage engine needs beyond read and write: a write made durable
+//! in one submission, preallocation, and many reads in one submission.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::task::Poll;
+
+use super::File;
+use crate::buf::{IoBuf, IoBufMut};
+use crate::driver::op::fallocate::Fallocate;
+use crate::driver::op::read_at::ReadAt;
+use crate::driver::op::write_sync::WriteSync;
+use crate::driver::Op;
+use crate::runtime::try_with_ctx;
+
+impl File {
+    /// Write `buf` at `offset` and make it durable with `fdatasync`, as one
+    /// submission: on io_uring a write linked to an `FSYNC`
+    /// (`IORING_FSYNC_DATASYNC`) that posts one completion; on epoll
+    /// `pwrite` then `fdatasync`.
+    ///
+    /// `Ok(n)` with `n` equal to the buffer's length: every byte is written
+    /// and durable. `Ok(n)` with `n` smaller: a short write (a full disk, a
+    /// file size limit) and **nothing was synced**: the sync is skipped, so
+    /// it never vouches for bytes that were not written; write the rest
+    /// and sync again (or use [`write_all_at_sync`](Self::write_all_at_sync)).
+    /// A registered [`super::FixedBuf`] goes as `WRITE_FIXED`.
+    pub async fn write_at_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let linked = try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
+        if linked {
+            let buf_index = buf.fixed_index();
+            return Op::new(WriteSync {
+                fd: self.fd,
+                buf,
+                offset,
+                buf_index,
+                on_ring: false,
+            })
+            .await;
+        }
+        // A kernel whose skipped links post more than one CQE: the write,
+        // then (only after all of it) the sync.
+        let len = buf.bytes_init();
+        let (res, buf) = self.write_at(buf, offset).await;
+        match res {
+            Ok(n) if n == len => (self.sync_data().await.map(|()| n), buf),
+            other => (other, buf),
+        }
+    }
+
+    /// Write all of `buf` at `offset` and make it durable: `Ok(())` only
+    /// once every byte is written and an `fdatasync` issued after the last
+    /// of them succeeded. The common case is one submission
+    /// ([`write_at_sync`](Self::write_at_sync)); after a short write the
+    /// rest is written and synced again.
+    pub async fn write_all_at_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
+        let len = buf.bytes_init();
+        let (res, buf) = self.write_at_sync(buf, offset).await;
+        let n = match res {
+            Ok(n) if n == len => return (Ok(()), buf),
+            Ok(n) => n,
+            Err(e) => return (Err(e), buf),
+        };
+        let rest = buf.init_slice()[n..].to_vec();
+        if let (Err(e), _) = self.write_all_at(rest, offset + n as u64).await {
+            return (Err(e), buf);
+        }
+        (self.sync_data().await, buf)
+    }
+
+    /// Reserve `len` bytes from `offset` (`fallocate(2)`, mode 0): the
+    /// blocks are allocated and the size grows to cover them, so later
+    /// writes there cannot fail for want of space (on filesystems that do
+    /// not copy on write). Reads of the range return zeros.
+    pub async fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.fallocate(0, offset, len).await
+    }
+
+    /// `fallocate(2)` with `FALLOC_FL_*` `mode` bits (keep size, punch a
+    /// hole, zero a range).
+    pub async fn fallocate(&self, mode: i32, offset: u64, len: u64) -> io::Result<()> {
+        Op::new(Fallocate {
+            fd: self.fd,
+            mode,
+            offset,
+            len,
+        })
+        .await
+    }
+
+    /// Read many ranges at once: each `(offset, buf)` is read as
+    /// [`read_at`](Self::read_at) would, all submitted together (on
+    /// io_uring one `io_uring_enter` takes every read), the results in the
+    /// order given. Each result stands alone: one failing read does not
+    /// stop the others.
+    pub async fn read_many_at<B: IoBufMut>(
+        &self,
+        reads: Vec<(u64, B)>,
+    ) -> Vec<(io::Result<usize>, B)> {
+        let mut ops: Vec<Option<Op<ReadAt<B>>>> = reads
+            .into_iter()
+            .map(|(offset, buf)| {
+                let buf_index = buf.fixed_index();
+                Some(Op::new(ReadAt {
+                    fd: self.fd,
+                    buf,
+                    offset,
+                    buf_index,
+                }))
+            })
+            .collect();
+        let mut done: Vec<Option<(io::Result<usize>, B)>> = ops.iter().map(|_| None).collect();
+        poll_fn(|cx| {
+            let mut pending = false;
+            for (op, out) in ops.iter_mut().zip(done.iter_mut()) {
+                if let Some(f) = op {
+                    match std::pin::Pin::new(f).poll(cx) {
+                        Poll::Ready(r) => {
+                            *out = Some(r);
+                            *op = None;
+                        }
+                        Poll::Pending => pending = true,
+                    }
+                }
+            }
+            if pending {
+                Poll::Pending
+            } else {
+                Poll::Ready(())
+            }
+        })
+        .await;
+        done.into_iter()
+            .map(|r| r.expect("every read completed"))
+            .collect()
+    }
+}
