@@ -1,0 +1,89 @@
+//! The one buffer a batch is framed into before its write: registered with
+//! the ring when the runtime has no other registered buffers (then the
+//! write goes as `WRITE_FIXED`), page-aligned memory otherwise. Both are
+//! aligned for `O_DIRECT`.
+
+use ringkit::buf::{AlignedBuf, IoBuf};
+use ringkit::fs::{FixedBuf, FixedBufPool};
+
+/// Page alignment of the batch buffer (and of `O_DIRECT` writes).
+pub const ALIGN: usize = 4096;
+
+#[derive(Debug)]
+pub enum BatchBuf {
+    Fixed(FixedBuf),
+    Aligned(AlignedBuf),
+}
+
+impl BatchBuf {
+    /// A buffer of at least `size` bytes (rounded up to a page): registered
+    /// when `registered` and the ring takes it, else plain aligned memory.
+    /// Also returns the pool, which must live as long as the buffer's use.
+    pub fn new(size: usize, registered: bool) -> (BatchBuf, Option<FixedBufPool>) {
+        let size = size.div_ceil(ALIGN) * ALIGN;
+        if registered {
+            match FixedBufPool::new(1, size) {
+                Ok(pool) => {
+                    let buf = pool.try_get().expect("a new pool has a free buffer");
+                    return (BatchBuf::Fixed(buf), Some(pool));
+                }
+                Err(e) => tracing::debug!("ringkit-log: batch buffer not registered: {e}"),
+            }
+        }
+        (BatchBuf::Aligned(AlignedBuf::new(size, ALIGN)), None)
+    }
+
+    /// The whole buffer, to fill.
+    pub fn space(&mut self) -> &mut [u8] {
+        match self {
+            BatchBuf::Fixed(b) => b.as_mut_capacity(),
+            BatchBuf::Aligned(b) => {
+                let cap = b.bytes_total();
+                b.set_len(cap);
+                b.as_mut_slice()
+            }
+        }
+    }
+
+    /// How many bytes the write sends.
+    pub fn set_len(&mut self, n: usize) {
+        match self {
+            BatchBuf::Fixed(b) => b.set_len(n),
+            BatchBuf::Aligned(b) => b.set_len(n),
+        }
+    }
+
+    /// Whether writes from it go as `WRITE_FIXED` on this runtime.
+    pub fn is_registered(&self) -> bool {
+        matches!(self, BatchBuf::Fixed(b) if b.fixed_index().is_some())
+    }
+}
+
+// SAFETY: each variant is an `IoBuf` whose memory is heap memory it owns
+// (or its pool's, kept alive by it); every call delegates.
+unsafe impl IoBuf for BatchBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        match self {
+            BatchBuf::Fixed(b) => b.stable_ptr(),
+            BatchBuf::Aligned(b) => b.stable_ptr(),
+        }
+    }
+    fn bytes_init(&self) -> usize {
+        match self {
+            BatchBuf::Fixed(b) => b.bytes_init(),
+            BatchBuf::Aligned(b) => b.bytes_init(),
+        }
+    }
+    fn bytes_total(&self) -> usize {
+        match self {
+            BatchBuf::Fixed(b) => b.bytes_total(),
+            BatchBuf::Aligned(b) => b.bytes_total(),
+        }
+    }
+    fn fixed_index(&self) -> Option<u16> {
+        match self {
+            BatchBuf::Fixed(b) => b.fixed_index(),
+            BatchBuf::Aligned(_) => None,
+        }
+    }
+}

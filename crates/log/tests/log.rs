@@ -1,0 +1,192 @@
+//! The log against real files, on both backends: appends and reads, group
+//! commit, segments, reopening, torn tails, damage, `O_DIRECT`, bad input.
+
+use std::path::Path;
+
+use ringkit_log::{Log, Options};
+
+/// Deterministic payload of `len` bytes for `seed`.
+fn payload(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn small() -> Options {
+    Options {
+        segment_size: 64 << 10,
+        max_batch: 16 << 10,
+        ..Options::default()
+    }
+}
+
+fn segments(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Append `n` records of varied sizes concurrently; returns their LSNs.
+async fn append_many(log: &Log, from_seed: u64, n: u64) -> Vec<u64> {
+    let commits: Vec<_> = (from_seed..from_seed + n)
+        .map(|s| log.append(payload(s, (s as usize * 37) % 700)))
+        .collect();
+    let mut lsns = Vec::new();
+    for c in commits {
+        lsns.push(c.await.unwrap());
+    }
+    lsns
+}
+
+async fn check_all(log: &Log, lsns: &[u64], from_seed: u64) {
+    for (i, &lsn) in lsns.iter().enumerate() {
+        let s = from_seed + i as u64;
+        assert_eq!(log.read(lsn).await.unwrap(), payload(s, (s as usize * 37) % 700), "lsn {lsn}");
+    }
+}
+
+ringkit::test_all! {
+    async fn append_read_reopen_and_group_commit() {
+        let t = tempfile::tempdir().unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!((log.next_lsn(), log.durable_lsn()), (1, 0));
+        let lsns = append_many(&log, 0, 300).await;
+        assert_eq!(lsns, (1..=300).collect::<Vec<_>>());
+        let st = log.stats();
+        assert_eq!(st.records, 300);
+        // On io_uring the batch buffer is registered: writes go WRITE_FIXED.
+        let uring = ringkit::backend_report().chosen == ringkit::Backend::Uring;
+        assert_eq!(st.registered_buffer, uring);
+        // Queued together, they went in a few batches, one sync each.
+        assert!(st.batches < 50, "{st:?}");
+        // 300 records of up to 716 bytes do not fit one 64 KiB segment.
+        assert!(segments(t.path()).len() >= 2, "{:?}", segments(t.path()));
+        check_all(&log, &lsns, 0).await;
+        // In order, a segment at a time at most.
+        let mut next = 1;
+        loop {
+            let got = log.read_from(next, 1000).await.unwrap();
+            if got.is_empty() {
+                break;
+            }
+            for (lsn, p) in got {
+                assert_eq!(lsn, next);
+                let s = lsn - 1;
+                assert_eq!(p, payload(s, (s as usize * 37) % 700));
+                next += 1;
+            }
+        }
+        assert_eq!(next, 301);
+        assert!(log.read_from(301, 10).await.unwrap().is_empty());
+        assert_eq!(log.read(302).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        drop(log);
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!(log.durable_lsn(), 300);
+        check_all(&log, &lsns, 0).await;
+        assert_eq!(log.append(&b"after"[..]).await.unwrap(), 301);
+    }
+
+    async fn direct_io_rewrites_partial_blocks_correctly() {
+        let t = tempfile::tempdir().unwrap();
+        let opts = Options { direct: true, ..small() };
+        let log = match Log::open(t.path(), opts.clone()).await {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("skipped: O_DIRECT not supported here: {e}");
+                return;
+            }
+        };
+        // One at a time: every batch starts inside the previous one's block.
+        let mut lsns = Vec::new();
+        for s in 0..40 {
+            lsns.push(log.append(payload(s, (s as usize * 37) % 700)).await.unwrap());
+        }
+        lsns.extend(append_many(&log, 40, 200).await);
+        check_all(&log, &lsns, 0).await;
+        drop(log);
+        let log = Log::open(t.path(), opts).await.unwrap();
+        assert_eq!(log.durable_lsn(), 240);
+        check_all(&log, &lsns, 0).await;
+        lsns.extend(append_many(&log, 240, 10).await);
+        check_all(&log, &lsns, 0).await;
+    }
+
+    async fn a_torn_tail_recovers_to_the_last_whole_record_and_leaves_no_ghosts() {
+        let t = tempfile::tempdir().unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        let lsns = append_many(&log, 0, 10).await;
+        drop(log);
+        let seg = t.path().join(&segments(t.path())[0]);
+        // Flip a byte inside record 5's payload.
+        let data = std::fs::read(&seg).unwrap();
+        let mut off = 0usize;
+        for i in 0..4 {
+            off += 16 + ((i * 37) % 700);
+        }
+        let mut damaged = data.clone();
+        damaged[off + 16 + 3] ^= 0x40;
+        std::fs::write(&seg, &damaged).unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!(log.durable_lsn(), 4);
+        check_all(&log, &lsns[..4], 0).await;
+        // Records 6..10 were whole but follow the damage: zeroed, so a new
+        // record 5 is not followed by the old 6.
+        assert_eq!(log.append(&b"new five"[..]).await.unwrap(), 5);
+        drop(log);
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!(log.durable_lsn(), 5);
+        assert_eq!(log.read(5).await.unwrap(), b"new five");
+        drop(log);
+        // A file cut in the middle of the last record.
+        let data = std::fs::read(&seg).unwrap();
+        let cut = off + 16 + 4;
+        std::fs::write(&seg, &data[..cut]).unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!(log.durable_lsn(), 4);
+        assert_eq!(log.append(&b"again"[..]).await.unwrap(), 5);
+        assert_eq!(log.read(5).await.unwrap(), b"again");
+    }
+
+    async fn damage_before_the_tail_is_an_error_not_a_loss() {
+        let t = tempfile::tempdir().unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        append_many(&log, 0, 300).await;
+        drop(log);
+        let segs = segments(t.path());
+        assert!(segs.len() >= 2);
+        let first = t.path().join(&segs[0]);
+        let mut data = std::fs::read(&first).unwrap();
+        data[100] ^= 1;
+        std::fs::write(&first, &data).unwrap();
+        let e = Log::open(t.path(), small()).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+        assert!(e.to_string().contains("damaged or missing"), "{e}");
+    }
+
+    async fn bad_input_gets_a_clear_error_and_the_log_goes_on() {
+        let t = tempfile::tempdir().unwrap();
+        let e = Log::open(t.path(), Options { segment_size: 1000, ..small() }).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        let log = Log::open(t.path(), small()).await.unwrap();
+        let e = log.append(vec![0u8; 20_000]).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("max_batch"), "{e}");
+        // The largest record that fits, and an empty one.
+        let max = log.max_record();
+        let a = log.append(vec![7u8; max]).await.unwrap();
+        let b = log.append(Vec::new()).await.unwrap();
+        assert_eq!(log.read(a).await.unwrap(), vec![7u8; max]);
+        assert_eq!(log.read(b).await.unwrap(), b"");
+        assert_eq!(log.read(0).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+    }
+}
