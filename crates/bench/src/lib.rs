@@ -7,7 +7,8 @@
 //!   [`axum`], [`tls`], [`pipeline`]), [`serve`] (static files), [`app`]
 //!   (a real service in hosted mode) and [`grpc`] (its gRPC through ghz),
 //!   [`wakeup`], [`nop`],
-//!   [`file`](mod@file); and [`torture`], the chaos load.
+//!   [`file`](mod@file), [`log`] (durable appends); and [`torture`], the
+//!   chaos load.
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod generator;
 pub mod grpc;
 pub mod harness;
 pub mod http;
+pub mod log;
 pub mod nop;
 pub mod pipeline;
 pub mod raw;

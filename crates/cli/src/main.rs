@@ -7,6 +7,7 @@ use std::time::Duration;
 
 mod bench_http;
 mod http;
+mod log;
 mod studies;
 mod torture;
 
@@ -50,6 +51,9 @@ enum Cmd {
     Compare(CompareArgs),
     /// Chaos load against a server it starts, every byte verified.
     Torture(torture::TortureArgs),
+    /// The durable append log: bench, serve over TCP, dump.
+    #[command(subcommand)]
+    Log(log::LogCmd),
 }
 
 #[derive(Args, Debug)]
@@ -198,7 +202,7 @@ struct BenchEchoArgs {
 #[derive(Args, Debug)]
 struct CompareArgs {
     /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
-    /// grpc, service, pipeline, wakeup, nop, file or all (default: all). `http` runs four
+    /// grpc, service, pipeline, wakeup, nop, file, log or all (default: all). `http` runs four
     /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
     /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
     /// and `pipeline` (16 pipelined requests per connection); each part also
@@ -317,6 +321,7 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::File(a)) => studies::bench_file(a),
         Cmd::Compare(a) => compare_cmd(a),
         Cmd::Torture(a) => torture::torture(a),
+        Cmd::Log(c) => log::log(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,
@@ -467,7 +472,7 @@ pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 13] = [
+const STUDIES: [(&str, StudyFn); 14] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
@@ -481,6 +486,7 @@ const STUDIES: [(&str, StudyFn); 13] = [
     ("wakeup", ringkit_bench::wakeup::study),
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),
+    ("log", ringkit_bench::log::study),
 ];
 
 /// Studies that `compare` (all) runs only with `--full`.

@@ -82,7 +82,10 @@ impl Default for Options {
 impl Options {
     fn check(&self) -> io::Result<()> {
         let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
-        if self.segment_size < 64 << 10 || self.segment_size % 4096 != 0 || self.segment_size > u32::MAX as u64 {
+        if self.segment_size < 64 << 10
+            || self.segment_size % 4096 != 0
+            || self.segment_size > u32::MAX as u64
+        {
             return bad(format!(
                 "segment_size {}: want a multiple of 4096 from 64 KiB to 4 GiB",
                 self.segment_size

@@ -121,7 +121,11 @@ impl Log {
         let (mut end, mut seg_size) = (0, 0);
         for (i, &first) in firsts.iter().enumerate() {
             let path = dir.join(segment::name(first));
-            let reader = OpenOptions::new().read(true).write(true).open(&path).await?;
+            let reader = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .await?;
             seg_size = reader.metadata().await?.len();
             let scan = segment::scan(&reader, first, seg_size).await?;
             let next = first + scan.offsets.len() as u64;
@@ -302,7 +306,9 @@ impl Log {
         } else {
             (stop - start) as usize
         };
-        let (r, buf) = reader.read_at(Vec::with_capacity(len.max(HEADER)), start).await;
+        let (r, buf) = reader
+            .read_at(Vec::with_capacity(len.max(HEADER)), start)
+            .await;
         r?;
         for (i, &off) in offsets[..offsets.len() - 1].iter().enumerate() {
             let lsn = first + i as u64;
@@ -457,7 +463,8 @@ async fn flush_one(inner: &Rc<Inner>) {
         let mut batch = Vec::new();
         while let Some(p) = st.queue.front() {
             let need = HEADER + p.payload.len();
-            if !batch.is_empty() && (bytes + need > max || fit(&st, bytes, p.payload.len()).is_none())
+            if !batch.is_empty()
+                && (bytes + need > max || fit(&st, bytes, p.payload.len()).is_none())
             {
                 break;
             }
@@ -470,12 +477,10 @@ async fn flush_one(inner: &Rc<Inner>) {
         let space = buf.space();
         let mut at = st.tail.len();
         space[..at].copy_from_slice(&st.tail);
-        let mut lsn = st.next_lsn;
-        for p in &batch {
+        for (lsn, p) in (st.next_lsn..).zip(&batch) {
             let n = HEADER + p.payload.len();
             record::encode_into(lsn, &p.payload, &mut space[at..at + n]);
             at += n;
-            lsn += 1;
         }
         let len = at.div_ceil(align) * align;
         space[at..len].fill(0);
@@ -523,9 +528,10 @@ async fn flush_one(inner: &Rc<Inner>) {
             drop(st);
             tracing::error!("ringkit-log: {}: write failed: {e}", inner.dir.display());
             for p in batch {
-                let _ = p
-                    .done
-                    .send(Err(io::Error::new(e.kind(), format!("log write failed: {e}"))));
+                let _ = p.done.send(Err(io::Error::new(
+                    e.kind(),
+                    format!("log write failed: {e}"),
+                )));
             }
             let err = failed(&inner.st.borrow()).expect("just set");
             fail_queue(inner, &err);
@@ -545,7 +551,9 @@ fn fit(st: &State, bytes: usize, payload: usize) -> Option<()> {
 fn fail_queue(inner: &Inner, err: &io::Error) {
     let queue = std::mem::take(&mut inner.st.borrow_mut().queue);
     for p in queue {
-        let _ = p.done.send(Err(io::Error::new(err.kind(), err.to_string())));
+        let _ = p
+            .done
+            .send(Err(io::Error::new(err.kind(), err.to_string())));
     }
 }
 
@@ -554,7 +562,9 @@ fn fail_queue(inner: &Inner, err: &io::Error) {
 async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     let spare = inner.st.borrow_mut().spare.take();
     let made = match spare {
-        Some(h) => h.await.unwrap_or_else(|e| Err(io::Error::other(e.to_string()))),
+        Some(h) => h
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(e.to_string()))),
         None => Err(io::Error::other("no spare yet")),
     };
     if made.is_err() {
@@ -562,7 +572,11 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     }
     let first = inner.st.borrow().next_lsn;
     let path = segment::install_spare(&inner.dir, first).await?;
-    let reader = OpenOptions::new().read(true).write(true).open(&path).await?;
+    let reader = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .await?;
     let writer = segment::open_write(&path, inner.opts.direct).await?;
     let mut st = inner.st.borrow_mut();
     st.segments.push(Segment {

@@ -90,10 +90,26 @@ fn crash_child() {
 }
 
 /// Run the child until killed after `ms`; the acknowledged (lsn -> id, n).
-fn run_and_kill(dir: &Path, be: &str, direct: bool, start: u64, ms: u64) -> HashMap<u64, (u64, u64)> {
-    let spec = format!("{},{be},{},{start}", dir.display(), if direct { "direct" } else { "buffered" });
+fn run_and_kill(
+    dir: &Path,
+    be: &str,
+    direct: bool,
+    start: u64,
+    ms: u64,
+) -> HashMap<u64, (u64, u64)> {
+    let spec = format!(
+        "{},{be},{},{start}",
+        dir.display(),
+        if direct { "direct" } else { "buffered" }
+    );
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["crash_child", "--exact", "--include-ignored", "--nocapture", "--test-threads=1"])
+        .args([
+            "crash_child",
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(CHILD_ENV, spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -122,7 +138,11 @@ fn run_and_kill(dir: &Path, be: &str, direct: bool, start: u64, ms: u64) -> Hash
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
     child.wait().unwrap();
     let (ready, acked) = reader.join().unwrap();
-    assert!(ready, "the child never opened the log ({} lines)", acked.len());
+    assert!(
+        ready,
+        "the child never opened the log ({} lines)",
+        acked.len()
+    );
     acked
 }
 
@@ -142,7 +162,10 @@ fn acknowledged_records_survive_sigkill() {
         let acked = run_and_kill(t.path(), be, direct, round * 1_000_000, ms);
         total_acked += acked.len();
         for (lsn, v) in &acked {
-            assert!(all.insert(*lsn, *v).is_none(), "LSN {lsn} acknowledged twice");
+            assert!(
+                all.insert(*lsn, *v).is_none(),
+                "LSN {lsn} acknowledged twice"
+            );
         }
         // Reopen and check everything acknowledged so far, every round.
         let rt = Builder::new().backend(backend(be)).build().unwrap();
@@ -163,10 +186,16 @@ fn acknowledged_records_survive_sigkill() {
             log.durable_lsn()
         });
         let max_acked = all.keys().max().copied().unwrap_or(0);
-        assert!(durable >= max_acked, "round {round}: durable {durable} < acked {max_acked}");
+        assert!(
+            durable >= max_acked,
+            "round {round}: durable {durable} < acked {max_acked}"
+        );
         eprintln!("round {round} ({be}, direct {direct}, killed after {ms} ms): {} acked, log at {durable}", acked.len());
     }
-    assert!(total_acked > 1000, "the children acknowledged only {total_acked} records");
+    assert!(
+        total_acked > 1000,
+        "the children acknowledged only {total_acked} records"
+    );
 }
 
 /// A 1 MiB tmpfs, or `None` (printed) where it cannot be mounted.

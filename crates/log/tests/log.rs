@@ -51,7 +51,11 @@ async fn append_many(log: &Log, from_seed: u64, n: u64) -> Vec<u64> {
 async fn check_all(log: &Log, lsns: &[u64], from_seed: u64) {
     for (i, &lsn) in lsns.iter().enumerate() {
         let s = from_seed + i as u64;
-        assert_eq!(log.read(lsn).await.unwrap(), payload(s, (s as usize * 37) % 700), "lsn {lsn}");
+        assert_eq!(
+            log.read(lsn).await.unwrap(),
+            payload(s, (s as usize * 37) % 700),
+            "lsn {lsn}"
+        );
     }
 }
 

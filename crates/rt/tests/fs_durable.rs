@@ -171,7 +171,12 @@ const CHILD_ENV: &str = "RINGKIT_FS_DURABLE_CHILD";
 fn short_write_is_never_acknowledged() {
     for backend in ["uring", "epoll"] {
         let out = Command::new(std::env::current_exe().unwrap())
-            .args(["child_short_write", "--exact", "--include-ignored", "--nocapture"])
+            .args([
+                "child_short_write",
+                "--exact",
+                "--include-ignored",
+                "--nocapture",
+            ])
             .env(CHILD_ENV, backend)
             .output()
             .unwrap();
@@ -180,8 +185,14 @@ fn short_write_is_never_acknowledged() {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.status.success() && text.contains("1 passed"), "{backend}:\n{text}");
-        assert!(text.contains("short write: 6000 of 8192") || text.contains("skipped"), "{text}");
+        assert!(
+            out.status.success() && text.contains("1 passed"),
+            "{backend}:\n{text}"
+        );
+        assert!(
+            text.contains("short write: 6000 of 8192") || text.contains("skipped"),
+            "{text}"
+        );
     }
 }
 
@@ -191,7 +202,11 @@ fn child_short_write() {
     let Ok(backend) = std::env::var(CHILD_ENV) else {
         return;
     };
-    let backend = if backend == "uring" { Backend::Uring } else { Backend::Epoll };
+    let backend = if backend == "uring" {
+        Backend::Uring
+    } else {
+        Backend::Epoll
+    };
     // SAFETY: plain syscalls in this child process.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
@@ -211,7 +226,12 @@ fn child_short_write() {
     let t = tempfile::tempdir().unwrap();
     let path = t.path().join("capped");
     rt.block_on(async {
-        let f = OpenOptions::new().write(true).create(true).open(&path).await.unwrap();
+        let f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .open(&path)
+            .await
+            .unwrap();
         let data = pattern(8192, 4);
         let (n, buf) = f.write_at_sync(data, 0).await;
         let n = n.unwrap();

@@ -577,9 +577,7 @@ fn short_write_child() -> bool {
     push_plain(&mut ring, w);
     push_plain(
         &mut ring,
-        opcode::Fsync::new(Target::Fd(raw(&f)))
-            .build()
-            .user_data(2),
+        opcode::Fsync::new(Target::Fd(raw(&f))).build().user_data(2),
     );
     let got = wait_sorted(&mut ring, 2);
     // The write stops at the limit; the fsync is cancelled.

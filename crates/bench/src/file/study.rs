@@ -444,24 +444,45 @@ fn engines(names: &[&str]) -> Vec<Engine> {
         .collect()
 }
 
+/// The engines of the seed's fio table rows: ringkit's ring with and
+/// without SQPOLL, the runtime, fio's io_uring with and without SQPOLL,
+/// libaio.
+const SEED_TABLE: &[&str] = &[
+    "uring",
+    "uring-sqpoll",
+    "rt-uring",
+    "fio-io_uring",
+    "fio-io_uring-sqpoll",
+    "fio-libaio",
+];
+
 /// The plans `ringkit compare file` runs. Full (about 3 minutes): 4 KiB
-/// randread qd32 on every engine, randread qd1, sequential read qd32,
-/// randwrite qd32 and randread qd32 submitted in batches of 32 on a few;
-/// `--quick`: randread qd32 on six engines.
+/// randread qd32 on every engine, randread qd1, sequential read qd32 at
+/// 128 KiB, the seed's table (4 KiB qd32 sequential read and write and
+/// random write, SQPOLL on and off) and randread qd32 submitted in
+/// batches of 32; `--quick`: randread qd32 on six engines and the
+/// sequential-write row of the seed's table.
 pub fn default_plans(quick: bool) -> Vec<JobPlan> {
     let job = |s: &str| Job::parse(s).expect("built-in job specs parse");
     if quick {
-        return vec![JobPlan {
-            job: job("randread,bs=4k,qd=32,direct=1"),
-            engines: engines(&[
-                "uring",
-                "uring-fixed",
-                "rt-uring",
-                "rt-epoll",
-                "fio-io_uring",
-                "fio-psync",
-            ]),
-        }];
+        return vec![
+            JobPlan {
+                job: job("randread,bs=4k,qd=32,direct=1"),
+                engines: engines(&[
+                    "uring",
+                    "uring-fixed",
+                    "rt-uring",
+                    "rt-epoll",
+                    "fio-io_uring",
+                    "fio-psync",
+                ]),
+            },
+            JobPlan {
+                // The seed's table in brief: sequential writes, SQPOLL on and off.
+                job: job("write,bs=4k,qd=32,direct=1"),
+                engines: engines(SEED_TABLE),
+            },
+        ];
     }
     vec![
         JobPlan {
@@ -489,9 +510,20 @@ pub fn default_plans(quick: bool) -> Vec<JobPlan> {
             job: job("read,bs=128k,qd=32,direct=1"),
             engines: engines(&["uring", "fio-io_uring", "fio-libaio"]),
         },
+        // The seed's fio table: sequential read and write and random write
+        // at 4 KiB, qd 32, SQPOLL on and off, against fio's io_uring and
+        // libaio (random read is the first plan).
+        JobPlan {
+            job: job("read,bs=4k,qd=32,direct=1"),
+            engines: engines(SEED_TABLE),
+        },
+        JobPlan {
+            job: job("write,bs=4k,qd=32,direct=1"),
+            engines: engines(SEED_TABLE),
+        },
         JobPlan {
             job: job("randwrite,bs=4k,qd=32,direct=1"),
-            engines: engines(&["uring", "rt-uring", "fio-io_uring", "fio-libaio"]),
+            engines: engines(SEED_TABLE),
         },
         JobPlan {
             job: job("randread,bs=4k,qd=32,direct=1,batch=32"),

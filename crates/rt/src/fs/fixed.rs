@@ -77,7 +77,7 @@ impl FixedBufPool {
     /// past `RLIMIT_MEMLOCK` for an unprivileged process).
     pub fn new(count: u16, size: usize) -> io::Result<FixedBufPool> {
         let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
-        if count == 0 || size == 0 || !size.is_multiple_of(ALIGN) || size > 1 << 30 {
+        if count == 0 || size == 0 || size % ALIGN != 0 || size > 1 << 30 {
             return Err(invalid(format!(
                 "FixedBufPool: {count} buffers of {size} bytes: want at least one buffer, \
                  of a multiple of {ALIGN} bytes up to 1 GiB"
@@ -153,7 +153,10 @@ impl FixedBufPool {
         poll_fn(|cx| match self.try_get() {
             Some(b) => Poll::Ready(b),
             None => {
-                self.inner.waiters.borrow_mut().push_back(cx.waker().clone());
+                self.inner
+                    .waiters
+                    .borrow_mut()
+                    .push_back(cx.waker().clone());
                 Poll::Pending
             }
         })

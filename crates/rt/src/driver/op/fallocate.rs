@@ -30,9 +30,7 @@ impl OpCode for Fallocate {
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         // SAFETY: a plain syscall on a file descriptor.
-        let r = unsafe {
-            libc::fallocate(self.fd, self.mode, self.offset as i64, self.len as i64)
-        };
+        let r = unsafe { libc::fallocate(self.fd, self.mode, self.offset as i64, self.len as i64) };
         cvt(r as isize)
     }
 

@@ -40,14 +40,7 @@ pub(crate) fn write_entry(
 /// `pwrite(2)` of `buf`'s bytes, inline (epoll).
 pub(crate) fn pwrite<B: IoBuf>(fd: RawFd, buf: &B, offset: u64) -> io::Result<u32> {
     // SAFETY: the buffer holds `bytes_init` initialised bytes.
-    cvt(unsafe {
-        libc::pwrite(
-            fd,
-            buf.stable_ptr().cast(),
-            buf.bytes_init(),
-            offset as i64,
-        )
-    })
+    cvt(unsafe { libc::pwrite(fd, buf.stable_ptr().cast(), buf.bytes_init(), offset as i64) })
 }
 
 impl<B: IoBuf> OpCode for WriteAt<B> {
@@ -55,7 +48,13 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
 
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_init() as u32;
-        write_entry(self.fd, self.buf.stable_ptr(), len, self.offset, self.buf_index)
+        write_entry(
+            self.fd,
+            self.buf.stable_ptr(),
+            len,
+            self.offset,
+            self.buf_index,
+        )
     }
 
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {

@@ -109,7 +109,10 @@ impl UringDriver {
     /// # Safety
     /// The memory must stay valid until [`unregister_buffers`](Self::unregister_buffers)
     /// or the ring is closed.
-    pub(crate) unsafe fn register_buffers(&mut self, iovecs: &[libc::iovec]) -> std::io::Result<()> {
+    pub(crate) unsafe fn register_buffers(
+        &mut self,
+        iovecs: &[libc::iovec],
+    ) -> std::io::Result<()> {
         // SAFETY: the caller's contract.
         unsafe { self.ring.register_buffers(iovecs) }
     }

@@ -1,0 +1,440 @@
+//! `ringkit compare log`: commits per second and commit latency at 1, 16
+//! and 64 concurrent writers, 4 KiB records, buffered and `O_DIRECT`:
+//! ringkit-log on io_uring and on epoll, the same design on tokio and on
+//! std threads (each a `ringkit log bench` child pinned to the server CPU,
+//! its whole CPU counted), and fio writing the same batch size with an
+//! `fdatasync` after every write (`--rw=write --fdatasync=1`, io_uring and
+//! psync engines, on a file zero-filled first): the device's limit for
+//! synced writes. Rounds interleaved and rotated; ratios paired per round.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde::Serialize;
+
+use super::LogBenchResult;
+use crate::harness::bars::Bars;
+use crate::harness::latency::rotation;
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::CpuTimes;
+
+/// The log contenders (`ringkit log bench --engine`, `--backend`).
+const LOGS: [(&str, &str, &str); 4] = [
+    ("ringkit-uring", "ringkit", "uring"),
+    ("ringkit-epoll", "ringkit", "epoll"),
+    ("tokio", "tokio", "auto"),
+    ("std", "std", "auto"),
+];
+
+/// fio's engines.
+const FIOS: [&str; 2] = ["io_uring", "psync"];
+
+/// Record size.
+const RECORD: usize = 4096;
+
+/// One sample.
+#[derive(Debug, Clone, Serialize)]
+struct Sample {
+    contender: String,
+    direct: bool,
+    writers: usize,
+    round: usize,
+    commits_per_s: f64,
+    mb_per_s: f64,
+    syncs_per_s: f64,
+    batch_bytes: f64,
+    p50_us: f64,
+    p99_us: f64,
+    p999_us: f64,
+    cpu_us_per_commit: f64,
+    error: Option<String>,
+}
+
+impl Sample {
+    fn failed(contender: &str, direct: bool, writers: usize, round: usize, e: String) -> Sample {
+        Sample {
+            contender: contender.into(),
+            direct,
+            writers,
+            round,
+            commits_per_s: f64::NAN,
+            mb_per_s: f64::NAN,
+            syncs_per_s: f64::NAN,
+            batch_bytes: f64::NAN,
+            p50_us: f64::NAN,
+            p99_us: f64::NAN,
+            p999_us: f64::NAN,
+            cpu_us_per_commit: f64::NAN,
+            error: Some(e),
+        }
+    }
+}
+
+struct Plan {
+    writers: Vec<usize>,
+    rounds: usize,
+    secs: f64,
+    file_size: u64,
+}
+
+fn plan(opts: &StudyOpts) -> Plan {
+    Plan {
+        writers: if opts.quick {
+            vec![1, 64]
+        } else {
+            vec![1, 16, 64]
+        },
+        rounds: opts.rounds.unwrap_or(if opts.quick { 2 } else { 5 }),
+        secs: opts.secs.unwrap_or(if opts.quick { 1.5 } else { 3.0 }),
+        file_size: 256 << 20,
+    }
+}
+
+/// One `ringkit log bench` child.
+fn run_log(
+    opts: &StudyOpts,
+    dir: &Path,
+    (engine, backend): (&str, &str),
+    writers: usize,
+    direct: bool,
+    p: &Plan,
+) -> io::Result<LogBenchResult> {
+    let mut cmd = Command::new(&opts.ringkit_bin);
+    cmd.args(["log", "bench", "--json", "--dir"])
+        .arg(dir)
+        .args(["--engine", engine, "--backend", backend])
+        .args(["--writers", &writers.to_string()])
+        .args(["--record", &RECORD.to_string()])
+        .args(["--secs", &p.secs.to_string()])
+        .args(["--segment-mib", &(p.file_size >> 20).to_string()])
+        .args(["--cpu", &opts.server_cpu.to_string()]);
+    if direct {
+        cmd.arg("--direct");
+    }
+    let out = cmd.output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "ringkit log bench failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let line = text
+        .lines()
+        .rfind(|l| l.starts_with('{'))
+        .ok_or_else(|| io::Error::other("no JSON line from ringkit log bench"))?;
+    serde_json::from_str(line).map_err(io::Error::other)
+}
+
+/// A zero-filled file of `size` bytes at `path` (what fio writes over).
+fn zero_file(path: &Path, size: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::create(path)?;
+    let zeros = vec![0u8; 1 << 20];
+    let mut off = 0;
+    while off < size {
+        let n = (size - off).min(zeros.len() as u64) as usize;
+        f.write_all_at(&zeros[..n], off)?;
+        off += n as u64;
+    }
+    f.sync_all()
+}
+
+/// fio writing `bs` bytes then `fdatasync`, over and over, for the window.
+fn run_fio(
+    opts: &StudyOpts,
+    file: &Path,
+    engine: &str,
+    bs: u64,
+    direct: bool,
+    p: &Plan,
+) -> io::Result<(f64, f64, f64, f64, f64, f64)> {
+    let mut cmd = Command::new("fio");
+    cmd.args(["--name=log", "--rw=write", "--fdatasync=1", "--iodepth=1"])
+        .arg(format!("--filename={}", file.display()))
+        .arg(format!("--size={}", p.file_size))
+        .arg(format!("--bs={bs}"))
+        .arg(format!("--ioengine={engine}"))
+        .arg(format!("--direct={}", u8::from(direct)))
+        .arg(format!("--runtime={}", p.secs))
+        .args(["--time_based", "--output-format=json"])
+        .arg(format!("--cpus_allowed={}", opts.server_cpu));
+    let (out, cpu) = CpuTimes::of_command(&mut cmd)?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "fio failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(io::Error::other)?;
+    let job = &v["jobs"][0];
+    let w = &job["write"];
+    let secs = w["runtime"].as_f64().unwrap_or(p.secs * 1e3) / 1e3;
+    let ios = w["total_ios"].as_f64().unwrap_or(0.0);
+    let pct = |x: &serde_json::Value, q: &str| {
+        x["lat_ns"]["percentile"][q].as_f64().unwrap_or(f64::NAN) / 1e3
+    };
+    let sync = &job["sync"];
+    // (syncs/s, MB/s, sync p50 µs, sync p99 µs, sync p99.9 µs, CPU µs per sync)
+    Ok((
+        ios / secs.max(1e-9),
+        w["bw_bytes"].as_f64().unwrap_or(0.0) / 1e6,
+        pct(sync, "50.000000"),
+        pct(sync, "99.000000"),
+        pct(sync, "99.900000"),
+        (cpu.user + cpu.system) * 1e6 / ios.max(1.0),
+    ))
+}
+
+/// Run the study for `ringkit compare log`.
+pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    let p = plan(opts);
+    let base: PathBuf =
+        std::env::temp_dir().join(format!("ringkit-log-study-{}", std::process::id()));
+    std::fs::create_dir_all(&base)?;
+    let fio = Command::new("fio")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let mut names: Vec<String> = LOGS.iter().map(|l| l.0.to_string()).collect();
+    if fio {
+        names.extend(FIOS.iter().map(|e| format!("fio-{e}")));
+    }
+    let mut samples = Vec::new();
+    for direct in [false, true] {
+        for &writers in &p.writers {
+            let mode = if direct { "O_DIRECT" } else { "buffered" };
+            // fio writes what one batch of ringkit-log writes: calibrate.
+            progress(&format!(
+                "{mode}, {writers} writers: calibrating fio's block size"
+            ));
+            let cal = run_log(
+                opts,
+                &base.join("cal"),
+                ("ringkit", "auto"),
+                writers,
+                direct,
+                &p,
+            )?;
+            let bs = ((cal.batch_bytes() as u64).div_ceil(4096) * 4096).max(4096);
+            for round in 0..p.rounds {
+                for i in rotation(names.len(), round) {
+                    let name = &names[i];
+                    progress(&format!(
+                        "{mode}, {writers} writers, round {}/{}: {name}",
+                        round + 1,
+                        p.rounds
+                    ));
+                    let dir = base.join(name);
+                    let s = if let Some(e) = name.strip_prefix("fio-") {
+                        let file = base.join("fio.dat");
+                        zero_file(&file, p.file_size)
+                            .and_then(|()| run_fio(opts, &file, e, bs, direct, &p))
+                            .map(|(rate, mb, p50, p99, p999, cpu)| Sample {
+                                contender: name.clone(),
+                                direct,
+                                writers,
+                                round,
+                                commits_per_s: rate,
+                                mb_per_s: mb,
+                                syncs_per_s: rate,
+                                batch_bytes: bs as f64,
+                                p50_us: p50,
+                                p99_us: p99,
+                                p999_us: p999,
+                                cpu_us_per_commit: cpu,
+                                error: None,
+                            })
+                    } else {
+                        let (_, engine, backend) = LOGS[i];
+                        run_log(opts, &dir, (engine, backend), writers, direct, &p).map(|r| {
+                            Sample {
+                                contender: name.clone(),
+                                direct,
+                                writers,
+                                round,
+                                commits_per_s: r.commits_per_s(),
+                                mb_per_s: r.mb_per_s(),
+                                syncs_per_s: r.batches as f64 / r.secs,
+                                batch_bytes: r.batch_bytes(),
+                                p50_us: r.p50_us,
+                                p99_us: r.p99_us,
+                                p999_us: r.p999_us,
+                                cpu_us_per_commit: r.cpu_us_per_commit(),
+                                error: None,
+                            }
+                        })
+                    };
+                    let _ = std::fs::remove_dir_all(&dir);
+                    samples.push(s.unwrap_or_else(|e| {
+                        Sample::failed(name, direct, writers, round, e.to_string())
+                    }));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(section(&names, &samples, &p, opts, fio))
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Row {
+    mode: String,
+    writers: usize,
+    contender: String,
+    commits_per_s: Stat,
+    mb_per_s: Stat,
+    syncs_per_s: Stat,
+    batch_bytes: Stat,
+    p50_us: Stat,
+    p99_us: Stat,
+    p999_us: Stat,
+    cpu_us_per_commit: Stat,
+    vs_tokio: Stat,
+    vs_std: Stat,
+    ok: usize,
+}
+
+fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio: bool) -> Section {
+    let mut rows = Vec::new();
+    for direct in [false, true] {
+        for &writers in &p.writers {
+            let of = |c: &str| -> Vec<&Sample> {
+                samples
+                    .iter()
+                    .filter(|s| {
+                        s.contender == c
+                            && s.direct == direct
+                            && s.writers == writers
+                            && s.error.is_none()
+                    })
+                    .collect()
+            };
+            let paired = |c: &str, r: &str| {
+                let refs = of(r);
+                stat(
+                    of(c)
+                        .iter()
+                        .filter_map(|s| {
+                            refs.iter()
+                                .find(|x| x.round == s.round)
+                                .map(|x| s.commits_per_s / x.commits_per_s)
+                        })
+                        .collect(),
+                )
+            };
+            for c in names {
+                let g = of(c);
+                let f = |k: fn(&Sample) -> f64| stat(g.iter().map(|s| k(s)).collect());
+                rows.push(Row {
+                    mode: if direct { "O_DIRECT" } else { "buffered" }.into(),
+                    writers,
+                    contender: c.clone(),
+                    commits_per_s: f(|s| s.commits_per_s),
+                    mb_per_s: f(|s| s.mb_per_s),
+                    syncs_per_s: f(|s| s.syncs_per_s),
+                    batch_bytes: f(|s| s.batch_bytes),
+                    p50_us: f(|s| s.p50_us),
+                    p99_us: f(|s| s.p99_us),
+                    p999_us: f(|s| s.p999_us),
+                    cpu_us_per_commit: f(|s| s.cpu_us_per_commit),
+                    vs_tokio: paired(c, "tokio"),
+                    vs_std: paired(c, "std"),
+                    ok: g.len(),
+                });
+            }
+        }
+    }
+    let mut table = format!(
+        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8}\n",
+        "mode",
+        "w",
+        "contender",
+        "commits/s",
+        "MB/s",
+        "syncs/s",
+        "batch B",
+        "p50 us",
+        "p99 us",
+        "p99.9 us",
+        "cpu us",
+        "vs tokio",
+        "vs std"
+    );
+    let mut md = format!(
+        "## Durable log: commits/s and commit latency\n\n\
+         - {RECORD} B records; each writer appends one record and waits until it is durable, then the next; \
+         {} rounds of {} s per row, contenders interleaved and rotated; every process pinned to CPU {}\n\
+         - ringkit-log (`ringkit log bench`) on io_uring and epoll; the same design (group commit, the same framing, \
+         one write and one `fdatasync` per batch, segments zero-filled ahead in the background) on tokio \
+         (batch I/O in `spawn_blocking`) and on std threads (a group-commit mutex); {} MiB segments\n\
+         - fio: `--rw=write --bs=<ringkit-log's batch size in that row> --fdatasync=1`, one write then one sync, \
+         on a file zero-filled first: for fio, commits/s = syncs/s and the latency columns are its fdatasync's\n\
+         - CPU: µs per commit of the whole process (every thread); ratios paired per round, commits/s (higher is better)\n\n\
+         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | vs tokio | vs std | ok |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        p.rounds, p.secs, opts.server_cpu, p.file_size >> 20
+    );
+    let ratio = |s: &Stat| {
+        if s.median > 0.0 {
+            format!("{:.2}x", s.median)
+        } else {
+            "-".into()
+        }
+    };
+    for r in &rows {
+        table += &format!(
+            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8}\n",
+            r.mode, r.writers, r.contender, r.commits_per_s.median, r.mb_per_s.median, r.syncs_per_s.median,
+            r.batch_bytes.median, r.p50_us.median, r.p99_us.median, r.p999_us.median, r.cpu_us_per_commit.median,
+            ratio(&r.vs_tokio), ratio(&r.vs_std)
+        );
+        md += &format!(
+            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {}/{} |\n",
+            r.mode, r.writers, r.contender, r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max,
+            r.mb_per_s.median, r.syncs_per_s.median, r.batch_bytes.median, r.p50_us.median, r.p99_us.median,
+            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), r.ok, p.rounds
+        );
+    }
+    if !fio {
+        md += "\nfio is not installed here: its rows are missing.\n";
+    }
+    let errors: Vec<String> = samples
+        .iter()
+        .filter_map(|s| {
+            s.error.as_ref().map(|e| {
+                format!(
+                    "{} ({} w, direct {}) round {}: {e}",
+                    s.contender, s.writers, s.direct, s.round
+                )
+            })
+        })
+        .collect();
+    if !errors.is_empty() {
+        md += &format!("\nFailed samples: {}\n", errors.join("; "));
+    }
+    let chart = Bars::from_rows(
+        "Durable log, 4 KiB records: commits per second",
+        "commits/s",
+        &rows,
+        |r| format!("{} w={}", r.mode, r.writers),
+        |r| r.contender.clone(),
+        |r| r.commits_per_s.median,
+    );
+    md += "\n![commits per second](log_commits.svg)\n";
+    Section {
+        study: "log".into(),
+        table,
+        markdown: md,
+        json: serde_json::json!({
+            "record": RECORD, "rounds": p.rounds, "secs": p.secs, "segment_bytes": p.file_size,
+            "samples": samples, "summary": rows,
+        }),
+        svgs: vec![("log_commits.svg".into(), chart.svg())],
+        ..Default::default()
+    }
+}

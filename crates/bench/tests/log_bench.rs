@@ -1,0 +1,45 @@
+//! Every contender of the log study runs, commits, and rolls to new files:
+//! ringkit-log on both backends, the tokio and std peers (behaviour only;
+//! speed is the study's business).
+
+use ringkit::Backend;
+use ringkit_bench::log::{run, LogBenchConfig, LogEngine};
+
+#[test]
+fn every_log_contender_commits_and_rolls_files() {
+    for engine in [
+        LogEngine::Ringkit(Backend::Uring),
+        LogEngine::Ringkit(Backend::Epoll),
+        LogEngine::Tokio,
+        LogEngine::Std,
+    ] {
+        for direct in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let cfg = LogBenchConfig {
+                dir: t.path().join("log"),
+                writers: 8,
+                record: 4096,
+                secs: 0.4,
+                direct,
+                engine,
+                // Small files: the run makes several.
+                file_size: 256 << 10,
+                max_batch: 64 << 10,
+            };
+            let r = match run(&cfg) {
+                Ok(r) => r,
+                Err(e) if engine == LogEngine::Ringkit(Backend::Uring) => {
+                    eprintln!("skipped {}: {e}", engine.name());
+                    continue;
+                }
+                Err(e) => panic!("{} (direct {direct}): {e}", engine.name()),
+            };
+            assert!(r.commits > 50, "{r:?}");
+            assert!(r.batches >= 1 && r.batches <= r.commits, "{r:?}");
+            assert!(r.bytes >= r.commits * (16 + 4096), "{r:?}");
+            assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
+            let files = std::fs::read_dir(&cfg.dir).unwrap().count();
+            assert!(files >= 3, "{}: {files} files for {} bytes", engine.name(), r.bytes);
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! `ringkit log bench|serve|dump`: the durable append log (`ringkit-log`)
+//! from the command line.
+
+use std::io::{self, Write as _};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use ringkit::net::TcpStream;
+use ringkit::Backend;
+use ringkit_bench::log::{LogBenchConfig, LogEngine};
+use ringkit_log::{Log, Options};
+
+/// The durable append log.
+#[derive(Subcommand, Debug)]
+pub enum LogCmd {
+    /// Append from N concurrent writers for S seconds: commits/s, MB/s and
+    /// commit latency (append to durable).
+    Bench(BenchArgs),
+    /// Serve a log over TCP: a client sends records as a 4-byte
+    /// little-endian length then the bytes; the server answers each, in
+    /// order on that connection, with its 8-byte little-endian LSN once it
+    /// is durable. Many connections at once, pipelining allowed. A record
+    /// that cannot be made durable closes its connection (nothing after the
+    /// last LSN answered is acknowledged).
+    Serve(ServeArgs),
+    /// Write every record to stdout as an 8-byte LE LSN, a 4-byte LE
+    /// length and the bytes, in LSN order.
+    Dump(DumpArgs),
+}
+
+/// How the log is written (shared by the three commands).
+#[derive(Args, Debug, Clone)]
+pub struct LogOpts {
+    /// The log's directory (made if missing).
+    #[arg(long)]
+    dir: PathBuf,
+    /// Write with O_DIRECT.
+    #[arg(long)]
+    direct: bool,
+    /// Segment size, MiB.
+    #[arg(long, default_value_t = 64)]
+    segment_mib: u64,
+    /// Most bytes per batch (one write and one fdatasync), KiB.
+    #[arg(long, default_value_t = 1024)]
+    max_batch_kib: usize,
+    /// auto | uring | epoll.
+    #[arg(long, default_value = "auto")]
+    backend: Backend,
+}
+
+impl LogOpts {
+    fn options(&self) -> Options {
+        Options {
+            direct: self.direct,
+            segment_size: self.segment_mib << 20,
+            max_batch: self.max_batch_kib << 10,
+            ..Options::default()
+        }
+    }
+}
+
+/// `ringkit log bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    log: LogOpts,
+    /// Concurrent writers, each appending one record at a time.
+    #[arg(long, default_value_t = 16)]
+    writers: usize,
+    /// Payload bytes per record.
+    #[arg(long, default_value_t = 4096)]
+    record: usize,
+    /// Measured seconds.
+    #[arg(long, default_value_t = 5.0)]
+    secs: f64,
+    /// ringkit (this log on --backend), or the same design on tokio or on
+    /// std threads (the peers of `ringkit compare log`).
+    #[arg(long, default_value = "ringkit")]
+    engine: String,
+    /// Pin the process (every thread) to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Also print the result as one JSON line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `ringkit log serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    log: LogOpts,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:7400")]
+    addr: SocketAddr,
+}
+
+/// `ringkit log dump`.
+#[derive(Args, Debug)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    log: LogOpts,
+}
+
+pub fn log(cmd: LogCmd) -> io::Result<()> {
+    match cmd {
+        LogCmd::Bench(a) => bench(a),
+        LogCmd::Serve(a) => serve(a),
+        LogCmd::Dump(a) => dump(a),
+    }
+}
+
+fn bench(a: BenchArgs) -> io::Result<()> {
+    if let Some(cpu) = a.cpu {
+        ringkit::pin_to_cpu(cpu)?;
+    }
+    let engine = match a.engine.parse::<LogEngine>() {
+        Ok(LogEngine::Ringkit(_)) => LogEngine::Ringkit(a.log.backend),
+        Ok(e) => e,
+        Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidInput, e)),
+    };
+    let o = a.log.options();
+    let r = ringkit_bench::log::run(&LogBenchConfig {
+        dir: a.log.dir.clone(),
+        writers: a.writers,
+        record: a.record,
+        secs: a.secs,
+        direct: a.log.direct,
+        engine,
+        file_size: o.segment_size,
+        max_batch: o.max_batch,
+    })?;
+    println!("{:.0} commits/s", r.commits_per_s());
+    println!(
+        "{}: {} writers, {} B records, {}, {:.1} s: {:.1} MB/s written, {:.0} syncs/s ({:.0} B per batch), {:.1} CPU µs per commit",
+        r.engine,
+        r.writers,
+        r.record,
+        if r.direct { "O_DIRECT" } else { "buffered" },
+        r.secs,
+        r.mb_per_s(),
+        r.batches as f64 / r.secs,
+        r.batch_bytes(),
+        r.cpu_us_per_commit()
+    );
+    println!(
+        "commit latency: p50 {:.0} µs, p99 {:.0} µs, p99.9 {:.0} µs, max {:.0} µs",
+        r.p50_us, r.p99_us, r.p999_us, r.max_us
+    );
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    }
+    Ok(())
+}
+
+fn serve(a: ServeArgs) -> io::Result<()> {
+    let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
+    rt.block_on(async {
+        let log = Log::open(&a.log.dir, a.log.options()).await?;
+        let l = ringkit::net::TcpListener::bind(a.addr)?;
+        eprintln!(
+            "ringkit log: serving {} on {} ({}), next LSN {}",
+            a.log.dir.display(),
+            l.local_addr()?,
+            ringkit::backend_report(),
+            log.next_lsn()
+        );
+        loop {
+            let (s, peer) = l.accept().await?;
+            let log = log.clone();
+            ringkit::spawn(async move {
+                if let Err(e) = serve_conn(&log, &s).await {
+                    eprintln!("ringkit log: {peer}: {e}");
+                }
+            });
+        }
+    })
+}
+
+/// Read framed records as they come; answer each with its LSN, in order.
+async fn serve_conn(log: &Log, s: &TcpStream) -> io::Result<()> {
+    let max = log.max_record();
+    let mut inbuf: Vec<u8> = Vec::new();
+    loop {
+        let (n, chunk) = s.read(Vec::with_capacity(64 << 10)).await;
+        if n? == 0 {
+            return Ok(());
+        }
+        inbuf.extend_from_slice(&chunk);
+        // Queue every whole record now (LSNs in arrival order), then answer.
+        let mut commits = Vec::new();
+        let mut at = 0;
+        while inbuf.len() - at >= 4 {
+            let len = u32::from_le_bytes(inbuf[at..at + 4].try_into().expect("4 bytes")) as usize;
+            if len > max {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("record of {len} bytes: at most {max}"),
+                ));
+            }
+            if inbuf.len() - at - 4 < len {
+                break;
+            }
+            commits.push(log.append(&inbuf[at + 4..at + 4 + len]));
+            at += 4 + len;
+        }
+        inbuf.drain(..at);
+        let mut out = Vec::with_capacity(commits.len() * 8);
+        for c in commits {
+            out.extend_from_slice(&c.await?.to_le_bytes());
+        }
+        if !out.is_empty() {
+            s.write_all(out).await.0?;
+        }
+    }
+}
+
+fn dump(a: DumpArgs) -> io::Result<()> {
+    let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
+    rt.block_on(async {
+        if !a.log.dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no log at {}", a.log.dir.display()),
+            ));
+        }
+        let log = Log::open(&a.log.dir, a.log.options()).await?;
+        let mut out = io::BufWriter::new(io::stdout().lock());
+        let mut next = 1;
+        loop {
+            let got = log.read_from(next, 4096).await?;
+            if got.is_empty() {
+                break;
+            }
+            for (lsn, p) in got {
+                out.write_all(&lsn.to_le_bytes())?;
+                out.write_all(&(p.len() as u32).to_le_bytes())?;
+                out.write_all(&p)?;
+                next = lsn + 1;
+            }
+        }
+        out.flush()?;
+        drop(out);
+        eprintln!("ringkit log: {} records", next - 1);
+        Ok(())
+    })
+}
