@@ -39,7 +39,12 @@ fn every_log_contender_commits_and_rolls_files() {
             assert!(r.bytes >= r.commits * (16 + 4096), "{r:?}");
             assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
             let files = std::fs::read_dir(&cfg.dir).unwrap().count();
-            assert!(files >= 3, "{}: {files} files for {} bytes", engine.name(), r.bytes);
+            assert!(
+                files >= 3,
+                "{}: {files} files for {} bytes",
+                engine.name(),
+                r.bytes
+            );
         }
     }
 }

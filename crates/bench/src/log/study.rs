@@ -296,6 +296,8 @@ struct Row {
     cpu_us_per_commit: Stat,
     vs_tokio: Stat,
     vs_std: Stat,
+    /// Written MB/s over fio io_uring's at the same batch size.
+    mb_vs_fio: Stat,
     ok: usize,
 }
 
@@ -314,7 +316,11 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                     })
                     .collect()
             };
-            let paired = |c: &str, r: &str| {
+            let paired = |c: &str, r: &str, k: fn(&Sample) -> f64| {
+                if c.starts_with("fio-") && !r.starts_with("fio-") {
+                    // fio's commits are its syncs: not the same quantity.
+                    return Stat::default();
+                }
                 let refs = of(r);
                 stat(
                     of(c)
@@ -322,7 +328,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                         .filter_map(|s| {
                             refs.iter()
                                 .find(|x| x.round == s.round)
-                                .map(|x| s.commits_per_s / x.commits_per_s)
+                                .map(|x| k(s) / k(x))
                         })
                         .collect(),
                 )
@@ -342,15 +348,16 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                     p99_us: f(|s| s.p99_us),
                     p999_us: f(|s| s.p999_us),
                     cpu_us_per_commit: f(|s| s.cpu_us_per_commit),
-                    vs_tokio: paired(c, "tokio"),
-                    vs_std: paired(c, "std"),
+                    vs_tokio: paired(c, "tokio", |s: &Sample| s.commits_per_s),
+                    vs_std: paired(c, "std", |s| s.commits_per_s),
+                    mb_vs_fio: paired(c, "fio-io_uring", |s| s.mb_per_s),
                     ok: g.len(),
                 });
             }
         }
     }
     let mut table = format!(
-        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8}\n",
+        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9}\n",
         "mode",
         "w",
         "contender",
@@ -363,7 +370,8 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
         "p99.9 us",
         "cpu us",
         "vs tokio",
-        "vs std"
+        "vs std",
+        "MB vs fio"
     );
     let mut md = format!(
         "## Durable log: commits/s and commit latency\n\n\
@@ -374,9 +382,10 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
          (batch I/O in `spawn_blocking`) and on std threads (a group-commit mutex); {} MiB segments\n\
          - fio: `--rw=write --bs=<ringkit-log's batch size in that row> --fdatasync=1`, one write then one sync, \
          on a file zero-filled first: for fio, commits/s = syncs/s and the latency columns are its fdatasync's\n\
-         - CPU: µs per commit of the whole process (every thread); ratios paired per round, commits/s (higher is better)\n\n\
-         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | vs tokio | vs std | ok |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         - CPU: µs per commit of the whole process (every thread); ratios paired per round (higher is better): \
+         commits/s over tokio's and std's, written MB/s over fio io_uring's at the same batch size\n\n\
+         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | MB/s vs fio-io_uring | ok |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         p.rounds, p.secs, opts.server_cpu, p.file_size >> 20
     );
     let ratio = |s: &Stat| {
@@ -388,16 +397,16 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
     };
     for r in &rows {
         table += &format!(
-            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8}\n",
+            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>9}\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.mb_per_s.median, r.syncs_per_s.median,
             r.batch_bytes.median, r.p50_us.median, r.p99_us.median, r.p999_us.median, r.cpu_us_per_commit.median,
-            ratio(&r.vs_tokio), ratio(&r.vs_std)
+            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.mb_vs_fio)
         );
         md += &format!(
-            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {}/{} |\n",
+            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {}/{} |\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max,
             r.mb_per_s.median, r.syncs_per_s.median, r.batch_bytes.median, r.p50_us.median, r.p99_us.median,
-            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), r.ok, p.rounds
+            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.mb_vs_fio), r.ok, p.rounds
         );
     }
     if !fio {
