@@ -4,7 +4,7 @@
 //!
 //! [`run`] is one contender's run, in the process that calls it (`ringkit
 //! log bench` runs it in a child, pinned, so its CPU is its own); the
-//! study ([`study`]) starts those children and fio, interleaved.
+//! study ([`study()`]) starts those children and fio, interleaved.
 
 use std::io;
 use std::path::PathBuf;
