@@ -6,13 +6,11 @@
 
 use std::cell::Cell;
 use std::io;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Duration;
 
 use clap::Args;
-use ringkit::{Backend, LaunchConfig};
 use ringkit_http::static_files::StaticFiles;
 use ringkit_http::{
     FileSend, Handler, Limits, Method, Request, Response, Server, ServerConfig, StatusCode,
@@ -20,20 +18,11 @@ use ringkit_http::{
 
 /// Settings shared by both servers.
 #[derive(Args, Debug, Clone)]
+#[command(mut_arg("addr", |a| a.default_value("127.0.0.1:8080")))]
 pub struct ServerArgs {
-    /// Address to listen on (every thread binds it with SO_REUSEPORT).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    addr: SocketAddr,
-    /// I/O backend: auto (io_uring if usable here, else epoll, saying why),
-    /// uring or epoll.
-    #[arg(long, default_value = "auto", env = "RINGKIT_BACKEND")]
-    backend: Backend,
-    /// Runtime threads, one listener and one event loop each.
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// CPUs to pin the threads to, e.g. 0,1 (thread i runs on cpus[i % len]).
-    #[arg(long, value_delimiter = ',')]
-    cpus: Vec<usize>,
+    /// Address (default 127.0.0.1:8080), backend, threads, CPUs.
+    #[command(flatten)]
+    launch: ringkit::LaunchArgs,
     /// Close keep-alive connections idle for this many seconds.
     #[arg(long, default_value_t = 60)]
     idle_timeout: u64,
@@ -128,13 +117,10 @@ pub struct ServeArgs {
     /// (a replaced, truncated or deleted file is seen after at most this).
     #[arg(long, default_value_t = 1.0, value_parser = parse_secs)]
     open_file_cache_valid: f64,
-    /// Serve HTTPS (rustls, ALPN http/1.1) with this PEM certificate chain;
-    /// file bodies are then read and encrypted (no kTLS, no sendfile).
-    #[arg(long, requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
+    /// HTTPS (ALPN http/1.1): file bodies are then read and encrypted (no
+    /// kTLS, no sendfile).
+    #[command(flatten)]
+    tls: ringkit_tls::TlsArgs,
 }
 
 /// Seconds: a finite, non-negative number.
@@ -187,18 +173,11 @@ pub fn serve(a: ServeArgs) -> io::Result<()> {
     if let Some(cc) = &a.cache_control {
         files = files.cache_control(cc.clone());
     }
-    let tls = match (&a.tls_cert, &a.tls_key) {
-        (Some(cert), Some(key)) => Some(ringkit_tls::server_config(cert, key, &[b"http/1.1"])?),
-        _ => None,
-    };
+    let tls = a.tls.server_config(&[b"http/1.1"])?;
     eprintln!(
         "ringkit serve: serving {}{} (open-file cache: {})",
         a.dir.display(),
-        if a.tls_cert.is_some() {
-            " over TLS"
-        } else {
-            ""
-        },
+        if tls.is_some() { " over TLS" } else { "" },
         match a.open_file_cache {
             0 => "off".to_string(),
             n => format!(
@@ -216,43 +195,36 @@ pub fn serve(a: ServeArgs) -> io::Result<()> {
     })
 }
 
-/// Start the threads, each binding its listener and serving what `make`
+/// Start the threads ([`ringkit_http::serve`]), each serving what `make`
 /// returns, and wait for them (they return after a graceful shutdown).
 fn run<H, F>(name: &'static str, args: &ServerArgs, make: F) -> io::Result<()>
 where
     H: Handler,
     F: Fn(Server, usize) -> (Server, H) + Send + Sync + Clone + 'static,
 {
-    let launch = LaunchConfig::new(args.threads)
-        .cpus(args.cpus.clone())
-        .builder(
-            ringkit::Builder::new()
-                .fixed_files(args.fixed_files)
-                .recv_bundle(args.recv_bundle),
-        )
-        .backend(args.backend);
-    let (addr, config) = (args.addr, args.config());
+    let launch = args.launch.launch_config().builder(
+        ringkit::Builder::new()
+            .backend(args.launch.backend)
+            .fixed_files(args.fixed_files)
+            .recv_bundle(args.recv_bundle),
+    );
+    let addr = args.launch.addr_or("127.0.0.1:8080");
     let stats = args.stats.clone();
-    ringkit::serve_threads(launch, addr, move |i, listener| {
-        let (make, config, stats) = (make.clone(), config.clone(), stats.clone());
-        async move {
-            let server = Server::from_listener(listener).config(config);
-            let local = server.local_addr().unwrap_or(addr);
-            eprintln!(
-                "{name}: thread {i} listening on {local} with {}",
-                ringkit::backend_report()
-            );
-            let server = match stats {
-                Some(path) => {
-                    let accepted = Rc::new(Cell::new(0u64));
-                    ringkit::publish::spawn_writer(path, i, accepted.clone());
-                    server.count_accepted(accepted)
-                }
-                None => server,
-            };
-            let (server, handler) = make(server, i);
-            server.serve(handler).await
-        }
+    ringkit_http::serve(launch, addr, args.config(), move |server, i| {
+        let local = server.local_addr().unwrap_or(addr);
+        eprintln!(
+            "{name}: thread {i} listening on {local} with {}",
+            ringkit::backend_report()
+        );
+        let server = match &stats {
+            Some(path) => {
+                let accepted = Rc::new(Cell::new(0u64));
+                ringkit::publish::spawn_writer(path.clone(), i, accepted.clone());
+                server.count_accepted(accepted)
+            }
+            None => server,
+        };
+        make(server, i)
     })
     .map_err(|e| io::Error::new(e.kind(), format!("{name}: {e}")))?;
     if let Some(sig) = ringkit::signal::requested_by() {

@@ -41,6 +41,7 @@ mod router;
 pub mod server;
 pub mod static_files;
 mod status;
+mod threads;
 mod transport;
 
 pub use chunked::ChunkedDecoder;
@@ -56,6 +57,7 @@ pub use response::{Body, FileBody, HeaderText, Response};
 pub use router::Router;
 pub use server::{serve_on, Server};
 pub use status::StatusCode;
+pub use threads::serve;
 
 /// What [`Server::tls`] takes: a rustls server configuration (feature
 /// `tls`; build one with `ringkit_tls::server_config`).

@@ -85,6 +85,18 @@ impl ServeConfig {
             host_tokio: true,
         }
     }
+
+    /// From the shared server flags (feature `clap`): their address, or
+    /// `default_addr`, threads, CPUs and backend.
+    #[cfg(feature = "clap")]
+    pub fn from_args(a: &ringkit::LaunchArgs, default_addr: &str) -> ServeConfig {
+        ServeConfig {
+            threads: a.threads,
+            cpus: a.cpus.clone(),
+            backend: a.backend,
+            ..ServeConfig::new(a.addr_or(default_addr))
+        }
+    }
 }
 
 /// The per-connection limits of [`serve_listener_with`].

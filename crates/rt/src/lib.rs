@@ -54,6 +54,10 @@ pub mod time;
 
 pub use driver::{Backend, BackendReport};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
+#[cfg(feature = "clap")]
+mod launch_args;
+#[cfg(feature = "clap")]
+pub use launch_args::LaunchArgs;
 pub use metrics::MetricsSnapshot;
 pub(crate) use runtime::count_syscalls;
 pub use runtime::{backend_report, loop_turn, metrics, Builder, Runtime};

@@ -12,6 +12,10 @@ use std::sync::Arc;
 
 mod io_adapter;
 pub use io_adapter::TlsIo;
+#[cfg(feature = "clap")]
+mod args;
+#[cfg(feature = "clap")]
+pub use args::TlsArgs;
 
 pub use rustls;
 use rustls::pki_types::pem::PemObject;

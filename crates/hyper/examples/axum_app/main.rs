@@ -36,19 +36,12 @@ use serde_json::json;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "An axum service (PostgreSQL, Redis, reqwest, tokio timers) on ringkit or tokio")]
+#[command(mut_arg("addr", |a| a.default_value("127.0.0.1:8080")))]
 struct Opts {
-    /// Address to serve on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    addr: SocketAddr,
-    /// ringkit backend: auto, uring or epoll.
-    #[arg(long, default_value = "auto")]
-    backend: ringkit::Backend,
-    /// Worker threads (one runtime each).
-    #[arg(long, default_value_t = 1)]
-    threads: usize,
-    /// Pin worker i to CPU cpus[i % len] (comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    cpus: Vec<usize>,
+    /// Address (default 127.0.0.1:8080), ringkit backend, worker threads
+    /// (one runtime each), CPUs.
+    #[command(flatten)]
+    launch: ringkit::LaunchArgs,
     /// Run on `ringkit` (hosted mode) or on `tokio` (current-thread).
     #[arg(long, default_value = "ringkit")]
     runtime: String,
@@ -268,12 +261,12 @@ async fn seed_redis(url: &str, keys: u32) -> redis::RedisResult<()> {
 /// on every connection.
 fn serve_on_tokio(o: &Opts) -> std::io::Result<()> {
     let mut handles = Vec::new();
-    for i in 0..o.threads.max(1) {
+    for i in 0..o.launch.threads.max(1) {
         let o = o.clone();
-        let listener = reuseport(o.addr)?;
+        let listener = reuseport(o.launch.addr_or("127.0.0.1:8080"))?;
         handles.push(std::thread::spawn(move || -> std::io::Result<()> {
-            if !o.cpus.is_empty() {
-                ringkit::pin_to_cpu(o.cpus[i % o.cpus.len()])?;
+            if !o.launch.cpus.is_empty() {
+                ringkit::pin_to_cpu(o.launch.cpus[i % o.launch.cpus.len()])?;
             }
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -338,15 +331,13 @@ fn main() {
     let r = match o.runtime.as_str() {
         "tokio" => serve_on_tokio(&o),
         "ringkit" => {
-            let mut cfg = ringkit_hyper::ServeConfig::new(o.addr);
-            cfg.threads = o.threads;
-            cfg.cpus = o.cpus.clone();
-            cfg.backend = o.backend;
+            let mut cfg = ringkit_hyper::ServeConfig::from_args(&o.launch, "127.0.0.1:8080");
             cfg.grace = Duration::from_secs(5);
             cfg.host_tokio = !o.unhosted;
             println!(
                 "listening on {} with ringkit (hosted: {})",
-                o.addr, cfg.host_tokio
+                o.launch.addr_or("127.0.0.1:8080"),
+                cfg.host_tokio
             );
             let opts = o.clone();
             ringkit_hyper::serve(cfg, move || app(state(&opts)))

@@ -458,6 +458,16 @@ pub(crate) trait OpCode: Sized + 'static {
         Poll::Ready(None)
     }
 
+    /// io_uring only, before the SQE is built: `Some(r)` completes the op
+    /// at once with `r`, made in place (one syscall, counted by the
+    /// driver); `None` goes to the ring. For operations the ring would
+    /// hand to an io-wq thread although they rarely block (`splice`,
+    /// `sendfile`). epoll never calls it: its `epoll_attempt` is in place
+    /// already.
+    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
+        None
+    }
+
     /// io_uring: SQEs that run before [`uring_entry`](Self::uring_entry)'s,
     /// in order, linked to the next, their success CQEs skipped, so the
     /// chain posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A
@@ -490,6 +500,10 @@ pub(crate) const CHAIN_MEMBER: u32 = 1 << 31;
 /// ring (queueing it failed), so the kernel did nothing; the error is the
 /// queueing's.
 pub(crate) const NOT_SUBMITTED: u32 = 1 << 30;
+
+/// In the `flags` given to [`OpCode::complete`]: the result was made in
+/// place ([`OpCode::uring_try_inline`]), not by the ring.
+pub(crate) const INLINE: u32 = 1 << 29;
 
 /// Type-erased orphan, kept by the uring driver until its CQE.
 pub(crate) trait Orphan {
@@ -654,6 +668,10 @@ impl<T: OpCode> Future for Op<T> {
             match &mut *drv {
                 Driver::Uring(u) => match this.state {
                     State::Init => {
+                        if let Some(r) = data.uring_try_inline() {
+                            Metrics::add(&rt.metrics.syscalls, 1);
+                            return Poll::Ready((r, INLINE));
+                        }
                         let chain = data.uring_chain();
                         let key = if chain.is_empty() {
                             u.submit(data.uring_entry(), data.uring_link_timeout(), &rt.metrics)

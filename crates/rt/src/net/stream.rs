@@ -14,28 +14,25 @@
 //! next read.
 
 use std::cell::{Cell, RefCell};
-use std::future::{poll_fn, Future};
+use std::future::poll_fn;
 use std::io;
 use std::os::fd::RawFd;
 use std::rc::Rc;
-use std::task::Poll;
 use std::time::Duration;
 
 use crate::buf::{IoBuf, IoBufMut, RecvBuf};
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
-use crate::driver::op::send_bundle::SendBundle;
-use crate::driver::op::send_chain::SendChain;
+use crate::driver::op::send_batch::Batcher;
 use crate::driver::op::sendfile::{SendFile, Sent};
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
 use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
 use crate::driver::op::writable::Writable;
-use crate::driver::{op_within, Op, SendPlan};
+use crate::driver::{op_within, Op};
 use crate::runtime::try_with_ctx;
-use ringkit_uring::SendRing;
 
 #[derive(Debug)]
 pub(crate) struct StreamCore {
@@ -181,37 +178,10 @@ impl StreamCore {
                 Err(_) => (Err(timed_out()), buf),
             };
         }
-        let uring = crate::runtime::is_uring();
-        let recv = Recv::new(self.fd, true, buf, self.stash.clone()).fixed(self.slot());
-        if uring {
-            // The timeout is linked to the RECV: one completion says whether
-            // data or the timeout came first, and data is never dropped.
-            return Op::new(recv.with_timeout(dur)).await;
-        }
-        let mut op = Op::new(recv);
-        // epoll: race the receive against a timer. Between polls an epoll op
-        // holds nothing in the kernel, so on timeout we take the buffer back.
-        // (Dropping the read here used to drop the caller's buffer with it.)
-        let mut sleep = std::pin::pin!(crate::time::sleep(dur));
-        let done = poll_fn(|cx| {
-            if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
-                return Poll::Ready(Some(r));
-            }
-            if sleep.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(None);
-            }
-            Poll::Pending
-        })
-        .await;
-        match done {
-            Some(r) => r,
-            None => {
-                let recv = op
-                    .take_unsubmitted()
-                    .expect("an epoll op is never in flight between polls");
-                (Err(timed_out()), recv.into_buf())
-            }
-        }
+        Recv::new(self.fd, true, buf, self.stash.clone())
+            .fixed(self.slot())
+            .within(dur)
+            .await
     }
 
     pub(crate) async fn write<B: IoBuf>(&self, buf: B) -> (io::Result<usize>, B) {
@@ -315,20 +285,12 @@ impl StreamCore {
         self.multi.try_next()
     }
 
-    /// Send every byte of `bufs`, in order, one CQE per batch: one
-    /// `sendmsg` (the default), or as the runtime's `SendBatch` says a chain
-    /// of linked sends or a send bundle; a partial send continues from
-    /// where it stopped.
+    /// Send every byte of `bufs`, in order, a batch at a time as the driver
+    /// sends batches (`driver/op/send_batch.rs`); a partial send continues
+    /// from where it stopped.
     pub(crate) async fn write_all_pooled(&self, mut bufs: Vec<RecvBuf>) -> io::Result<()> {
-        // At most this many iovecs per sendmsg (the kernel's UIO_MAXIOV is
-        // 1024; more fails with EMSGSIZE); the rest waits in `later`.
-        const MAX_IOVS: usize = 512;
-        let plan = try_with_ctx(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored);
-        let cap = match plan {
-            SendPlan::Vectored => MAX_IOVS,
-            SendPlan::Linked(n) => n,
-            SendPlan::Bundle => SendRing::MAX_BATCH,
-        };
+        let batcher = Batcher::current();
+        let cap = batcher.cap();
         let mut later = bufs.split_off(bufs.len().min(cap));
         loop {
             if bufs.is_empty() {
@@ -338,7 +300,7 @@ impl StreamCore {
                 let rest = later.split_off(later.len().min(cap));
                 bufs = std::mem::replace(&mut later, rest);
             }
-            let (r, back) = self.send_batch(plan, bufs).await;
+            let (r, back) = batcher.send(self.fd, bufs, self.write_timeout.get()).await;
             let mut n = match r {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -368,38 +330,6 @@ impl StreamCore {
                 }
             }
         }
-    }
-
-    /// One send of `bufs` as `plan` says (a single buffer, or a batch that
-    /// does not fit a bundle or finds no send ring, goes vectored).
-    async fn send_batch(
-        &self,
-        plan: SendPlan,
-        bufs: Vec<RecvBuf>,
-    ) -> (io::Result<usize>, Vec<RecvBuf>) {
-        let bufs = match plan {
-            SendPlan::Linked(_) if bufs.len() >= 2 => {
-                return self.send_op(SendChain::new(self.fd, bufs)).await;
-            }
-            SendPlan::Bundle if bufs.len() >= 2 => {
-                let ring =
-                    try_with_ctx(|rt| rt.driver.borrow_mut().send_ring(&rt.metrics)).flatten();
-                match ring {
-                    Some(r) => match SendBundle::new(self.fd, bufs, r) {
-                        Ok(op) => {
-                            try_with_ctx(|rt| {
-                                crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
-                            });
-                            return self.send_op(op).await;
-                        }
-                        Err(bufs) => bufs,
-                    },
-                    None => bufs,
-                }
-            }
-            _ => bufs,
-        };
-        self.send_op(SendMsg::new(self.fd, bufs, None)).await
     }
 
     /// Next chunk of data in a pooled buffer; an empty buffer means EOF.

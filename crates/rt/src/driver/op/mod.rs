@@ -17,6 +17,7 @@ pub(crate) mod recv_multi;
 pub(crate) mod recv_scratch;
 pub(crate) mod recvmsg;
 pub(crate) mod send;
+pub(crate) mod send_batch;
 pub(crate) mod send_bundle;
 pub(crate) mod send_chain;
 pub(crate) mod sendfile;

@@ -108,6 +108,45 @@ impl<B: IoBufMut> Recv<B> {
     }
 }
 
+impl<B: IoBufMut> Recv<B> {
+    /// This receive, or `TimedOut` (with the buffer back, untouched) if no
+    /// data came within `dur`. io_uring: a `LINK_TIMEOUT` linked to the
+    /// RECV, so one completion says which came first and data is never
+    /// dropped. epoll: the receive races a timer; between polls an epoll
+    /// op holds nothing in the kernel, so on timeout the buffer is taken
+    /// back (dropping the read used to drop the caller's buffer with it).
+    pub(crate) async fn within(self, dur: std::time::Duration) -> (io::Result<usize>, B) {
+        use std::future::Future;
+        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
+        let uring =
+            crate::runtime::try_with_ctx(|rt| rt.driver.borrow().is_uring()).unwrap_or(false);
+        if uring {
+            return crate::driver::Op::new(self.with_timeout(dur)).await;
+        }
+        let mut op = crate::driver::Op::new(self);
+        let mut sleep = std::pin::pin!(crate::time::sleep(dur));
+        let done = std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
+                return Poll::Ready(Some(r));
+            }
+            if sleep.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        match done {
+            Some(r) => r,
+            None => {
+                let recv = op
+                    .take_unsubmitted()
+                    .expect("an epoll op is never in flight between polls");
+                (Err(timed_out()), recv.into_buf())
+            }
+        }
+    }
+}
+
 impl<B: IoBufMut> OpCode for Recv<B> {
     type Output = (io::Result<usize>, B);
 

@@ -34,6 +34,8 @@ pub(crate) struct SendChain<B> {
     bufs: Vec<B>,
     /// epoll: the iovecs of `bufs` (heap memory that `bufs` keeps alive).
     iovecs: Vec<libc::iovec>,
+    /// Set when the SQEs are built: the result comes from the ring.
+    on_ring: bool,
 }
 
 impl<B: IoBuf> SendChain<B> {
@@ -45,6 +47,7 @@ impl<B: IoBuf> SendChain<B> {
             fd,
             bufs,
             iovecs: Vec::new(),
+            on_ring: false,
         }
     }
 
@@ -76,6 +79,7 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn uring_entry(&mut self) -> Entry {
+        self.on_ring = true;
         self.send(&self.bufs[self.bufs.len() - 1], false)
     }
 
@@ -88,7 +92,7 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        if !crate::runtime::is_uring() || flags & NOT_SUBMITTED != 0 {
+        if !self.on_ring || flags & NOT_SUBMITTED != 0 {
             // epoll's one sendmsg, or a chain that never reached the ring.
             return (res.map(|n| n as usize), self.bufs);
         }

@@ -58,18 +58,11 @@ impl OpCode for SendFile {
 
     /// io_uring: the sendfile itself, in place; only a full socket goes to
     /// the ring, as a poll.
-    fn before(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<io::Result<u32>>> {
-        if !crate::runtime::is_uring() {
-            return std::task::Poll::Ready(None);
-        }
-        crate::count_syscalls(1);
-        std::task::Poll::Ready(match self.attempt() {
+    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
+        match self.attempt() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             r => Some(r),
-        })
+        }
     }
 
     fn uring_entry(&mut self) -> Entry {

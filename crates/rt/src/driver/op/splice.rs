@@ -65,20 +65,11 @@ impl OpCode for Splice {
     /// those threads at 53% of a static server's samples at 64 KiB). So
     /// the splice is tried in place first, as epoll does; only one that
     /// would block goes to the ring.
-    fn before(
-        &mut self,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<io::Result<u32>>> {
-        if !crate::runtime::is_uring() {
-            return std::task::Poll::Ready(None);
-        }
-        // Made in place, outside the ring and the driver: count it here
-        // (epoll's attempts are counted by the driver).
-        crate::count_syscalls(1);
-        std::task::Poll::Ready(match self.attempt() {
+    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
+        match self.attempt() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && !self.out_socket => None,
             r => Some(r),
-        })
+        }
     }
 
     fn uring_entry(&mut self) -> Entry {

@@ -1,0 +1,219 @@
+//! `ringkit compare`: the table of studies and the run that writes one
+//! results directory (results.json, report.md, the SVG charts).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use ringkit_bench::harness::study::{Section, StudyOpts};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
+    /// grpc, service, pipeline, wakeup, nop, file, log or all (default: all). `http` runs four
+    /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
+    /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
+    /// and `pipeline` (16 pipelined requests per connection); each part also
+    /// runs alone by its name. `service` runs three: `app` (a real axum
+    /// service with PostgreSQL and Redis, ringkit hosted against tokio;
+    /// needs postgresql and redis-server installed), `hosting` (what
+    /// hosting tokio costs) and `grpc` (its gRPC service under ghz, an
+    /// outside client).
+    study: Option<String>,
+    /// The long run for publishing: every study's full variant (more
+    /// rounds, workloads and contenders, peers' syscalls counted by perf),
+    /// and with `all` also the `app` and `hosting` studies. About 45
+    /// minutes and more. Without it, each study runs its short variant
+    /// (about a minute each; echo: 3 rounds of 2 s) and `all` is done in
+    /// about 10 minutes.
+    #[arg(long, conflicts_with = "quick")]
+    full: bool,
+    /// The short variants (the default; kept for old scripts).
+    #[arg(long, hide = true)]
+    quick: bool,
+    /// Rounds (each contender once per round).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Measured seconds per sample.
+    #[arg(long)]
+    secs: Option<f64>,
+    /// Echo: connection counts.
+    #[arg(long, value_delimiter = ',', default_value = "50,1000")]
+    conns: Vec<usize>,
+    /// Echo: message length.
+    #[arg(long, default_value_t = 512)]
+    len: usize,
+    /// Echo: messages in flight per connection (written together, then all
+    /// read back; 1: one at a time).
+    #[arg(long, default_value_t = 1)]
+    pipeline: usize,
+    /// Echo: only these contenders (comma-separated names).
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// Output directory (default: results/compare-<date>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Skip the separate runs that count peers' syscalls (perf stat on the
+    /// syscall tracepoint, or strace without perf).
+    #[arg(long)]
+    no_strace: bool,
+    /// CPU for servers.
+    #[arg(long, default_value_t = 0)]
+    server_cpu: usize,
+    /// CPU for the load generator.
+    #[arg(long, default_value_t = 1)]
+    client_cpu: usize,
+}
+
+type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
+
+/// Every study `compare` knows, in the order `compare` (all) runs them.
+const STUDIES: [(&str, StudyFn); 14] = [
+    ("echo", ringkit_bench::echo::study),
+    ("generator", ringkit_bench::generator::study),
+    ("http", ringkit_bench::http::study),
+    ("static", ringkit_bench::serve::study),
+    ("axum", ringkit_bench::axum::study),
+    ("tls", ringkit_bench::tls::study),
+    ("app", ringkit_bench::app::study),
+    ("hosting", ringkit_bench::app::hosting),
+    ("grpc", ringkit_bench::grpc::study),
+    ("pipeline", ringkit_bench::pipeline::study),
+    ("wakeup", ringkit_bench::wakeup::study),
+    ("nop", ringkit_bench::nop::study),
+    ("file", ringkit_bench::file::study),
+    ("log", ringkit_bench::log::study),
+];
+
+/// Studies that `compare` (all) runs only with `--full`.
+const LONG_ONLY: [&str; 3] = ["app", "hosting", "grpc"];
+
+/// Names that run several studies, or one under another name: `compare
+/// http` is the HTTP study with its axum and TLS parts.
+const GROUPS: [(&str, &[&str]); 3] = [
+    ("http", &["http", "axum", "tls", "pipeline"]),
+    ("service", &["app", "hosting", "grpc"]),
+    ("http-core", &["http"]),
+];
+
+pub fn compare(a: CompareArgs) -> std::io::Result<()> {
+    let names = || {
+        let studies = STUDIES.map(|(n, _)| n);
+        let groups = GROUPS
+            .iter()
+            .map(|(g, _)| *g)
+            .filter(|g| !studies.contains(g));
+        studies
+            .into_iter()
+            .chain(groups)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let study = |name: &str| STUDIES.iter().copied().find(|(n, _)| *n == name);
+    let quick = a.quick || !a.full;
+    let studies: Vec<(&str, StudyFn)> = match a.study.as_deref() {
+        // The short `all` leaves out the studies that need PostgreSQL and
+        // Redis and build a large example: run them by name or with --full.
+        None | Some("all") if quick => STUDIES
+            .iter()
+            .copied()
+            .filter(|(n, _)| !LONG_ONLY.contains(n))
+            .collect(),
+        None | Some("all") => STUDIES.to_vec(),
+        Some(s) => match GROUPS.iter().find(|(g, _)| *g == s) {
+            Some((_, parts)) => parts.iter().filter_map(|p| study(p)).collect(),
+            None => match study(s) {
+                Some(study) => vec![study],
+                None => {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        format!("unknown study {s:?}: available: {} (or all)", names()),
+                    ))
+                }
+            },
+        },
+    };
+    let me = std::env::current_exe()?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "compare-{}",
+            ringkit_bench::harness::sysinfo::utc_now().replace(':', "")
+        ))
+    });
+    let opts = StudyOpts {
+        quick,
+        rounds: a.rounds,
+        secs: a.secs,
+        server_cpu: a.server_cpu,
+        client_cpu: a.client_cpu,
+        peer_syscalls: if a.no_strace || quick {
+            None
+        } else {
+            ringkit_bench::harness::syscalls::SyscallTool::detect()
+        },
+        out_dir: out.clone(),
+        ringkit_bin: me.clone(),
+        peer_bin: ringkit_bench::harness::peers::peer_binary(&me),
+        want_peer_syscalls: !a.no_strace && !quick,
+        conns: a.conns.clone(),
+        msg_len: a.len,
+        pipeline: a.pipeline.max(1),
+        only: a.only.clone(),
+    };
+    let mut sections = Vec::new();
+    let mut failed = Vec::new();
+    for (study, f) in studies {
+        let r = run_study(study, &opts, f);
+        match r {
+            Ok(sec) => {
+                println!("\n== {} ==\n{}", sec.study, sec.table);
+                sections.push(sec);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+                eprintln!("ringkit compare: skipped study {study}: {e}");
+                sections.push(Section {
+                    study: study.into(),
+                    markdown: format!("## {study}\n\nSkipped: {e}\n"),
+                    json: serde_json::json!({ "skipped": e.to_string() }),
+                    ..Default::default()
+                });
+            }
+            Err(e) => {
+                eprintln!("ringkit compare: study {study} failed: {e}");
+                failed.push(format!("{study}: {e}"));
+            }
+        }
+    }
+    ringkit_bench::harness::study::write_sections(
+        &ringkit_bench::harness::sysinfo::SystemInfo::gather(),
+        &sections,
+        &out,
+    )?;
+    println!(
+        "\nwrote {}/results.json, report.md and the SVG charts",
+        out.display()
+    );
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "studies failed: {}",
+            failed.join("; ")
+        )))
+    }
+}
+
+/// Run one study with a spinner showing its progress messages.
+fn run_study(name: &str, opts: &StudyOpts, f: StudyFn) -> std::io::Result<Section> {
+    let pb = ProgressBar::new_spinner();
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix}: {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    pb.set_prefix(name.to_string());
+    pb.enable_steady_tick(Duration::from_millis(200));
+    let r = f(opts, &mut |m| pb.set_message(m.to_string()));
+    pb.finish_and_clear();
+    r
+}
