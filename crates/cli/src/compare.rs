@@ -2,11 +2,11 @@
 //! results directory (results.json, report.md, the SVG charts).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use ringkit_bench::harness::study::{Section, StudyOpts};
+
+use crate::progress::{self, Progress};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -163,8 +163,15 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
     };
     let mut sections = Vec::new();
     let mut failed = Vec::new();
-    for (study, f) in studies {
-        let r = run_study(study, &opts, f);
+    let expected: Vec<f64> = studies
+        .iter()
+        .map(|(n, _)| progress::expected(n, !quick))
+        .collect();
+    let mut bar = Progress::new(&expected);
+    for (i, (study, f)) in studies.into_iter().enumerate() {
+        bar.start(i, study, expected[i]);
+        let r = f(&opts, &mut |m| bar.message(m));
+        bar.finish_study();
         match r {
             Ok(sec) => {
                 println!("\n== {} ==\n{}", sec.study, sec.table);
@@ -185,6 +192,7 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
             }
         }
     }
+    bar.finish();
     ringkit_bench::harness::study::write_sections(
         &ringkit_bench::harness::sysinfo::SystemInfo::gather(),
         &sections,
@@ -202,18 +210,4 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
             failed.join("; ")
         )))
     }
-}
-
-/// Run one study with a spinner showing its progress messages.
-fn run_study(name: &str, opts: &StudyOpts, f: StudyFn) -> std::io::Result<Section> {
-    let pb = ProgressBar::new_spinner();
-    pb.set_style(
-        ProgressStyle::with_template("{spinner} {elapsed_precise} {prefix}: {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-    );
-    pb.set_prefix(name.to_string());
-    pb.enable_steady_tick(Duration::from_millis(200));
-    let r = f(opts, &mut |m| pb.set_message(m.to_string()));
-    pb.finish_and_clear();
-    r
 }

@@ -8,6 +8,7 @@ mod echo;
 mod http;
 mod log;
 mod probe;
+mod progress;
 mod studies;
 mod torture;
 

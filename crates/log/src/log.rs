@@ -31,6 +31,8 @@ pub struct Log {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    /// `LOCK` in the directory, held (`flock`) while the log is open.
+    _lock: std::fs::File,
     opts: Options,
     st: RefCell<State>,
     /// The flusher, waiting for appends.
@@ -42,6 +44,9 @@ struct Segment {
     first: u64,
     /// Offset of each record in the file.
     offsets: Vec<u32>,
+    /// Where its records end (for the last segment: as of its last batch,
+    /// `State::end` is the live value).
+    end: u64,
     /// A buffered handle for reads.
     reader: Rc<File>,
 }
@@ -107,6 +112,7 @@ impl Log {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir)
             .map_err(|e| io::Error::new(e.kind(), format!("log dir {}: {e}", dir.display())))?;
+        let lock = lock_dir(&dir)?;
         let _ = std::fs::remove_file(dir.join(segment::SPARE));
         let mut firsts: Vec<u64> = std::fs::read_dir(&dir)?
             .filter_map(|e| e.ok()?.file_name().to_str().and_then(segment::parse_name))
@@ -127,7 +133,8 @@ impl Log {
                 .open(&path)
                 .await?;
             seg_size = reader.metadata().await?.len();
-            let scan = segment::scan(&reader, first, seg_size).await?;
+            let last = i + 1 == firsts.len();
+            let scan = segment::scan(&path, &reader, first, seg_size, last).await?;
             let next = first + scan.offsets.len() as u64;
             if let Some(&following) = firsts.get(i + 1) {
                 if following != next {
@@ -143,6 +150,10 @@ impl Log {
                 }
             } else {
                 end = scan.end;
+                // What recovery found may have reached only the page cache
+                // (a crash between a batch's write and its sync): make it
+                // durable before anything is built on it.
+                reader.sync_data().await?;
                 if segment::zero_tail(&reader, end, seg_size).await? {
                     tracing::info!(
                         "ringkit-log: {}: torn tail after LSN {} cleared",
@@ -154,6 +165,7 @@ impl Log {
             segments.push(Segment {
                 first,
                 offsets: scan.offsets,
+                end: scan.end,
                 reader: Rc::new(reader),
             });
         }
@@ -173,6 +185,7 @@ impl Log {
         };
         let inner = Rc::new(Inner {
             dir,
+            _lock: lock,
             opts,
             st: RefCell::new(State {
                 segments,
@@ -262,58 +275,56 @@ impl Log {
     /// end. Its checksum is checked again: damage is `InvalidData`, never
     /// wrong bytes.
     pub async fn read(&self, lsn: u64) -> io::Result<Vec<u8>> {
-        let mut got = self.read_from(lsn, 1).await?;
-        Ok(got.pop().expect("one record").1)
+        match self.read_from(lsn, 1).await?.pop() {
+            Some((_, payload)) => Ok(payload),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "no durable record {lsn} (durable: 1..={})",
+                    self.durable_lsn()
+                ),
+            )),
+        }
     }
 
     /// Up to `max` durable records from `from` on, in order, as (LSN,
     /// payload); empty at the end of the log. Each checksum is checked.
     pub async fn read_from(&self, from: u64, max: usize) -> io::Result<Vec<(u64, Vec<u8>)>> {
-        let (reader, first, offsets) = {
+        let (reader, offsets) = {
             let st = self.inner.st.borrow();
             let durable = st.next_lsn - 1;
-            if from == 0 || from > durable {
-                if max == 0 || from > durable && from == st.next_lsn {
-                    return Ok(Vec::new());
-                }
+            if max == 0 || from == st.next_lsn {
+                return Ok(Vec::new());
+            }
+            let i = st.segments.partition_point(|s| s.first <= from);
+            if from == 0 || from > durable || i == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
-                    format!("no durable record {from} (durable: 1..={durable})"),
+                    format!(
+                        "no durable record {from} (durable: {}..={durable})",
+                        st.segments.first().map_or(1, |s| s.first)
+                    ),
                 ));
             }
-            let i = st.segments.partition_point(|s| s.first <= from) - 1;
-            let s = &st.segments[i];
+            let last = i == st.segments.len();
+            let s = &st.segments[i - 1];
             let k = (from - s.first) as usize;
             let n = max.min(s.offsets.len() - k);
-            // The offsets of the records to read, plus where the last ends.
+            // The offsets of the records to read, then where the last ends.
             let mut offs: Vec<u64> = s.offsets[k..k + n].iter().map(|&o| u64::from(o)).collect();
-            let end = match s.offsets.get(k + n) {
+            offs.push(match s.offsets.get(k + n) {
                 Some(&o) => u64::from(o),
-                None if i + 1 == st.segments.len() => st.end,
-                None => u64::MAX,
-            };
-            offs.push(end);
-            (s.reader.clone(), from, offs)
+                None if last => st.end,
+                None => s.end,
+            });
+            (s.reader.clone(), offs)
         };
-        let start = offsets[0];
+        let (start, stop) = (offsets[0], offsets[offsets.len() - 1]);
+        let buf = read_exact_at(&reader, start, (stop - start) as usize).await?;
         let mut out = Vec::with_capacity(offsets.len() - 1);
-        let stop = *offsets.last().expect("end");
-        let last_start = offsets[offsets.len() - 2];
-        // One read of the whole range when its end is known, else (the
-        // last record of a full segment) a read that covers the header.
-        let len = if stop == u64::MAX {
-            (last_start - start) as usize + HEADER + self.max_record()
-        } else {
-            (stop - start) as usize
-        };
-        let (r, buf) = reader
-            .read_at(Vec::with_capacity(len.max(HEADER)), start)
-            .await;
-        r?;
         for (i, &off) in offsets[..offsets.len() - 1].iter().enumerate() {
-            let lsn = first + i as u64;
-            let at = (off - start) as usize;
-            match record::decode(buf.get(at..).unwrap_or(&[]), lsn) {
+            let lsn = from + i as u64;
+            match record::decode(&buf[(off - start) as usize..], lsn) {
                 Found::Record(p, _) => out.push((lsn, p.to_vec())),
                 _ => {
                     return Err(io::Error::new(
@@ -341,6 +352,42 @@ impl Log {
     }
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The next segment's maker and the parked flusher end with the log.
+        if let Some(h) = self.st.get_mut().spare.take() {
+            h.abort();
+        }
+        if let Some(w) = self.flusher.get_mut().take() {
+            w.wake();
+        }
+    }
+}
+
+/// Hold `dir/LOCK` (`flock`, exclusive): one open log per directory, in
+/// this process or another; released when the log is dropped or the
+/// process dies.
+fn lock_dir(dir: &Path) -> io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("LOCK"))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "log {} is already open (its LOCK is held): {e}",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(f)
+}
+
 fn failed(st: &State) -> Option<io::Error> {
     st.failed.as_ref().map(|(kind, msg)| {
         io::Error::new(
@@ -365,6 +412,25 @@ async fn read_tail(f: &File, end: u64) -> io::Result<Vec<u8>> {
         ));
     }
     Ok(buf)
+}
+
+/// Exactly `len` bytes of `f` from `offset` (short reads continued).
+async fn read_exact_at(f: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(len);
+    while out.len() < len {
+        let want = (len - out.len()).min(1 << 30);
+        let (r, chunk) = f
+            .read_at(Vec::with_capacity(want), offset + out.len() as u64)
+            .await;
+        if r? == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "a segment ends before its records",
+            ));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
 }
 
 /// The future of one append: the record's LSN once durable.
@@ -436,7 +502,8 @@ async fn flusher(log: Weak<Inner>) {
 
 /// Write one batch of what is queued, or fail it.
 async fn flush_one(inner: &Rc<Inner>) {
-    if let Some(err) = failed(&inner.st.borrow()) {
+    let failed_before = failed(&inner.st.borrow());
+    if let Some(err) = failed_before {
         fail_queue(inner, &err);
         return;
     }
@@ -570,18 +637,31 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     if made.is_err() {
         segment::make_spare(&inner.dir, inner.opts.segment_size).await?;
     }
-    let first = inner.st.borrow().next_lsn;
-    let path = segment::install_spare(&inner.dir, first).await?;
+    // Open the spare before it takes a segment's name (the descriptors
+    // survive the rename): a failure here leaves no segment behind.
+    let spare = inner.dir.join(segment::SPARE);
     let reader = OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&path)
+        .open(&spare)
         .await?;
-    let writer = segment::open_write(&path, inner.opts.direct).await?;
+    let writer = segment::open_write(&spare, inner.opts.direct).await?;
+    let first = inner.st.borrow().next_lsn;
+    if let Err(e) = segment::install_spare(&inner.dir, first).await {
+        // Renamed or not, the directory is in a state this log can no
+        // longer vouch for: refuse appends until it is opened again.
+        inner.st.borrow_mut().failed = Some((e.kind(), format!("starting a segment: {e}")));
+        return Err(e);
+    }
     let mut st = inner.st.borrow_mut();
+    let end = st.end;
+    if let Some(last) = st.segments.last_mut() {
+        last.end = end;
+    }
     st.segments.push(Segment {
         first,
         offsets: Vec::new(),
+        end: 0,
         reader: Rc::new(reader),
     });
     st.writer = Rc::new(writer);

@@ -59,12 +59,9 @@ pub async fn make_spare(dir: &Path, size: u64) -> io::Result<PathBuf> {
         f.allocate(0, size).await?;
         // Then write the zeros, so the extents are written (not merely
         // allocated) and the log's fdatasync never converts them.
-        let direct = OpenOptions::new()
-            .write(true)
-            .direct(true)
-            .open(&path)
-            .await;
-        let f = direct.unwrap_or(f);
+        // O_DIRECT on this same descriptor (no second open by path: a
+        // stale task must never touch another log's file of that name).
+        set_direct(&f);
         const CHUNK: usize = 1 << 20;
         let mut zeros = AlignedBuf::new(CHUNK, 4096);
         zeros.set_len(CHUNK);
@@ -92,6 +89,21 @@ pub async fn make_spare(dir: &Path, size: u64) -> io::Result<PathBuf> {
     }
 }
 
+/// Turn on `O_DIRECT` for `f` where the filesystem allows it (else the
+/// writes stay buffered).
+fn set_direct(f: &File) {
+    use std::os::fd::AsRawFd;
+    let fd = f.as_raw_fd();
+    // SAFETY: fcntl on a descriptor `f` owns; F_GETFL/F_SETFL touch only
+    // its status flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT);
+        }
+    }
+}
+
 /// Rename the spare to the segment starting at `first`; sync the directory.
 pub async fn install_spare(dir: &Path, first: u64) -> io::Result<PathBuf> {
     let to = dir.join(name(first));
@@ -115,18 +127,40 @@ pub struct Scan {
     pub end: u64,
 }
 
-/// Read the records of the segment `f` (`size` bytes) starting with LSN
-/// `first`, up to the first place that is not a whole record of the next
-/// LSN. Reads in chunks of `chunk` bytes.
-pub async fn scan(f: &File, first: u64, size: u64) -> io::Result<Scan> {
+/// Read the records of the segment at `path` (`size` bytes) starting with
+/// LSN `first`, up to the first place that is not a whole record of the
+/// next LSN. With `direct`, reads with `O_DIRECT` where the filesystem
+/// allows it (else through `fallback`): after a failed writeback the page
+/// cache may hold bytes the disk does not, and recovery must see what the
+/// disk has. Only the last segment needs it: every earlier one was synced
+/// whole before the next was started.
+pub async fn scan(
+    path: &Path,
+    fallback: &File,
+    first: u64,
+    size: u64,
+    direct: bool,
+) -> io::Result<Scan> {
     const CHUNK: usize = 1 << 20;
+    let direct = if direct {
+        OpenOptions::new()
+            .read(true)
+            .direct(true)
+            .open(path)
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let f = direct.as_ref().unwrap_or(fallback);
     let mut scan = Scan::default();
     let mut buf: Vec<u8> = Vec::new();
-    // File offset of buf[0].
+    // File offset of buf[0]; kept a multiple of 4096 (O_DIRECT reads).
     let mut base = 0u64;
     let mut pos = 0usize;
     let mut want = first;
     let mut eof = false;
+    let mut chunk = Some(AlignedBuf::new(CHUNK, 4096));
     loop {
         match record::decode(&buf[pos..], want) {
             Found::Record(_, total) => {
@@ -139,18 +173,19 @@ pub async fn scan(f: &File, first: u64, size: u64) -> io::Result<Scan> {
                 if eof || base + (pos + need) as u64 > size {
                     break;
                 }
-                // Keep the unread part, read more behind it.
-                buf.drain(..pos);
-                base += pos as u64;
-                pos = 0;
-                let more = CHUNK.max(need);
-                let (r, chunk) = f
-                    .read_at(Vec::with_capacity(more), base + buf.len() as u64)
-                    .await;
-                match r? {
-                    0 => eof = true,
-                    _ => buf.extend_from_slice(&chunk),
-                }
+                // Keep the unread part from its block's start; read more
+                // behind it, a whole aligned chunk at a time.
+                let keep = pos - (pos % 4096);
+                buf.drain(..keep);
+                base += keep as u64;
+                pos -= keep;
+                let mut c = chunk.take().expect("one read at a time");
+                c.set_len(0);
+                let (r, c) = f.read_at(c, base + buf.len() as u64).await;
+                let n = r?;
+                buf.extend_from_slice(&c.as_slice()[..n]);
+                eof = n < CHUNK;
+                chunk = Some(c);
             }
         }
     }

@@ -116,6 +116,7 @@ fn run_and_kill(
         .spawn()
         .unwrap();
     let out = child.stdout.take().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
         let mut acked = HashMap::new();
         let mut ready = false;
@@ -124,6 +125,7 @@ fn run_and_kill(
             // (libtest may print "test crash_child ... " before it.)
             if line.ends_with("ready") {
                 ready = true;
+                let _ = ready_tx.send(());
                 continue;
             }
             let f: Vec<u64> = line.split(' ').filter_map(|x| x.parse().ok()).collect();
@@ -133,6 +135,9 @@ fn run_and_kill(
         }
         (ready, acked)
     });
+    // The kill comes `ms` after the log is open (opening a long log takes
+    // a while: it is read back whole).
+    let _ = ready_rx.recv_timeout(Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(ms));
     // SAFETY: signalling our own child by its pid.
     unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };

@@ -192,5 +192,62 @@ ringkit::test_all! {
         assert_eq!(log.read(a).await.unwrap(), vec![7u8; max]);
         assert_eq!(log.read(b).await.unwrap(), b"");
         assert_eq!(log.read(0).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        // The next LSN is not there yet; a read of nothing is nothing.
+        let next = log.next_lsn();
+        assert_eq!(log.read(next).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        assert!(log.read_from(a, 0).await.unwrap().is_empty());
+        // One open log per directory.
+        let e = Log::open(t.path(), small()).await.unwrap_err();
+        assert!(e.to_string().contains("already open"), "{e}");
+    }
+
+    async fn an_empty_log_reads_nothing_and_a_smaller_reopen_reads_everything() {
+        let t = tempfile::tempdir().unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        assert_eq!(log.read(1).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
+        // Records up to the largest a batch takes, over several segments.
+        let big = log.max_record();
+        let mut lsns = Vec::new();
+        for s in 0..12u64 {
+            lsns.push(log.append(payload(s, big - (s as usize) * 100)).await.unwrap());
+        }
+        drop(log);
+        // Reopened with smaller batches: every record still reads back,
+        // the last of each full segment too.
+        let smaller = Options { max_batch: 4096, ..small() };
+        let log = Log::open(t.path(), smaller).await.unwrap();
+        for (s, lsn) in lsns.iter().enumerate() {
+            let s = s as u64;
+            assert_eq!(log.read(*lsn).await.unwrap(), payload(s, big - (s as usize) * 100));
+        }
+    }
+
+    async fn a_runtime_dropped_mid_batch_panics_nowhere() {
+        // A log (its batch buffer registered on io_uring) whose runtime
+        // ends while a batch is in flight: the buffer's pool goes while the
+        // driver is busy shutting down.
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().to_path_buf();
+        let backend = ringkit::backend_report().chosen;
+        std::thread::spawn(move || {
+            let rt = ringkit::Builder::new().backend(backend).build().unwrap();
+            rt.block_on(async {
+                let log = Log::open(&dir, small()).await.unwrap();
+                // Queued, not awaited: the record goes whatever happens to the future.
+                drop(log.append(vec![1u8; 10_000]));
+                drop(log.append(vec![2u8; 10_000]));
+                ringkit::yield_now().await;
+            });
+            drop(rt);
+            // A new runtime on the thread frees what the old one left.
+            let rt = ringkit::Builder::new().backend(backend).build().unwrap();
+            rt.block_on(async {
+                let log = Log::open(&dir, small()).await.unwrap();
+                assert!(log.durable_lsn() <= 2);
+                log.append(&b"after"[..]).await.unwrap();
+            });
+        })
+        .join()
+        .expect("no panic");
     }
 }

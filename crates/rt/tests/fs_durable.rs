@@ -85,6 +85,12 @@ ringkit::test_all! {
         let waiter = ringkit::spawn(async move { p2.get().await.capacity() });
         ringkit::time::sleep(Duration::from_millis(20)).await;
         assert!(!waiter.is_finished());
+        // A waiter that gives up must not take the next one's wake.
+        let p3 = pool.clone();
+        let quitter = ringkit::spawn(async move {
+            ringkit::time::timeout(Duration::from_millis(5), p3.get()).await.is_ok()
+        });
+        assert!(!quitter.await.unwrap());
         drop(held);
         assert_eq!(waiter.await.unwrap(), 4096);
         // The pool and its buffers gone, the ring's table is free again.

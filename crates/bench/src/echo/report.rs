@@ -140,25 +140,11 @@ pub fn markdown(res: &CompareResults) -> String {
         sys.date, sys.command, sys.kernel, sys.cpu_model, sys.cores, c.server_cpu, c.client_cpu,
         c.len, c.pipeline, c.conns, c.rounds, c.secs, res.wall_secs, sys.tool_version
     );
-    let _ = writeln!(s, "\n### Servers\n");
-    for ct in &res.contenders {
-        let banner = res
-            .server_banners
-            .iter()
-            .find(|(n, _)| *n == ct.name)
-            .map_or("", |(_, b)| b.as_str());
-        let _ = writeln!(
-            s,
-            "- **{}** ({:?}): `{}` — {}",
-            ct.name,
-            ct.family,
-            ct.cmd.join(" "),
-            banner
-        );
-    }
-    for (n, why) in &res.skipped {
-        let _ = writeln!(s, "- skipped **{n}**: {why}");
-    }
+    s.push_str(&crate::harness::summary::servers_markdown(
+        &res.contenders,
+        &res.server_banners,
+        &res.skipped,
+    ));
     let _ = writeln!(
         s,
         "\n### Results (medians; ratios are to the best epoll contender in the same run)\n"

@@ -4,6 +4,7 @@
 //! the peers. Nothing here imports a study.
 
 pub mod bars;
+pub mod child;
 pub mod fmt;
 pub mod latency;
 pub mod peers;

@@ -3,12 +3,13 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
+
+use super::child;
 
 /// Which family a contender belongs to (for "ratio to the best epoll").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -32,11 +33,7 @@ pub struct Contender {
     pub ringkit: bool,
 }
 
-/// A free loopback port (bound then released).
-pub fn free_addr() -> io::Result<SocketAddr> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
-    l.local_addr()
-}
+pub use super::child::free_addr;
 
 /// A contender's server process, pinned, stopped by its pid (SIGTERM, then
 /// SIGKILL after 2 s) when dropped.
@@ -70,27 +67,18 @@ impl Server {
             .stdout(logf.try_clone()?)
             .stderr(logf)
             .env_remove("RINGKIT_BACKEND");
-        // SAFETY: between fork and exec we only call sched_setaffinity, which
-        // is async-signal-safe, on the child itself.
-        unsafe {
-            cmd.pre_exec(move || ringkit::pin_to_cpu(cpu));
+        child::prepare(&mut cmd, Some(cpu), false);
+        let s = Server {
+            child: cmd.spawn()?,
+        };
+        if child::wait_for_port(addr, Duration::from_secs(10)) {
+            return Ok(s);
         }
-        let child = cmd.spawn()?;
-        let s = Server { child };
-        let t = Instant::now();
-        loop {
-            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_ok() {
-                return Ok(s);
-            }
-            if t.elapsed() > Duration::from_secs(10) {
-                return Err(io::Error::other(format!(
-                    "{} did not start listening on {addr} within 10 s (see {})",
-                    c.name,
-                    log.display()
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        Err(io::Error::other(format!(
+            "{} did not start listening on {addr} within 10 s (see {})",
+            c.name,
+            log.display()
+        )))
     }
 
     /// The server's pid.
@@ -101,18 +89,7 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let pid = self.child.id() as i32;
-        // SAFETY: signalling our own child by its pid.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(2) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::stop(&mut self.child, libc::SIGTERM, Duration::from_secs(2));
     }
 }
 

@@ -15,37 +15,15 @@ use std::time::{Duration, Instant};
 
 /// A free loopback port (bound, then released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    super::child::free_addr()
+        .expect("a free loopback port")
         .port()
 }
 
-/// Wait until `addr` accepts connections (up to `limit`).
-pub fn wait_for_port(addr: SocketAddr, limit: Duration) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    false
-}
+pub use super::child::wait_for_port;
 
 fn stop(child: &mut Child, signal: i32) {
-    // SAFETY: signalling our own child by its pid.
-    unsafe { libc::kill(child.id() as i32, signal) };
-    let start = Instant::now();
-    while start.elapsed() < Duration::from_secs(10) {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    super::child::stop(child, signal, Duration::from_secs(10));
 }
 
 /// The directory of PostgreSQL's server binaries (`initdb`, `postgres`):
@@ -93,18 +71,7 @@ fn pg_user() -> Option<(u32, u32)> {
 
 /// Pin a child to `cpu` as it starts (`None`: wherever the kernel likes).
 fn pin(cmd: &mut Command, cpu: Option<usize>) {
-    if let Some(cpu) = cpu {
-        // SAFETY: sched_setaffinity on the child itself, between fork and
-        // exec: async-signal-safe, touches only a local cpu_set_t.
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                libc::CPU_SET(cpu, &mut set);
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
-    }
+    super::child::prepare(cmd, cpu, false);
 }
 
 /// A PostgreSQL server of its own (trust auth, superuser `app`, no fsync).

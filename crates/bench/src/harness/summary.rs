@@ -152,3 +152,32 @@ pub fn best_epoll<'a>(rows: impl Iterator<Item = &'a Figures>) -> (Option<f64>, 
         epoll.iter().map(|r| r.cpu_us.median).reduce(f64::min),
     )
 }
+
+/// The report's "Servers" block of a server study: each contender's command
+/// line and the banner it printed, then the contenders skipped and why.
+pub fn servers_markdown(
+    contenders: &[Contender],
+    banners: &[(String, String)],
+    skipped: &[(String, String)],
+) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::from("\n### Servers\n\n");
+    for c in contenders {
+        let banner = banners
+            .iter()
+            .find(|(n, _)| *n == c.name)
+            .map_or("", |(_, b)| b.as_str());
+        let _ = writeln!(
+            s,
+            "- **{}** ({:?}): `{}` — {}",
+            c.name,
+            c.family,
+            c.cmd.join(" "),
+            banner
+        );
+    }
+    for (n, why) in skipped {
+        let _ = writeln!(s, "- skipped **{n}**: {why}");
+    }
+    s
+}

@@ -92,25 +92,11 @@ pub fn markdown(res: &HttpResults) -> String {
         res.wall_secs,
         sys.tool_version
     );
-    let _ = writeln!(s, "\n### Servers\n");
-    for c in &res.contenders {
-        let banner = res
-            .server_banners
-            .iter()
-            .find(|(n, _)| *n == c.name)
-            .map_or("", |(_, b)| b.as_str());
-        let _ = writeln!(
-            s,
-            "- **{}** ({:?}): `{}` — {}",
-            c.name,
-            c.family,
-            c.cmd.join(" "),
-            banner
-        );
-    }
-    for (n, why) in &res.skipped {
-        let _ = writeln!(s, "- skipped **{n}**: {why}");
-    }
+    s.push_str(&crate::harness::summary::servers_markdown(
+        &res.contenders,
+        &res.server_banners,
+        &res.skipped,
+    ));
     if let Some(conf) = &res.nginx_conf {
         let _ = writeln!(
             s,

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
+use super::slots::{run_slots, Chaos};
 use super::tally::Tally;
 
 use crate::harness::rng::{ByteGen, Rng};
@@ -192,7 +193,6 @@ pub fn run(
     on_stop: &mut dyn FnMut(),
     tick: &mut dyn FnMut(&EchoCounts),
 ) -> io::Result<EchoCounts> {
-    let rt = ringkit::Builder::new().backend(backend).build()?;
     let ctx = Rc::new(Ctx {
         cfg,
         counts: RefCell::new(EchoCounts::default()),
@@ -200,26 +200,32 @@ pub fn run(
         next_conn: Cell::new(1),
         live: RefCell::new(std::collections::HashMap::new()),
     });
-    rt.block_on(async {
-        let mut slots = Vec::new();
-        for slot in 0..ctx.cfg.conns {
-            let ctx = ctx.clone();
-            slots.push(ringkit::spawn(async move {
-                let mut n = 0u64;
-                while !ctx.stopping.get() {
-                    let rng = Rng::for_stream(ctx.cfg.seed, slot as u64, n);
-                    session(&ctx, rng).await;
-                    n += 1;
-                }
-            }));
-        }
-        while Instant::now() < ctx.cfg.stop_at {
-            let left = ctx.cfg.stop_at.saturating_duration_since(Instant::now());
-            ringkit::time::sleep(left.min(Duration::from_secs(1))).await;
-            tick(&ctx.counts.borrow());
-        }
-        ctx.stopping.set(true);
-        for c in ctx
+    run_slots(ctx, backend, on_stop, tick)
+}
+
+impl Chaos for Ctx {
+    type Counts = EchoCounts;
+
+    fn counts(&self) -> &RefCell<EchoCounts> {
+        &self.counts
+    }
+
+    fn plan(&self) -> (usize, Instant) {
+        (self.cfg.conns, self.cfg.stop_at)
+    }
+
+    fn stopping(&self) -> &Cell<bool> {
+        &self.stopping
+    }
+
+    async fn session(self: Rc<Self>, slot: usize, n: u64) {
+        let rng = Rng::for_stream(self.cfg.seed, slot as u64, n);
+        session(&self, rng).await
+    }
+
+    /// Note each connection still owed echo bytes.
+    fn at_stop(&self) {
+        for c in self
             .live
             .borrow()
             .values()
@@ -227,16 +233,10 @@ pub fn run(
         {
             if c.promised.get() > c.verified.get() {
                 c.owed_at_stop.set(c.promised.get());
-                ctx.count(|n| n.owed_at_stop += 1);
+                self.count(|n| n.owed_at_stop += 1);
             }
         }
-        on_stop();
-        for h in slots {
-            let _ = h.await;
-        }
-    });
-    let counts = ctx.counts.borrow().clone();
-    Ok(counts)
+    }
 }
 
 enum Kind {
@@ -609,4 +609,33 @@ async fn reader(conn: Rc<Conn>, ctx: Rc<Ctx>) {
     };
     *conn.end.borrow_mut() = Some(end);
     conn.wake_writer();
+}
+
+/// Fresh connections after the chaos: one message of each size must come
+/// back intact.
+pub fn final_check(addr: SocketAddr, limit: Duration) -> io::Result<()> {
+    use std::io::{Read, Write};
+    for (i, len) in [1usize, 100, 4096, 65_536, MAX_MSG].into_iter().enumerate() {
+        let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
+        s.set_read_timeout(Some(limit))?;
+        s.set_write_timeout(Some(limit))?;
+        let msg = crate::harness::rng::ByteGen::message(u64::MAX - i as u64, 1, len);
+        let writer = {
+            let mut w = s.try_clone()?;
+            let msg = msg.clone();
+            std::thread::spawn(move || w.write_all(&msg))
+        };
+        let mut back = vec![0u8; len];
+        s.read_exact(&mut back)?;
+        writer
+            .join()
+            .map_err(|_| io::Error::other("writer thread panicked"))??;
+        if back != msg {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a {len}-byte echo came back different"),
+            ));
+        }
+    }
+    Ok(())
 }

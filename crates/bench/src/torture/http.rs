@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
+use super::slots::{run_slots, Chaos};
 use super::tally::Tally;
 
 use crate::harness::rng::{ByteGen, Rng};
@@ -131,41 +132,33 @@ pub fn run(
     on_stop: &mut dyn FnMut(),
     tick: &mut dyn FnMut(&HttpCounts),
 ) -> io::Result<HttpCounts> {
-    let rt = ringkit::Builder::new().backend(backend).build()?;
     let ctx = Rc::new(Ctx {
         cfg,
         counts: RefCell::new(HttpCounts::default()),
         stopping: Cell::new(false),
     });
-    rt.block_on(async {
-        let mut slots = Vec::new();
-        for slot in 0..ctx.cfg.conns {
-            let ctx = ctx.clone();
-            slots.push(ringkit::spawn(async move {
-                let mut n = 0u64;
-                while !ctx.stopping.get() {
-                    session(
-                        &ctx,
-                        Rng::for_stream(ctx.cfg.seed ^ 0x4854_5450, slot as u64, n),
-                    )
-                    .await;
-                    n += 1;
-                }
-            }));
-        }
-        while Instant::now() < ctx.cfg.stop_at {
-            let left = ctx.cfg.stop_at.saturating_duration_since(Instant::now());
-            ringkit::time::sleep(left.min(Duration::from_secs(1))).await;
-            tick(&ctx.counts.borrow());
-        }
-        ctx.stopping.set(true);
-        on_stop();
-        for h in slots {
-            let _ = h.await;
-        }
-    });
-    let c = ctx.counts.borrow().clone();
-    Ok(c)
+    run_slots(ctx, backend, on_stop, tick)
+}
+
+impl Chaos for Ctx {
+    type Counts = HttpCounts;
+
+    fn counts(&self) -> &RefCell<HttpCounts> {
+        &self.counts
+    }
+
+    fn plan(&self) -> (usize, Instant) {
+        (self.cfg.conns, self.cfg.stop_at)
+    }
+
+    fn stopping(&self) -> &Cell<bool> {
+        &self.stopping
+    }
+
+    async fn session(self: Rc<Self>, slot: usize, n: u64) {
+        let rng = Rng::for_stream(self.cfg.seed ^ 0x4854_5450, slot as u64, n);
+        session(&self, rng).await
+    }
 }
 
 /// A request and what its response must be.

@@ -31,6 +31,7 @@ pub mod http;
 pub mod idle;
 pub mod report;
 pub mod server;
+mod slots;
 pub mod tally;
 
 use std::io;
@@ -353,7 +354,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             let allowed = start.fds + cached;
             let settled = srv.settle_fds(allowed, Duration::from_secs(10));
             let checked = match cfg.mode {
-                TortureMode::Echo => final_check(addr, cfg.stall),
+                TortureMode::Echo => echo::final_check(addr, cfg.stall),
                 TortureMode::Http => http::final_check(addr, cfg.seed, cfg.stall),
             };
             if let Err(e) = checked {
@@ -485,36 +486,4 @@ fn probe_refused(
         Err(e) => format!("error {e} (want connection refused)"),
         Ok(_) => "ACCEPTED (want connection refused)".into(),
     }
-}
-
-/// Fresh connections after the chaos: one message of each size must come
-/// back intact.
-pub fn final_check(addr: SocketAddr, limit: Duration) -> io::Result<()> {
-    use std::io::{Read, Write};
-    for (i, len) in [1usize, 100, 4096, 65_536, echo::MAX_MSG]
-        .into_iter()
-        .enumerate()
-    {
-        let mut s = std::net::TcpStream::connect_timeout(&addr, limit)?;
-        s.set_read_timeout(Some(limit))?;
-        s.set_write_timeout(Some(limit))?;
-        let msg = crate::harness::rng::ByteGen::message(u64::MAX - i as u64, 1, len);
-        let writer = {
-            let mut w = s.try_clone()?;
-            let msg = msg.clone();
-            std::thread::spawn(move || w.write_all(&msg))
-        };
-        let mut back = vec![0u8; len];
-        s.read_exact(&mut back)?;
-        writer
-            .join()
-            .map_err(|_| io::Error::other("writer thread panicked"))??;
-        if back != msg {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a {len}-byte echo came back different"),
-            ));
-        }
-    }
-    Ok(())
 }

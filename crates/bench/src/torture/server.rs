@@ -2,7 +2,6 @@
 //! stopped by its own pid, and sampled from `/proc` (RSS, open fds).
 
 use std::io::{self, BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -85,33 +84,7 @@ impl ServerProc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let (cpu, raise) = (spec.cpu, spec.raise_nofile);
-        // SAFETY: the closure runs in the forked child before exec and only
-        // makes async-signal-safe syscalls (sched_setaffinity, get/setrlimit)
-        // on stack data.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(cpu) = cpu {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(cpu, &mut set);
-                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
-                    {
-                        return Err(io::Error::last_os_error());
-                    }
-                }
-                if raise {
-                    let mut r = libc::rlimit {
-                        rlim_cur: 0,
-                        rlim_max: 0,
-                    };
-                    if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
-                        r.rlim_cur = r.rlim_max;
-                        libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-                    }
-                }
-                Ok(())
-            });
-        }
+        crate::harness::child::prepare(&mut cmd, spec.cpu, spec.raise_nofile);
         let mut child = cmd
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {prog}: {e}")))?;
@@ -286,9 +259,7 @@ impl Drop for ServerProc {
 
 /// A free loopback port (bound then released; the server binds it next).
 pub fn free_port() -> io::Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port())
+    Ok(crate::harness::child::free_addr()?.port())
 }
 
 /// `ringkit-peer` next to `exe`, if it was built.

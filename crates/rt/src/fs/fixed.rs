@@ -76,6 +76,7 @@ impl FixedBufPool {
     /// (`AlreadyExists`), or the kernel's refusal (for instance `ENOMEM`
     /// past `RLIMIT_MEMLOCK` for an unprivileged process).
     pub fn new(count: u16, size: usize) -> io::Result<FixedBufPool> {
+        release_pending();
         let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
         if count == 0 || size == 0 || size % ALIGN != 0 || size > 1 << 30 {
             return Err(invalid(format!(
@@ -177,19 +178,68 @@ impl FixedBufPool {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        if let Some(serial) = self.registered_on {
-            // Only the ring that holds the table; a runtime that is gone
-            // took its ring, and the table, with it.
-            let _ = try_with_ctx(|rt| {
-                if rt.serial == serial {
-                    let _ = rt.driver.borrow_mut().unregister_buffers();
-                }
-            });
+        let region = Region {
+            base: self.base,
+            layout: self.layout,
+            registered_on: self.registered_on,
+        };
+        // The last buffer often goes while the driver is busy (a late
+        // completion of a dropped read, the runtime's shutdown): then the
+        // region waits for the next chance (see `Region::release`).
+        if let Err(r) = region.release() {
+            PENDING.with(|p| p.borrow_mut().push(r));
         }
-        // SAFETY: INVARIANT; no buffer is left (each holds an `Rc<Inner>`)
-        // and the kernel's table no longer names this memory.
-        unsafe { std::alloc::dealloc(self.base, self.layout) };
     }
+}
+
+/// A pool's memory, to be freed once no ring's table names it.
+#[derive(Debug)]
+struct Region {
+    base: *mut u8,
+    layout: std::alloc::Layout,
+    registered_on: Option<u64>,
+}
+
+thread_local! {
+    /// Regions whose ring was busy when their pool went.
+    static PENDING: RefCell<Vec<Region>> = const { RefCell::new(Vec::new()) };
+}
+
+impl Region {
+    /// Free the region if no ring can still use it: it was never
+    /// registered, its runtime is gone (the ring, and its table, with it),
+    /// or its ring is free to unregister now. `Err(self)` otherwise.
+    fn release(self) -> Result<(), Region> {
+        if let Some(serial) = self.registered_on {
+            let current = try_with_ctx(|rt| {
+                if rt.serial != serial {
+                    return Some(true);
+                }
+                let mut drv = rt.driver.try_borrow_mut().ok()?;
+                Some(drv.unregister_buffers().is_ok())
+            });
+            match current {
+                // No runtime on this thread: the one that held the table
+                // may be shutting down with its ring still open.
+                None | Some(None) | Some(Some(false)) => return Err(self),
+                Some(Some(true)) => {}
+            }
+        }
+        // SAFETY: allocated with this layout by `FixedBufPool::new`, freed
+        // once: no buffer is left and no ring's table names it.
+        unsafe { std::alloc::dealloc(self.base, self.layout) };
+        Ok(())
+    }
+}
+
+/// Free the regions left pending, where that is now safe.
+fn release_pending() {
+    let pending = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    let left: Vec<Region> = pending
+        .into_iter()
+        .filter_map(|r| r.release().err())
+        .collect();
+    PENDING.with(|p| p.borrow_mut().extend(left));
 }
 
 /// A buffer of a [`FixedBufPool`]: page-aligned, registered with the ring,
@@ -245,7 +295,10 @@ impl FixedBuf {
 impl Drop for FixedBuf {
     fn drop(&mut self) {
         self.pool.free.borrow_mut().push(self.index);
-        if let Some(w) = self.pool.waiters.borrow_mut().pop_front() {
+        // Wake every waiter: one that gave up (its future dropped) must not
+        // swallow the wake of one still waiting; the losers wait again.
+        let waiters = std::mem::take(&mut *self.pool.waiters.borrow_mut());
+        for w in waiters {
             w.wake();
         }
     }

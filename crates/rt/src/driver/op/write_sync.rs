@@ -38,11 +38,16 @@ pub(crate) struct WriteSync<B> {
     pub(crate) on_ring: bool,
 }
 
+/// The most one linked write submits (an SQE's length is 32 bits): a
+/// larger buffer is written in part, and the sync after it vouches for
+/// that part only, which is what the caller is told.
+const MAX_LINKED: usize = (u32::MAX as usize) & !4095;
+
 impl<B: IoBuf> OpCode for WriteSync<B> {
     type Output = (io::Result<usize>, B);
 
     fn uring_chain(&mut self) -> Vec<Entry> {
-        let len = self.buf.bytes_init() as u32;
+        let len = self.buf.bytes_init().min(MAX_LINKED) as u32;
         vec![write_entry(
             self.fd,
             self.buf.stable_ptr(),
@@ -77,7 +82,11 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
     }
 
     fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        let len = self.buf.bytes_init();
+        let len = if self.on_ring {
+            self.buf.bytes_init().min(MAX_LINKED)
+        } else {
+            self.buf.bytes_init()
+        };
         let out = match res {
             // io_uring, the write's own CQE: it came up short (or failed,
             // below) and the fsync was cancelled.
