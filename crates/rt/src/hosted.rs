@@ -38,7 +38,6 @@
 //! idle to busy an `epoll_wait` wake-up (tokio's) followed by the
 //! zero-timeout park, where plain ringkit blocks in the driver itself.
 
-use std::cell::RefCell;
 use std::future::{poll_fn, Future};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -52,36 +51,7 @@ use tokio::io::Interest;
 use crate::runtime::Context;
 use crate::task::{self, MAIN_KEY};
 
-thread_local! {
-    /// The waker of this thread's idle host loop, while it waits.
-    static IDLE: RefCell<Option<std::task::Waker>> = const { RefCell::new(None) };
-    /// Set by [`kick`]: the idle wait ends at its next poll.
-    static KICKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// New ringkit work appeared on this thread (a task woken, spawned or
-/// aborted, a timer added, an SQE queued): end the host loop's idle wait,
-/// if it is in one. Cheap when it is not (one thread-local read).
-pub(crate) fn kick() {
-    let w = IDLE.try_with(|i| i.borrow_mut().take()).ok().flatten();
-    if w.is_some() {
-        let _ = KICKED.try_with(|k| k.set(true));
-    }
-    if let Some(w) = w {
-        w.wake();
-    }
-}
-
-fn set_idle(w: Option<&std::task::Waker>) {
-    let _ = IDLE.try_with(|i| *i.borrow_mut() = w.cloned());
-}
-
-/// Forget this thread's idle state (a runtime is going away; the next one
-/// starts clean).
-fn clear_idle() {
-    set_idle(None);
-    let _ = KICKED.try_with(|k| k.set(false));
-}
+use crate::kick::{clear_idle, set_idle, take_kicked};
 
 /// The driver's readiness fd, borrowed (the driver owns and closes it,
 /// after the host is dropped).
@@ -181,7 +151,7 @@ impl Host {
         timed: bool,
         sleep: std::pin::Pin<&mut tokio::time::Sleep>,
     ) -> Poll<()> {
-        if cx.has_runnable() || KICKED.with(|k| k.replace(false)) {
+        if cx.has_runnable() || take_kicked() {
             return Poll::Ready(());
         }
         match self.readiness.poll_read_ready(t) {

@@ -41,6 +41,7 @@ mod eventfd_table;
 pub mod fs;
 #[cfg(feature = "tokio")]
 mod hosted;
+mod kick;
 mod launcher;
 mod metrics;
 pub mod net;

@@ -6,8 +6,6 @@
 use std::cell::Cell;
 use std::fmt;
 
-use crate::runtime::Context;
-
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     pub(crate) sqes: Cell<u64>,
@@ -145,10 +143,11 @@ impl fmt::Display for MetricsSnapshot {
     }
 }
 
-pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
-    let m = &cx.metrics;
+/// The counters `m`, with the driver's own: `io_uring_enter` calls and
+/// operations in flight.
+pub(crate) fn snapshot(m: &Metrics, uring_enters: u64, ops_in_flight: u64) -> MetricsSnapshot {
     MetricsSnapshot {
-        uring_enters: cx.driver.borrow().enter_count(),
+        uring_enters,
         sqes_submitted: m.sqes.get(),
         cqes_reaped: m.cqes.get(),
         cq_overflows: m.cq_overflows.get(),
@@ -157,7 +156,7 @@ pub(crate) fn snapshot(cx: &Context) -> MetricsSnapshot {
         parks: m.parks.get(),
         task_polls: m.polls.get(),
         tasks_spawned: m.tasks_spawned.get(),
-        ops_in_flight: cx.driver.borrow().ops_in_flight() as u64,
+        ops_in_flight,
         recv_buffers: m.recv_buffers.get(),
         recv_bundled: m.recv_bundled.get(),
         send_chain_links: m.send_chain_links.get(),

@@ -32,14 +32,7 @@ thread_local! {
     static CURRENT: Cell<Option<NonNull<Context>>> = const { Cell::new(None) };
 }
 
-/// New ringkit work on this thread (a task queued, a timer added, an SQE
-/// queued): in hosted mode, end the host loop's idle wait (see
-/// `hosted::kick`); nothing without the `tokio` feature.
-#[inline]
-pub(crate) fn kick_host() {
-    #[cfg(feature = "tokio")]
-    crate::hosted::kick();
-}
+pub(crate) use crate::kick::kick_host;
 
 /// Run `f` with the current thread's runtime context. Panics outside a runtime.
 pub(crate) fn with_ctx<R>(f: impl FnOnce(&Context) -> R) -> R {
@@ -52,11 +45,6 @@ pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
     // SAFETY: CURRENT is set only while the `Runtime` owning this boxed
     // Context is alive on this thread; `Runtime::drop` clears it first.
     Some(f(unsafe { p.as_ref() }))
-}
-
-/// Whether the current thread's runtime runs on io_uring.
-pub(crate) fn is_uring() -> bool {
-    with_ctx(|cx| cx.driver.borrow().is_uring())
 }
 
 /// Per-thread runtime state. Fields are in cells: tasks, driver and timers are
@@ -81,6 +69,12 @@ pub(crate) struct Context {
 }
 
 impl Context {
+    /// This runtime's counters, the driver's included.
+    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
+        let drv = self.driver.borrow();
+        crate::metrics::snapshot(&self.metrics, drv.enter_count(), drv.ops_in_flight() as u64)
+    }
+
     /// Put a woken task (or the main future) on the run queue, once.
     pub(crate) fn schedule(&self, data: u64) {
         let (_, gen, key) = task::decode(data);
@@ -484,6 +478,13 @@ impl Builder {
         });
         let ptr = NonNull::from(&*ctx);
         CURRENT.with(|c| c.set(Some(ptr)));
+        // SAFETY: the context is boxed: its driver and metrics stay put
+        // until `Runtime::drop` uninstalls them (before the box goes).
+        unsafe { crate::driver::current::install(&ctx.driver, &ctx.metrics) };
+        crate::driver::current::install_clock(crate::driver::current::Clock {
+            sleep_until: |at| Box::pin(crate::time::sleep_until(at)),
+            coarse_now: crate::time::coarse_now,
+        });
         #[allow(unused_mut)]
         let mut rt = Runtime {
             #[cfg(feature = "tokio")]
@@ -571,7 +572,7 @@ impl Runtime {
 
     /// Counters of this runtime (syscalls, SQEs, CQEs, polls).
     pub fn metrics(&self) -> MetricsSnapshot {
-        crate::metrics::snapshot(&self.ctx)
+        self.ctx.snapshot()
     }
 
     /// Spawn a task; it runs when the runtime runs (in `block_on`).
@@ -631,6 +632,7 @@ impl Drop for Runtime {
         self.drop_tasks();
         self.ctx.queue.borrow_mut().clear();
         self.ctx.driver.borrow_mut().shutdown();
+        crate::driver::current::uninstall();
         CURRENT.with(|c| c.set(None));
         // Later wakes of this runtime do nothing; the eventfd is closed when
         // the last `Arc<Remote>` goes (a racing waker may hold one).
@@ -669,7 +671,7 @@ pub fn backend_report() -> BackendReport {
 
 /// The metrics of the current thread's runtime.
 pub fn metrics() -> MetricsSnapshot {
-    with_ctx(crate::metrics::snapshot)
+    with_ctx(Context::snapshot)
 }
 
 /// The number of the current turn of this thread's event loop (it grows

@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{Driver, OpCode, INLINE, NOT_SUBMITTED};
+use crate::driver::current;
 use crate::metrics::Metrics;
-use crate::runtime::{try_with_ctx, with_ctx};
 
 #[derive(Debug, Clone, Copy)]
 enum State {
@@ -55,9 +55,9 @@ impl<T: OpCode> Op<T> {
             State::Uring(key) => {
                 self.expired = true;
                 let members = self.data.as_ref().map_or(0, T::uring_chain_len);
-                try_with_ctx(|rt| {
+                current::try_with(|rt| {
                     if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
-                        u.cancel_live(key, members, &rt.metrics);
+                        u.cancel_live(key, members, rt.metrics);
                     }
                 });
                 None
@@ -101,7 +101,8 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
     // Made only once the operation has to wait (an epoll write to a socket
     // with room completes in its first poll), from the loop turn's clock:
     // a send timeout is set on every write, and needs no precision.
-    let mut sleep: Option<crate::time::Sleep> = None;
+    let mut sleep: Option<current::Sleep> = None;
+    let clock = current::clock();
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = Pin::new(&mut op).poll(cx) {
             return Poll::Ready(out);
@@ -114,16 +115,17 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
             // the current turn's length, nothing next to seconds); a short
             // one from the real clock.
             let from = if limit >= COARSE_FROM {
-                crate::time::coarse_now()
+                (clock.coarse_now)()
             } else {
                 std::time::Instant::now()
             };
-            match from.checked_add(limit) {
-                Some(at) => crate::time::sleep_until(at),
-                None => crate::time::sleep(limit), // never
-            }
+            // Past the clock's range: as good as never.
+            let at = from
+                .checked_add(limit)
+                .unwrap_or_else(|| from + Duration::from_secs(86_400 * 365 * 30));
+            (clock.sleep_until)(at)
         });
-        if Pin::new(s).poll(cx).is_ready() {
+        if s.as_mut().poll(cx).is_ready() {
             if let Some(out) = op.expire() {
                 return Poll::Ready(out);
             }
@@ -158,7 +160,7 @@ impl<T: OpCode> Future for Op<T> {
                 Poll::Ready(None) => {}
             }
         }
-        let res = with_ctx(|rt| {
+        let res = current::with(|rt| {
             let mut drv = rt.driver.borrow_mut();
             match &mut *drv {
                 Driver::Uring(u) => match this.state {
@@ -169,9 +171,9 @@ impl<T: OpCode> Future for Op<T> {
                         }
                         let chain = data.uring_chain();
                         let key = if chain.is_empty() {
-                            u.submit(data.uring_entry(), data.uring_link_timeout(), &rt.metrics)
+                            u.submit(data.uring_entry(), data.uring_link_timeout(), rt.metrics)
                         } else {
-                            u.submit_chain(chain, data.uring_entry(), &rt.metrics)
+                            u.submit_chain(chain, data.uring_entry(), rt.metrics)
                         };
                         match key {
                             Ok(key) => {
@@ -193,7 +195,7 @@ impl<T: OpCode> Future for Op<T> {
                     let ready = data.epoll_ready();
                     if let Some((fd, dir)) = ready {
                         if !e.is_ready(fd, dir) {
-                            return match e.wait_ready(fd, dir, cx.waker(), &rt.metrics) {
+                            return match e.wait_ready(fd, dir, cx.waker(), rt.metrics) {
                                 Ok(()) => Poll::Pending,
                                 Err(err) => Poll::Ready((Err(err), 0)),
                             };
@@ -208,7 +210,7 @@ impl<T: OpCode> Future for Op<T> {
                                     return Poll::Ready((Err(err), 0));
                                 };
                                 e.clear_ready(fd, dir);
-                                return match e.wait_ready(fd, dir, cx.waker(), &rt.metrics) {
+                                return match e.wait_ready(fd, dir, cx.waker(), rt.metrics) {
                                     Ok(()) => Poll::Pending,
                                     Err(err) => Poll::Ready((Err(err), 0)),
                                 };
@@ -253,10 +255,10 @@ impl<T: OpCode> Drop for Op<T> {
             return;
         };
         let mut data = Some(data);
-        let _ = try_with_ctx(|rt| {
+        let _ = current::try_with(|rt| {
             if let Ok(mut drv) = rt.driver.try_borrow_mut() {
                 if let Driver::Uring(u) = &mut *drv {
-                    u.orphan(key, data.take().expect("data present"), &rt.metrics);
+                    u.orphan(key, data.take().expect("data present"), rt.metrics);
                 }
             }
         });

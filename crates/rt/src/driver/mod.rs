@@ -41,6 +41,7 @@
 
 mod config;
 mod contract;
+pub(crate) mod current;
 pub(crate) mod epoll;
 mod future;
 pub(crate) mod multishot;

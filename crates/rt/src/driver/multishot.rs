@@ -27,7 +27,7 @@ use ringkit_uring::opcode::Entry;
 
 use super::uring::MultiKind;
 use super::Driver;
-use crate::runtime::{try_with_ctx, with_ctx};
+use crate::driver::current;
 
 /// The key of an armed multishot operation, if any.
 #[derive(Debug)]
@@ -58,7 +58,7 @@ impl Multishot {
         cx: &mut Context<'_>,
         entry: impl FnOnce() -> Entry,
     ) -> Poll<io::Result<Option<(i32, u32)>>> {
-        with_ctx(|rt| {
+        current::with(|rt| {
             let mut drv = rt.driver.borrow_mut();
             let Driver::Uring(u) = &mut *drv else {
                 return Poll::Ready(Err(io::Error::new(
@@ -68,7 +68,7 @@ impl Multishot {
             };
             let key = match self.key.get() {
                 Some(k) => k,
-                None => match u.submit_multi(entry(), &rt.metrics) {
+                None => match u.submit_multi(entry(), rt.metrics) {
                     Ok(k) => {
                         self.key.set(Some(k));
                         k
@@ -98,7 +98,7 @@ impl Multishot {
     /// not borrowed.
     pub(crate) fn try_next_buffer(&self) -> Option<(i32, u32)> {
         let key = self.key.get()?;
-        let got = try_with_ctx(|rt| match &mut *rt.driver.borrow_mut() {
+        let got = current::try_with(|rt| match &mut *rt.driver.borrow_mut() {
             Driver::Uring(u) => u.try_multi_buffer(key),
             Driver::Epoll(_) => None,
         })
@@ -115,9 +115,9 @@ impl Multishot {
     pub(crate) fn cancel(&self) {
         let Some(key) = self.key.take() else { return };
         let kind = self.kind;
-        try_with_ctx(|rt| {
+        current::try_with(|rt| {
             if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
-                u.drop_multi(key, kind, &rt.metrics);
+                u.drop_multi(key, kind, rt.metrics);
             }
         });
     }

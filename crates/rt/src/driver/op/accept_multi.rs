@@ -37,7 +37,7 @@ impl AcceptMulti {
     /// The next accepted connection's fd (owned by the caller).
     pub(crate) async fn next(&self) -> io::Result<RawFd> {
         loop {
-            if !crate::runtime::is_uring() {
+            if !crate::driver::current::is_uring() {
                 let (fd, _) = Op::new(Accept::new(self.fd)).await?;
                 return Ok(fd.into_raw_fd());
             }

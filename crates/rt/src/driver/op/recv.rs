@@ -118,13 +118,13 @@ impl<B: IoBufMut> Recv<B> {
     pub(crate) async fn within(self, dur: std::time::Duration) -> (io::Result<usize>, B) {
         use std::future::Future;
         let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
-        let uring =
-            crate::runtime::try_with_ctx(|rt| rt.driver.borrow().is_uring()).unwrap_or(false);
+        let uring = crate::driver::current::is_uring();
         if uring {
             return crate::driver::Op::new(self.with_timeout(dur)).await;
         }
         let mut op = crate::driver::Op::new(self);
-        let mut sleep = std::pin::pin!(crate::time::sleep(dur));
+        let clock = crate::driver::current::clock();
+        let mut sleep = (clock.sleep_until)(std::time::Instant::now() + dur);
         let done = std::future::poll_fn(|cx| {
             if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
                 return Poll::Ready(Some(r));

@@ -32,10 +32,10 @@ use ringkit_uring::BufRing;
 use super::recv::Recv;
 use super::recv_scratch::RecvScratch;
 use crate::buf::RecvBuf;
+use crate::driver::current;
 use crate::driver::multishot::Multishot;
 use crate::driver::uring::{MultiKind, BGID};
 use crate::driver::Op;
-use crate::runtime::with_ctx;
 
 /// Bytes a stand-in plain receive asks for.
 const SINGLE_RECV: usize = 4096;
@@ -65,7 +65,7 @@ impl RecvMulti {
         let (res, flags) = self.shot.try_next_buffer()?;
         // A CQE with a buffer means the ring exists (it was made to arm the
         // receive); the buffer goes back to it when the `RecvBuf` drops.
-        let ring = with_ctx(|rt| rt.driver.borrow_mut().buf_ring())
+        let ring = current::with(|rt| rt.driver.borrow_mut().buf_ring())
             .expect("a received buffer implies the runtime's buffer ring")
             .0;
         Some(ring_buf(&ring, res, flags))
@@ -82,7 +82,7 @@ impl RecvMulti {
         mut target: impl FnMut() -> Target,
         single: impl FnOnce(Vec<u8>) -> Recv<Vec<u8>>,
     ) -> io::Result<RecvBuf> {
-        if crate::runtime::is_uring() {
+        if current::is_uring() {
             if let Some(got) = self.next_multi(&mut target).await? {
                 return Ok(got);
             }
@@ -95,7 +95,7 @@ impl RecvMulti {
 
     /// `None`: make progress with one plain receive instead.
     async fn next_multi(&self, target: &mut impl FnMut() -> Target) -> io::Result<Option<RecvBuf>> {
-        let (ring, bundle) = with_ctx(|rt| rt.driver.borrow_mut().buf_ring())?;
+        let (ring, bundle) = current::with(|rt| rt.driver.borrow_mut().buf_ring())?;
         poll_fn(|cx| {
             // Decided before the driver is borrowed (promotion to a
             // registered file borrows it too).

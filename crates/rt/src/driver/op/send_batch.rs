@@ -16,8 +16,8 @@ use super::send_bundle::SendBundle;
 use super::send_chain::SendChain;
 use super::sendmsg::SendMsg;
 use crate::buf::RecvBuf;
+use crate::driver::current;
 use crate::driver::{op_within, SendPlan};
-use crate::runtime::try_with_ctx;
 
 /// At most this many iovecs per `sendmsg` (the kernel's `UIO_MAXIOV` is
 /// 1024; more fails with `EMSGSIZE`).
@@ -32,7 +32,8 @@ pub(crate) struct Batcher {
 impl Batcher {
     /// The plan of this thread's runtime (vectored outside one).
     pub(crate) fn current() -> Batcher {
-        let plan = try_with_ctx(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored);
+        let plan =
+            current::try_with(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored);
         Batcher { plan }
     }
 
@@ -59,11 +60,11 @@ impl Batcher {
             }
             SendPlan::Bundle if bufs.len() >= 2 => {
                 let ring =
-                    try_with_ctx(|rt| rt.driver.borrow_mut().send_ring(&rt.metrics)).flatten();
+                    current::try_with(|rt| rt.driver.borrow_mut().send_ring(rt.metrics)).flatten();
                 match ring {
                     Some(r) => match SendBundle::new(fd, bufs, r) {
                         Ok(op) => {
-                            try_with_ctx(|rt| {
+                            current::try_with(|rt| {
                                 crate::metrics::Metrics::add(&rt.metrics.send_bundles, 1)
                             });
                             return op_within(op, limit).await;

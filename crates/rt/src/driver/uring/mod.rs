@@ -308,7 +308,7 @@ impl UringDriver {
                     // loop waits idle must end the wait (only a park
                     // submits it).
                     if self.hosted {
-                        crate::runtime::kick_host();
+                        crate::kick::kick_host();
                     }
                     return Ok(());
                 }
