@@ -23,10 +23,10 @@ pub struct CompareArgs {
     study: Option<String>,
     /// The long run for publishing: every study's full variant (more
     /// rounds, workloads and contenders, peers' syscalls counted by perf),
-    /// and with `all` also the `app` and `hosting` studies. About 45
-    /// minutes and more. Without it, each study runs its short variant
-    /// (about a minute each; echo: 3 rounds of 2 s) and `all` is done in
-    /// about 10 minutes.
+    /// and with `all` also the `app`, `hosting` and `grpc` studies. About
+    /// an hour. Without it, each study runs its short variant (about a
+    /// minute each; echo: 3 rounds of 2 s) and `all` is done in about 7
+    /// minutes on a 2-core VM.
     #[arg(long, conflicts_with = "quick")]
     full: bool,
     /// The short variants (the default; kept for old scripts).
