@@ -133,6 +133,7 @@ fn one(
         duration: Duration::from_secs_f64(cfg.secs),
         pipeline: 1,
         backend: ringkit::Backend::Auto,
+        rate: None,
     };
     let res = if client == "threads" {
         echo::run_load_threads(&load_cfg)

@@ -66,6 +66,7 @@ fn cfg(addr: SocketAddr, backend: Backend) -> EchoLoadConfig {
         duration: Duration::from_millis(300),
         pipeline: 2,
         backend,
+        rate: None,
     }
 }
 
@@ -147,4 +148,49 @@ fn a_server_that_closes_fails_the_run_on_both_backends() {
         assert_eq!(r.failed_conns, 4, "{backend:?}: {r:?}");
         assert!(r.first_error.is_some(), "{backend:?}: {r:?}");
     }
+}
+
+/// Open loop (`rate`): the generator sends at the asked rate, not as fast
+/// as the server answers, on both backends; every connection is served
+/// (Jain's index near 1); pipelining with a rate is refused clearly.
+#[test]
+fn open_loop_sends_at_the_asked_rate() {
+    let addr = start(Server::Faithful);
+    for backend in [Backend::Uring, Backend::Epoll] {
+        if backend == Backend::Uring && ringkit_load(addr, backend).is_none() {
+            continue;
+        }
+        let c = EchoLoadConfig {
+            pipeline: 1,
+            rate: Some(2000.0),
+            duration: Duration::from_millis(500),
+            ..cfg(addr, backend)
+        };
+        let r = std::thread::spawn(move || echo::run_load(&c, &mut |_| {}))
+            .join()
+            .unwrap()
+            .unwrap();
+        assert!(r.ok(), "{backend:?}: {r:?}");
+        let rate = r.responses as f64 / r.secs;
+        assert!(
+            (1500.0..2500.0).contains(&rate),
+            "{backend:?}: {rate:.0}/s: {r:?}"
+        );
+        assert!(r.conn_min > 0 && r.jain > 0.95, "{backend:?}: {r:?}");
+    }
+    let c = EchoLoadConfig {
+        pipeline: 2,
+        rate: Some(100.0),
+        ..cfg(addr, Backend::Epoll)
+    };
+    let e = echo::run_load(&c, &mut |_| {}).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+}
+
+#[test]
+fn fairness_index() {
+    assert_eq!(echo::fairness(&[5, 5, 5, 5]), (5, 5, 5, 1.0));
+    let (min, med, max, j) = echo::fairness(&[0, 0, 0, 12]);
+    assert_eq!((min, med, max), (0, 0, 12));
+    assert!((j - 0.25).abs() < 1e-9);
 }

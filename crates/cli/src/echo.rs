@@ -126,6 +126,12 @@ pub struct BenchEchoArgs {
     /// Pin the generator to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Open loop: send this many messages per second in all, each at its
+    /// scheduled moment (not when the last reply came back), and count
+    /// latency from that moment (free of coordinated omission, as wrk2).
+    /// Default: closed loop. Needs --pipeline 1.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Print the result as JSON too.
     #[arg(long)]
     json: bool,
@@ -147,6 +153,7 @@ pub fn bench(a: BenchEchoArgs) -> std::io::Result<()> {
         duration: Duration::from_secs(a.secs),
         pipeline: a.pipeline,
         backend: a.backend,
+        rate: a.rate,
     };
     println!(
         "Benchmarking: {}\n{} clients, running {} bytes, {} sec.{}\n",
@@ -177,6 +184,16 @@ pub fn bench(a: BenchEchoArgs) -> std::io::Result<()> {
     println!(
         "Window: {:.3} s measured after {:.3} s of connecting\nLatency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, mean {:.1} us",
         r.secs, r.connect_secs, r.p50_us, r.p99_us, r.p999_us, r.mean_us
+    );
+    println!(
+        "Fairness: responses per connection min {} / median {} / max {}, Jain's index {:.3}{}",
+        r.conn_min,
+        r.conn_median,
+        r.conn_max,
+        r.jain,
+        a.rate
+            .map(|x| format!(" (open loop at {x:.0} messages/s)"))
+            .unwrap_or_default()
     );
     println!(
         "Generator CPU: {:.0}% of one core; {:.0} round trips per generator CPU-second",

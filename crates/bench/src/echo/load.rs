@@ -38,6 +38,12 @@ pub struct EchoLoadConfig {
     pub pipeline: usize,
     /// Backend of the generator's own runtime.
     pub backend: Backend,
+    /// Open loop: this many messages per second in all, spread evenly
+    /// over the connections, each sent at its scheduled moment whether or
+    /// not the previous reply is late; latency counts from the scheduled
+    /// moment (as wrk2 does, free of coordinated omission). `None`: closed
+    /// loop (the next message when the reply is back).
+    pub rate: Option<f64>,
 }
 
 /// What the generator measured.
@@ -67,6 +73,37 @@ pub struct EchoLoadResult {
     pub mean_us: f64,
     /// CPU seconds (user+sys) the generator itself used in the window.
     pub client_cpu_s: f64,
+    /// Responses per connection in the window: fewest, median, most.
+    #[serde(default)]
+    pub conn_min: u64,
+    /// Median.
+    #[serde(default)]
+    pub conn_median: u64,
+    /// Most.
+    #[serde(default)]
+    pub conn_max: u64,
+    /// Jain's fairness index of the per-connection responses: 1 when every
+    /// connection got the same, 1/n when one got everything.
+    #[serde(default)]
+    pub jain: f64,
+}
+
+/// Fewest, median and most of `per_conn`, and Jain's fairness index
+/// `(Σx)² / (n·Σx²)`.
+pub fn fairness(per_conn: &[u64]) -> (u64, u64, u64, f64) {
+    if per_conn.is_empty() {
+        return (0, 0, 0, 0.0);
+    }
+    let mut v = per_conn.to_vec();
+    v.sort_unstable();
+    let sum: f64 = v.iter().map(|&x| x as f64).sum();
+    let sq: f64 = v.iter().map(|&x| (x as f64) * (x as f64)).sum();
+    let jain = if sq > 0.0 {
+        sum * sum / (v.len() as f64 * sq)
+    } else {
+        0.0
+    };
+    (v[0], v[v.len() / 2], v[v.len() - 1], jain)
 }
 
 impl EchoLoadResult {
@@ -102,6 +139,8 @@ struct Shared {
     mismatches: Cell<u64>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Histogram<u64>>,
+    /// Responses of each connection in the window.
+    per_conn: RefCell<Vec<u64>>,
 }
 
 /// Run the load on this thread (which gets its own runtime).
@@ -119,7 +158,25 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
         ),
+        per_conn: RefCell::new(Vec::with_capacity(cfg.conns)),
     });
+    if cfg.rate.is_some() && cfg.pipeline > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--rate sends one message at a time: use it with --pipeline 1",
+        ));
+    }
+    // Open loop: each connection's interval, and its offset in it.
+    let interval = match cfg.rate {
+        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
+        Some(r) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--rate {r}: want a positive number of messages per second"),
+            ))
+        }
+        None => None,
+    };
     // On io_uring the replies arrive by multishot recv into the buffer ring
     // (armed once per connection, no failed recv and poll re-arm per round
     // trip); on epoll a plain read into the connection's own buffer.
@@ -130,8 +187,9 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         for id in 0..cfg.conns {
             let sh = shared.clone();
             let (addr, len, pipeline) = (cfg.addr, cfg.len, cfg.pipeline.max(1));
+            let pace = interval.map(|i| (i, i.mul_f64(id as f64 / cfg.conns as f64)));
             handles.push(ringkit::spawn(async move {
-                if let Err(e) = conn_task(id, addr, len, pipeline, pooled, &sh).await {
+                if let Err(e) = conn_task(id, addr, len, pipeline, pooled, pace, &sh).await {
                     sh.failed.set(sh.failed.get() + 1);
                     sh.first_error.borrow_mut().get_or_insert(e.to_string());
                 }
@@ -161,7 +219,12 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         }
         let hist = shared.hist.borrow();
         let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
+        let (conn_min, conn_median, conn_max, jain) = fairness(&shared.per_conn.borrow());
         Ok(EchoLoadResult {
+            conn_min,
+            conn_median,
+            conn_max,
+            jain,
             requests: shared.requests.get(),
             responses: shared.responses.get(),
             secs,
@@ -198,20 +261,57 @@ async fn conn_task(
     len: usize,
     pipeline: usize,
     mut pooled: bool,
+    pace: Option<(Duration, Duration)>,
     sh: &Shared,
+) -> io::Result<()> {
+    let mut mine = 0u64;
+    let r = conn_loop(id, addr, len, pipeline, &mut pooled, pace, sh, &mut mine).await;
+    sh.per_conn.borrow_mut().push(mine);
+    r
+}
+
+/// The body of [`conn_task`]; `mine` counts this connection's responses
+/// in the window.
+#[allow(clippy::too_many_arguments)]
+async fn conn_loop(
+    id: usize,
+    addr: SocketAddr,
+    len: usize,
+    pipeline: usize,
+    pooled: &mut bool,
+    pace: Option<(Duration, Duration)>,
+    sh: &Shared,
+    mine: &mut u64,
 ) -> io::Result<()> {
     let s = TcpStream::connect(addr).await?;
     s.set_nodelay(true)?;
     sh.connected.set(sh.connected.get() + 1);
     let total = len * pipeline;
     let mut out = vec![0u8; total];
-    let mut chunk: Vec<u8> = Vec::with_capacity(if pooled { 0 } else { total.max(4096) });
+    let mut chunk: Vec<u8> = Vec::with_capacity(if *pooled { 0 } else { total.max(4096) });
     let mut seq = 0u64;
+    // Open loop: the next scheduled send (staggered over the connections).
+    let mut next = pace.map(|(_, offset)| Instant::now() + offset);
     while sh.phase.get() < 2 {
         seq += 1;
         fill(&mut out, id, seq);
+        // The moment latency counts from: the scheduled one in open loop
+        // (a send that is late counts its lateness), else now.
+        let t = match (&mut next, pace) {
+            (Some(at), Some((interval, _))) => {
+                let due = *at;
+                if Instant::now() < due {
+                    ringkit::time::sleep_until(due).await;
+                }
+                *at += interval;
+                due
+            }
+            _ => Instant::now(),
+        };
+        if sh.phase.get() >= 2 {
+            break;
+        }
         let counting = sh.phase.get() == 1;
-        let t = Instant::now();
         let (res, o) = s.write_all(out).await;
         out = o;
         res?;
@@ -234,7 +334,7 @@ async fn conn_task(
                 }
                 Ok(n)
             };
-            got += if pooled {
+            got += if *pooled {
                 match s.read_pooled().await {
                     Ok(back) => check(&back)?,
                     // A kernel without buffer rings or multishot receive
@@ -246,7 +346,7 @@ async fn conn_task(
                                 Some(libc::EINVAL | libc::EOPNOTSUPP | libc::ENOSYS)
                             ) =>
                     {
-                        pooled = false;
+                        *pooled = false;
                         chunk.reserve(total.max(4096));
                         continue;
                     }
@@ -262,6 +362,7 @@ async fn conn_task(
         }
         if counting && sh.phase.get() == 1 {
             sh.responses.set(sh.responses.get() + pipeline as u64);
+            *mine += pipeline as u64;
             let us = t.elapsed().as_nanos() as u64;
             let _ = sh.hist.borrow_mut().record(us.max(1));
         }
@@ -284,12 +385,14 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
     let failed = Arc::new(AtomicU64::new(0));
     let mismatches = Arc::new(AtomicU64::new(0));
     let first_error = Arc::new(Mutex::new(None::<String>));
+    let per_conn: Arc<Mutex<Vec<u64>>> = Arc::new(Mutex::new(Vec::with_capacity(cfg.conns)));
     let hist = Arc::new(Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
     ));
     let start = Instant::now();
     let mut threads = Vec::new();
     for id in 0..cfg.conns {
+        let per_conn = per_conn.clone();
         let (phase, connected, requests, responses, failed, mismatches, first_error, hist) = (
             phase.clone(),
             connected.clone(),
@@ -314,6 +417,7 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
                         let mut local = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
                             .expect("histogram bounds");
                         let mut seq = 0;
+                        let mut mine = 0u64;
                         while phase.load(Ordering::Relaxed) < 2 {
                             seq += 1;
                             fill(&mut out, id, seq);
@@ -333,10 +437,12 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
                             }
                             if counting && phase.load(Ordering::Relaxed) == 1 {
                                 responses.fetch_add(1, Ordering::Relaxed);
+                                mine += 1;
                                 let _ = local.record((t.elapsed().as_nanos() as u64).max(1));
                             }
                         }
                         let _ = hist.lock().map(|mut h| h.add(&local));
+                        let _ = per_conn.lock().map(|mut v| v.push(mine));
                         Ok(())
                     };
                     if let Err(e) = run() {
@@ -370,7 +476,13 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
         .map_err(|_| io::Error::other("histogram lock poisoned"))?;
     let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
     let first_error = first_error.lock().ok().and_then(|f| f.clone());
+    let (conn_min, conn_median, conn_max, jain) =
+        fairness(&per_conn.lock().map(|v| v.clone()).unwrap_or_default());
     Ok(EchoLoadResult {
+        conn_min,
+        conn_median,
+        conn_max,
+        jain,
         requests: requests.load(Ordering::SeqCst),
         responses: responses.load(Ordering::SeqCst),
         secs,

@@ -54,6 +54,7 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             duration: Duration::from_secs_f64(secs),
             pipeline: cfg.pipeline,
             backend: ringkit::Backend::Auto,
+            rate: None,
         };
         let load = load::run_load(&load_cfg, &mut |p| match p {
             Phase::WindowStart => e0 = Some(CpuTimes::edge(pid, stats)),
@@ -105,6 +106,7 @@ fn syscall_sample(
         duration: Duration::from_secs(2),
         pipeline: cfg.pipeline,
         backend: ringkit::Backend::Auto,
+        rate: None,
     };
     let load = load::run_load(&load_cfg, &mut |p| counter.phase(p));
     counter.finish()?;
