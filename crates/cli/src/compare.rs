@@ -174,11 +174,11 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
         bar.finish_study();
         match r {
             Ok(sec) => {
-                println!("\n== {} ==\n{}", sec.study, sec.table);
+                bar.println(&format!("\n== {} ==\n{}", sec.study, sec.table));
                 sections.push(sec);
             }
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-                eprintln!("ringkit compare: skipped study {study}: {e}");
+                bar.eprintln(&format!("ringkit compare: skipped study {study}: {e}"));
                 sections.push(Section {
                     study: study.into(),
                     markdown: format!("## {study}\n\nSkipped: {e}\n"),
@@ -187,7 +187,7 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
                 });
             }
             Err(e) => {
-                eprintln!("ringkit compare: study {study} failed: {e}");
+                bar.eprintln(&format!("ringkit compare: study {study} failed: {e}"));
                 failed.push(format!("{study}: {e}"));
             }
         }

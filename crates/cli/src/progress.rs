@@ -140,6 +140,22 @@ impl Progress {
         }
     }
 
+    /// Print `text` on stdout without tearing the progress line.
+    pub fn println(&self, text: &str) {
+        match &self.bar {
+            Some(pb) => pb.suspend(|| println!("{text}")),
+            None => println!("{text}"),
+        }
+    }
+
+    /// Print `text` on stderr without tearing the progress line.
+    pub fn eprintln(&self, text: &str) {
+        match &self.bar {
+            Some(pb) => pb.suspend(|| eprintln!("{text}")),
+            None => eprintln!("{text}"),
+        }
+    }
+
     /// The whole run is over.
     pub fn finish(&self) {
         if let Some(pb) = &self.bar {

@@ -489,6 +489,7 @@ impl Builder {
         let mut rt = Runtime {
             #[cfg(feature = "tokio")]
             host: None,
+            _installed: Installed,
             ctx,
             _not_send: std::marker::PhantomData,
         };
@@ -542,8 +543,21 @@ pub struct Runtime {
     /// (its tasks may hold ringkit operations).
     #[cfg(feature = "tokio")]
     host: Option<crate::hosted::Host>,
+    /// Clears this thread's pointers to `ctx` before `ctx` is freed, also
+    /// when `Drop` unwinds half-way (fields drop even then).
+    _installed: Installed,
     ctx: Box<Context>,
     _not_send: std::marker::PhantomData<*const ()>,
+}
+
+/// This thread's pointers to a runtime's context: cleared on drop.
+struct Installed;
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        crate::driver::current::uninstall();
+        let _ = CURRENT.try_with(|c| c.set(None));
+    }
 }
 
 impl std::fmt::Debug for Runtime {

@@ -20,6 +20,15 @@ use ringkit::time::{sleep, timeout};
 use stream_common::*;
 
 ringkit::test_all! {
+    /// A read timeout past the clock's range is no limit (no panic on
+    /// either backend): the data that comes is returned.
+    async fn read_timeout_of_duration_max_is_no_limit() {
+        let (a, b) = pair().await;
+        a.write_all(&b"late but here"[..]).await.0.unwrap();
+        let (n, buf) = b.read_timeout(Vec::with_capacity(64), Duration::MAX).await;
+        assert_eq!(&buf[..n.unwrap()], b"late but here");
+    }
+
     /// A read dropped by `timeout` (nothing had arrived) loses nothing: the
     /// next read returns every byte written afterwards. Also a read whose
     /// data arrived but that was dropped before being polled again.

@@ -10,8 +10,11 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 /// Before `exec`, pin the child to `cpu` and, if `raise_nofile`, raise its
-/// soft `RLIMIT_NOFILE` to the hard limit (for peers that do not).
-pub fn prepare(cmd: &mut Command, cpu: Option<usize>, raise_nofile: bool) {
+/// soft `RLIMIT_NOFILE` to the hard limit (for peers that do not). A pin
+/// that fails (a CPU outside the cgroup's set) fails the start when
+/// `strict_pin` (a measured contender), else the child runs unpinned (a
+/// service such as PostgreSQL).
+pub fn prepare(cmd: &mut Command, cpu: Option<usize>, raise_nofile: bool, strict_pin: bool) {
     // SAFETY: the closure runs in the forked child before exec and only
     // makes async-signal-safe syscalls (sched_setaffinity, get/setrlimit)
     // on stack data.
@@ -20,7 +23,9 @@ pub fn prepare(cmd: &mut Command, cpu: Option<usize>, raise_nofile: bool) {
             if let Some(cpu) = cpu {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
                 libc::CPU_SET(cpu, &mut set);
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    && strict_pin
+                {
                     return Err(io::Error::last_os_error());
                 }
             }

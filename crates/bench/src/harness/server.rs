@@ -67,7 +67,7 @@ impl Server {
             .stdout(logf.try_clone()?)
             .stderr(logf)
             .env_remove("RINGKIT_BACKEND");
-        child::prepare(&mut cmd, Some(cpu), false);
+        child::prepare(&mut cmd, Some(cpu), false, true);
         let s = Server {
             child: cmd.spawn()?,
         };

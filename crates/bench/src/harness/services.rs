@@ -71,7 +71,7 @@ fn pg_user() -> Option<(u32, u32)> {
 
 /// Pin a child to `cpu` as it starts (`None`: wherever the kernel likes).
 fn pin(cmd: &mut Command, cpu: Option<usize>) {
-    super::child::prepare(cmd, cpu, false);
+    super::child::prepare(cmd, cpu, false, false);
 }
 
 /// A PostgreSQL server of its own (trust auth, superuser `app`, no fsync).

@@ -84,7 +84,7 @@ impl ServerProc {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        crate::harness::child::prepare(&mut cmd, spec.cpu, spec.raise_nofile);
+        crate::harness::child::prepare(&mut cmd, spec.cpu, spec.raise_nofile, true);
         let mut child = cmd
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {prog}: {e}")))?;

@@ -51,13 +51,14 @@ pub(crate) trait OpCode: Sized + 'static {
         Poll::Ready(None)
     }
 
-    /// io_uring only, before the SQE is built: `Some(r)` completes the op
-    /// at once with `r`, made in place (one syscall, counted by the
-    /// driver); `None` goes to the ring. For operations the ring would
-    /// hand to an io-wq thread although they rarely block (`splice`,
-    /// `sendfile`). epoll never calls it: its `epoll_attempt` is in place
-    /// already.
-    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
+    /// io_uring only, before the SQE is built: `None` goes to the ring
+    /// untried; `Some(Some(r))` completes the op at once with `r`, made in
+    /// place; `Some(None)`: tried in place (it would block), now to the
+    /// ring. A try is one syscall, counted by the driver. For operations
+    /// the ring would hand to an io-wq thread although they rarely block
+    /// (`splice`, `sendfile`). epoll never calls it: its `epoll_attempt` is
+    /// in place already.
+    fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
         None
     }
 

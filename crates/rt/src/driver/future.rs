@@ -94,7 +94,8 @@ const COARSE_FROM: Duration = Duration::from_secs(5);
 /// so a loop of such writes, each bounded, is bounded by the time without
 /// progress (nginx's `send_timeout`), not by the total.
 pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::Output {
-    let Some(limit) = limit else {
+    // No limit, or one past the clock's range: unbounded.
+    let Some(limit) = limit.filter(|l| std::time::Instant::now().checked_add(*l).is_some()) else {
         return Op::new(op).await;
     };
     let mut op = Op::new(op);
@@ -119,10 +120,8 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
             } else {
                 std::time::Instant::now()
             };
-            // Past the clock's range: as good as never.
-            let at = from
-                .checked_add(limit)
-                .unwrap_or_else(|| from + Duration::from_secs(86_400 * 365 * 30));
+            // In range: checked when the op began, and `from` is no later.
+            let at = from.checked_add(limit).unwrap_or(from);
             (clock.sleep_until)(at)
         });
         if s.as_mut().poll(cx).is_ready() {
@@ -165,9 +164,12 @@ impl<T: OpCode> Future for Op<T> {
             match &mut *drv {
                 Driver::Uring(u) => match this.state {
                     State::Init => {
-                        if let Some(r) = data.uring_try_inline() {
+                        if let Some(tried) = data.uring_try_inline() {
+                            // Made in place: counted here, done or not.
                             Metrics::add(&rt.metrics.syscalls, 1);
-                            return Poll::Ready((r, INLINE));
+                            if let Some(r) = tried {
+                                return Poll::Ready((r, INLINE));
+                            }
                         }
                         let chain = data.uring_chain();
                         let key = if chain.is_empty() {

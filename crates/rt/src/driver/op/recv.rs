@@ -118,13 +118,17 @@ impl<B: IoBufMut> Recv<B> {
     pub(crate) async fn within(self, dur: std::time::Duration) -> (io::Result<usize>, B) {
         use std::future::Future;
         let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
-        let uring = crate::driver::current::is_uring();
-        if uring {
+        let Some(at) = std::time::Instant::now().checked_add(dur) else {
+            // Past the clock's range: no time limit at all (on io_uring the
+            // kernel's timespec would have wrapped to "now").
+            return crate::driver::Op::new(self).await;
+        };
+        if crate::driver::current::is_uring() {
             return crate::driver::Op::new(self.with_timeout(dur)).await;
         }
         let mut op = crate::driver::Op::new(self);
         let clock = crate::driver::current::clock();
-        let mut sleep = (clock.sleep_until)(std::time::Instant::now() + dur);
+        let mut sleep = (clock.sleep_until)(at);
         let done = std::future::poll_fn(|cx| {
             if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
                 return Poll::Ready(Some(r));

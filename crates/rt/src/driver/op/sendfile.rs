@@ -58,11 +58,11 @@ impl OpCode for SendFile {
 
     /// io_uring: the sendfile itself, in place; only a full socket goes to
     /// the ring, as a poll.
-    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
-        match self.attempt() {
+    fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
+        Some(match self.attempt() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
             r => Some(r),
-        }
+        })
     }
 
     fn uring_entry(&mut self) -> Entry {

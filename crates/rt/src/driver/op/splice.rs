@@ -65,11 +65,11 @@ impl OpCode for Splice {
     /// those threads at 53% of a static server's samples at 64 KiB). So
     /// the splice is tried in place first, as epoll does; only one that
     /// would block goes to the ring.
-    fn uring_try_inline(&mut self) -> Option<io::Result<u32>> {
-        match self.attempt() {
+    fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
+        Some(match self.attempt() {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && !self.out_socket => None,
             r => Some(r),
-        }
+        })
     }
 
     fn uring_entry(&mut self) -> Entry {
