@@ -71,6 +71,11 @@ async fn serve_conn(s: TcpStream, answer: Answer) {
 /// Serve `answer` on this runtime while the generator runs on another
 /// thread with the same backend; return what it measured.
 async fn run(answer: Answer, close: bool) -> HttpLoadResult {
+    run_at(answer, close, None).await
+}
+
+/// [`run`], in open loop at `rate` requests per second when given.
+async fn run_at(answer: Answer, close: bool, rate: Option<f64>) -> HttpLoadResult {
     let l = Rc::new(TcpListener::bind("127.0.0.1:0").unwrap());
     let addr: SocketAddr = l.local_addr().unwrap();
     let server = {
@@ -86,6 +91,7 @@ async fn run(answer: Answer, close: bool) -> HttpLoadResult {
     };
     let mut cfg = HttpLoadConfig::new(addr, 8, Duration::from_millis(500));
     cfg.close = close;
+    cfg.rate = rate;
     cfg.backend = ringkit::backend_report().chosen;
     let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));
     while !gen.is_finished() {
@@ -96,6 +102,16 @@ async fn run(answer: Answer, close: bool) -> HttpLoadResult {
 }
 
 ringkit::test_all! {
+    /// Open loop: the generator holds the asked rate (not the server's
+    /// pace), every connection served about equally.
+    async fn open_loop_holds_the_rate() {
+        let r = run_at(Answer::Ok, false, Some(2000.0)).await;
+        assert!(r.ok(), "{r:?}");
+        let rate = r.responses as f64 / r.secs;
+        assert!((1500.0..2500.0).contains(&rate), "{rate:.0}/s: {r:?}");
+        assert!(r.conn_min > 0 && r.jain > 0.95, "{r:?}");
+    }
+
     async fn keep_alive_clean() {
         let r = run(Answer::Ok, false).await;
         assert!(r.ok(), "{r:?}");

@@ -25,6 +25,11 @@ pub struct BenchHttpArgs {
     /// and check their N responses in order (HTTP/1.1 pipelining).
     #[arg(long, default_value_t = 1, conflicts_with = "close")]
     pipeline: usize,
+    /// Open loop: send this many requests per second in all, each at its
+    /// scheduled moment, and count latency from that moment (free of
+    /// coordinated omission, as wrk2's -R). Default: closed loop.
+    #[arg(long)]
+    rate: Option<f64>,
     /// Status every response must have.
     #[arg(long, default_value_t = 200)]
     status: u16,
@@ -145,6 +150,7 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
         mix,
         seed: a.seed,
         pipeline: a.pipeline.max(1),
+        rate: a.rate,
     };
     println!(
         "Running {}s test @ {}\n  1 thread and {} connections ({}){}",
@@ -191,6 +197,10 @@ fn print_result(r: &HttpLoadResult, mix: bool) {
         fmt_us(r.p999_us),
         fmt_us(r.mean_us),
         fmt_us(r.max_us)
+    );
+    println!(
+        "  Fairness  responses per connection min {} / median {} / max {}, Jain's index {:.3}",
+        r.conn_min, r.conn_median, r.conn_max, r.jain
     );
     println!(
         "  {} requests in {:.2}s, {} read (window after {:.3}s of connecting)",

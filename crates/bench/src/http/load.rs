@@ -81,6 +81,10 @@ pub struct HttpLoadConfig {
     /// Requests written together on a keep-alive connection before their
     /// responses are read (1: one at a time).
     pub pipeline: usize,
+    /// Open loop: this many requests per second in all, spread evenly over
+    /// the connections, each sent at its scheduled moment; latency counts
+    /// from that moment (as wrk2 does). `None`: closed loop.
+    pub rate: Option<f64>,
 }
 
 /// A path of a mix and the body its every response must have.
@@ -166,6 +170,7 @@ impl HttpLoadConfig {
             mix: None,
             seed: 1,
             pipeline: 1,
+            rate: None,
         }
     }
 
@@ -249,6 +254,19 @@ pub struct HttpLoadResult {
     pub mean_us: f64,
     /// Max.
     pub max_us: f64,
+    /// Responses per connection in the window: fewest, median, most, and
+    /// Jain's fairness index (see [`crate::echo::fairness`]).
+    #[serde(default)]
+    pub conn_min: u64,
+    /// Median.
+    #[serde(default)]
+    pub conn_median: u64,
+    /// Most.
+    #[serde(default)]
+    pub conn_max: u64,
+    /// Jain's index.
+    #[serde(default)]
+    pub jain: f64,
 }
 
 impl HttpLoadResult {
@@ -302,6 +320,8 @@ struct Shared {
     verified: Cell<u64>,
     first_error: RefCell<Option<String>>,
     hist: RefCell<Histogram<u64>>,
+    /// Responses of each connection slot in the window.
+    per_conn: RefCell<Vec<u64>>,
 }
 
 impl Shared {
@@ -343,7 +363,18 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
         ),
+        per_conn: RefCell::new(vec![0; cfg.conns]),
     });
+    let interval = match cfg.rate {
+        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
+        Some(r) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--rate {r}: want a positive number of requests per second"),
+            ))
+        }
+        None => None,
+    };
     let asks = Rc::new(match &cfg.mix {
         Some(mix) => Asks::Mix(
             mix.iter()
@@ -360,8 +391,9 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             let (addr, close) = (cfg.addr, cfg.close);
             let depth = if close { 1 } else { cfg.pipeline.max(1) };
             let rng = Rng::for_stream(cfg.seed, i as u64, 0);
+            let pace = interval.map(|iv| (iv, iv.mul_f64(i as f64 / cfg.conns as f64)));
             handles.push(ringkit::spawn(async move {
-                conn_task(addr, close, depth, &asks, rng, &sh).await;
+                conn_task(i, addr, close, depth, pace, &asks, rng, &sh).await;
             }));
         }
         while sh.started.get() < cfg.conns && start.elapsed() < Duration::from_secs(30) {
@@ -393,7 +425,12 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         let hist = sh.hist.borrow();
         let q = |p: f64| hist.value_at_quantile(p) as f64 / 1000.0;
         let e = &sh.errs;
+        let (conn_min, conn_median, conn_max, jain) = crate::echo::fairness(&sh.per_conn.borrow());
         Ok(HttpLoadResult {
+            conn_min,
+            conn_median,
+            conn_max,
+            jain,
             requests: sh.requests.get(),
             responses: sh.responses.get(),
             bytes: sh.bytes.get(),
@@ -420,10 +457,13 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn conn_task(
+    slot: usize,
     addr: SocketAddr,
     close: bool,
     depth: usize,
+    pace: Option<(Duration, Duration)>,
     asks: &Asks,
     mut rng: Rng,
     sh: &Shared,
@@ -436,9 +476,26 @@ async fn conn_task(
     let mut acc: Vec<u8> = Vec::new();
     let mut first = true;
     let mut conn: Option<TcpStream> = None;
+    // Open loop: the next scheduled send (staggered over the connections).
+    let mut next = pace.map(|(_, offset)| Instant::now() + offset);
     while sh.phase.get() < 2 {
+        // Latency counts from the scheduled moment in open loop (a late
+        // send counts its lateness), else from now.
+        let t = match (&mut next, pace) {
+            (Some(at), Some((interval, _))) => {
+                let due = *at;
+                if Instant::now() < due {
+                    ringkit::time::sleep_until(due).await;
+                }
+                *at += interval;
+                due
+            }
+            _ => Instant::now(),
+        };
+        if sh.phase.get() >= 2 {
+            break;
+        }
         let counting = sh.phase.get() == 1;
-        let t = Instant::now();
         sh.busy.set(sh.busy.get() + 1);
         let s = match conn.take() {
             Some(s) => Some(s),
@@ -493,6 +550,7 @@ async fn conn_task(
             Outcome::Done { reuse } => {
                 if counting && sh.phase.get() == 1 {
                     sh.responses.set(sh.responses.get() + depth as u64);
+                    sh.per_conn.borrow_mut()[slot] += depth as u64;
                     let ns = t.elapsed().as_nanos() as u64;
                     let _ = sh.hist.borrow_mut().record_n(ns.max(1), depth as u64);
                 }
