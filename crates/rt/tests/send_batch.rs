@@ -178,6 +178,12 @@ fn reset_with_a_batch_queued(mode: Mode) {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             let c = std::net::TcpStream::connect(addr).unwrap();
+            // A small, fixed receive buffer: the batch must not fit the
+            // socket buffers whatever the kernel's autotuning allows
+            // (Linux 6.18's tcp_rmem reaches 32 MiB).
+            socket2::SockRef::from(&c)
+                .set_recv_buffer_size(16 << 10)
+                .unwrap();
             ready_rx.recv().unwrap();
             socket2::SockRef::from(&c)
                 .set_linger(Some(Duration::ZERO))
@@ -191,6 +197,15 @@ fn reset_with_a_batch_queued(mode: Mode) {
             assert_eq!(got, b"still serving");
         });
         let (s, _) = l.accept().await.unwrap();
+        // And a small, fixed send buffer on our side.
+        {
+            use std::os::fd::{AsRawFd, BorrowedFd};
+            // SAFETY: `s` owns the fd and outlives this borrow.
+            let fd = unsafe { BorrowedFd::borrow_raw(s.as_raw_fd()) };
+            socket2::SockRef::from(&fd)
+                .set_send_buffer_size(64 << 10)
+                .unwrap();
+        }
         let bufs = (0..64)
             .map(|_| RecvBuf::heap(vec![7u8; 64 << 10]))
             .collect();
