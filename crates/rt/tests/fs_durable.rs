@@ -259,3 +259,27 @@ fn child_short_write() {
     f.read_exact_at(&mut head, 0).unwrap();
     assert_eq!(head, pattern(8192, 4)[..6000]);
 }
+
+/// A registered buffer that outlives its runtime: dropping it later, with
+/// no runtime or another one on the thread, frees it without a panic, and
+/// the next runtime registers a pool of its own.
+#[test]
+fn a_fixed_buffer_outliving_its_runtime() {
+    for backend in [Backend::Uring, Backend::Epoll] {
+        let Ok(rt) = Builder::new().backend(backend).build() else {
+            eprintln!("skipped {backend:?}: unavailable");
+            continue;
+        };
+        let buf = rt.block_on(async {
+            let pool = FixedBufPool::new(2, 4096).unwrap();
+            pool.get().await
+        });
+        drop(rt);
+        let rt2 = Builder::new().backend(backend).build().unwrap();
+        drop(buf);
+        rt2.block_on(async {
+            let pool = FixedBufPool::new(2, 4096).unwrap();
+            assert_eq!(pool.is_registered(), backend == Backend::Uring);
+        });
+    }
+}
