@@ -481,10 +481,7 @@ impl Builder {
         // SAFETY: the context is boxed: its driver and metrics stay put
         // until `Runtime::drop` uninstalls them (before the box goes).
         unsafe { crate::driver::current::install(&ctx.driver, &ctx.metrics) };
-        crate::driver::current::install_clock(crate::driver::current::Clock {
-            sleep_until: |at| Box::pin(crate::time::sleep_until(at)),
-            coarse_now: crate::time::coarse_now,
-        });
+        crate::driver::current::install_clock(crate::time::driver_clock());
         #[allow(unused_mut)]
         let mut rt = Runtime {
             #[cfg(feature = "tokio")]

@@ -136,13 +136,27 @@ impl Sleep {
     }
 
     fn cancel(&mut self) {
-        if let Some((serial, id)) = self.id.take() {
-            let _ = try_with_ctx(|cx| {
-                if cx.serial == serial {
-                    cx.timers.borrow_mut().cancel(id);
-                }
-            });
-        }
+        cancel_timer(&mut self.id);
+    }
+}
+
+/// Forget the timer `id` names, if it is this thread's runtime's.
+fn cancel_timer(id: &mut Option<(u64, u64)>) {
+    if let Some((serial, id)) = id.take() {
+        let _ = try_with_ctx(|cx| {
+            if cx.serial == serial {
+                cx.timers.borrow_mut().cancel(id);
+            }
+        });
+    }
+}
+
+/// The driver's deadlines (bounded operations) run on these timers.
+pub(crate) fn driver_clock() -> crate::driver::current::Clock {
+    crate::driver::current::Clock {
+        poll: |d, cx| poll_timer(d.at, &mut d.id, cx),
+        cancel: |d| cancel_timer(&mut d.id),
+        coarse_now,
     }
 }
 
@@ -165,39 +179,45 @@ impl Future for Sleep {
             return Poll::Pending;
         }
         let deadline = self.deadline;
-        let id = self.id;
-        // Registered here and not fired: not due (the runtime fires it by
-        // the real clock). Otherwise check the clock, or the turn's clock
-        // when the deadline is surely ahead of it.
-        let (new_id, due) = with_ctx(|rt| {
-            let mut t = rt.timers.borrow_mut();
-            let mine = id.filter(|&(serial, _)| serial == rt.serial);
-            if let Some((id, w)) = mine.and_then(|(_, id)| t.wakers.get_mut(&id).map(|w| (id, w))) {
-                if !w.will_wake(cx.waker()) {
-                    *w = cx.waker().clone();
-                }
-                return (Some((rt.serial, id)), false);
-            }
-            let ahead = deadline
-                .checked_duration_since(rt.now.get())
-                .is_some_and(|d| d > SURELY_LATER);
-            if !ahead && Instant::now() >= deadline {
-                return (None, true);
-            }
-            // Not registered, fired, or registered in another runtime (a
-            // `Sleep` moved between threads): register here.
-            (
-                Some((rt.serial, t.insert(deadline, cx.waker().clone()))),
-                false,
-            )
-        });
-        if due {
-            self.cancel();
-            return Poll::Ready(());
-        }
-        self.id = new_id;
-        Poll::Pending
+        poll_timer(deadline, &mut self.id, cx)
     }
+}
+
+/// Poll a timer for `deadline` whose registration is `id`: `Ready` once
+/// due (the registration gone), else registered to wake `cx`.
+fn poll_timer(deadline: Instant, id: &mut Option<(u64, u64)>, cx: &mut Context<'_>) -> Poll<()> {
+    let cur = *id;
+    // Registered here and not fired: not due (the runtime fires it by the
+    // real clock). Otherwise check the clock, or the turn's clock when the
+    // deadline is surely ahead of it.
+    let (new_id, due) = with_ctx(|rt| {
+        let mut t = rt.timers.borrow_mut();
+        let mine = cur.filter(|&(serial, _)| serial == rt.serial);
+        if let Some((tid, w)) = mine.and_then(|(_, tid)| t.wakers.get_mut(&tid).map(|w| (tid, w))) {
+            if !w.will_wake(cx.waker()) {
+                *w = cx.waker().clone();
+            }
+            return (Some((rt.serial, tid)), false);
+        }
+        let ahead = deadline
+            .checked_duration_since(rt.now.get())
+            .is_some_and(|d| d > SURELY_LATER);
+        if !ahead && Instant::now() >= deadline {
+            return (None, true);
+        }
+        // Not registered, fired, or registered in another runtime (a
+        // `Sleep` moved between threads): register here.
+        (
+            Some((rt.serial, t.insert(deadline, cx.waker().clone()))),
+            false,
+        )
+    });
+    if due {
+        cancel_timer(id);
+        return Poll::Ready(());
+    }
+    *id = new_id;
+    Poll::Pending
 }
 
 impl Drop for Sleep {

@@ -291,23 +291,13 @@ async fn conn_loop(
     let mut chunk: Vec<u8> = Vec::with_capacity(if *pooled { 0 } else { total.max(4096) });
     let mut seq = 0u64;
     // Open loop: the next scheduled send (staggered over the connections).
-    let mut next = pace.map(|(_, offset)| Instant::now() + offset);
+    let mut pacer = crate::harness::latency::Pacer::new(pace);
     while sh.phase.get() < 2 {
         seq += 1;
         fill(&mut out, id, seq);
         // The moment latency counts from: the scheduled one in open loop
         // (a send that is late counts its lateness), else now.
-        let t = match (&mut next, pace) {
-            (Some(at), Some((interval, _))) => {
-                let due = *at;
-                if Instant::now() < due {
-                    ringkit::time::sleep_until(due).await;
-                }
-                *at += interval;
-                due
-            }
-            _ => Instant::now(),
-        };
+        let t = pacer.wait().await;
         if sh.phase.get() >= 2 {
             break;
         }

@@ -477,21 +477,11 @@ async fn conn_task(
     let mut first = true;
     let mut conn: Option<TcpStream> = None;
     // Open loop: the next scheduled send (staggered over the connections).
-    let mut next = pace.map(|(_, offset)| Instant::now() + offset);
+    let mut pacer = crate::harness::latency::Pacer::new(pace);
     while sh.phase.get() < 2 {
         // Latency counts from the scheduled moment in open loop (a late
         // send counts its lateness), else from now.
-        let t = match (&mut next, pace) {
-            (Some(at), Some((interval, _))) => {
-                let due = *at;
-                if Instant::now() < due {
-                    ringkit::time::sleep_until(due).await;
-                }
-                *at += interval;
-                due
-            }
-            _ => Instant::now(),
-        };
+        let t = pacer.wait().await;
         if sh.phase.get() >= 2 {
             break;
         }

@@ -64,14 +64,40 @@ pub(crate) fn is_uring() -> bool {
 /// given by the runtime at install, so the driver does not import them.
 #[derive(Clone, Copy)]
 pub(crate) struct Clock {
-    /// A future that resolves at the instant.
-    pub(crate) sleep_until: fn(std::time::Instant) -> Sleep,
+    /// Poll a deadline: `Ready` once it has passed, else registered to
+    /// wake the task (the runtime's timers, as `time::Sleep` does).
+    pub(crate) poll: fn(&mut Deadline, &mut std::task::Context<'_>) -> std::task::Poll<()>,
+    /// Forget a deadline's timer.
+    pub(crate) cancel: fn(&mut Deadline),
     /// The loop turn's clock (cheap, early by at most a turn).
     pub(crate) coarse_now: fn() -> std::time::Instant,
 }
 
-/// A timer future of the runtime.
-pub(crate) type Sleep = std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>;
+/// A timer of the runtime, as plain data (no allocation per bounded op):
+/// its instant and, once registered, `(runtime serial, timer id)`.
+/// Dropping it cancels the timer.
+pub(crate) struct Deadline {
+    pub(crate) at: std::time::Instant,
+    pub(crate) id: Option<(u64, u64)>,
+    cancel: fn(&mut Deadline),
+}
+
+impl Deadline {
+    /// A deadline at `at` on this thread's runtime (see [`clock`]).
+    pub(crate) fn new(clock: &Clock, at: std::time::Instant) -> Deadline {
+        Deadline {
+            at,
+            id: None,
+            cancel: clock.cancel,
+        }
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        (self.cancel)(self);
+    }
+}
 
 thread_local! {
     static CLOCK: Cell<Option<Clock>> = const { Cell::new(None) };

@@ -102,7 +102,7 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
     // Made only once the operation has to wait (an epoll write to a socket
     // with room completes in its first poll), from the loop turn's clock:
     // a send timeout is set on every write, and needs no precision.
-    let mut sleep: Option<current::Sleep> = None;
+    let mut deadline: Option<current::Deadline> = None;
     let clock = current::clock();
     std::future::poll_fn(|cx| {
         if let Poll::Ready(out) = Pin::new(&mut op).poll(cx) {
@@ -111,7 +111,7 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
         if op.expired {
             return Poll::Pending;
         }
-        let s = sleep.get_or_insert_with(|| {
+        let d = deadline.get_or_insert_with(|| {
             // A long limit counts from the turn's clock (early by at most
             // the current turn's length, nothing next to seconds); a short
             // one from the real clock.
@@ -122,9 +122,9 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
             };
             // In range: checked when the op began, and `from` is no later.
             let at = from.checked_add(limit).unwrap_or(from);
-            (clock.sleep_until)(at)
+            current::Deadline::new(&clock, at)
         });
-        if s.as_mut().poll(cx).is_ready() {
+        if (clock.poll)(d, cx).is_ready() {
             if let Some(out) = op.expire() {
                 return Poll::Ready(out);
             }

@@ -128,12 +128,12 @@ impl<B: IoBufMut> Recv<B> {
         }
         let mut op = crate::driver::Op::new(self);
         let clock = crate::driver::current::clock();
-        let mut sleep = (clock.sleep_until)(at);
+        let mut deadline = crate::driver::current::Deadline::new(&clock, at);
         let done = std::future::poll_fn(|cx| {
             if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
                 return Poll::Ready(Some(r));
             }
-            if sleep.as_mut().poll(cx).is_ready() {
+            if (clock.poll)(&mut deadline, cx).is_ready() {
                 return Poll::Ready(None);
             }
             Poll::Pending
