@@ -21,9 +21,9 @@
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::SeqCst};
 
+use crate::context::try_with_ctx;
 use crate::driver::op::recv::Recv;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 /// Waiters that can be registered at once in one table.
 const SLOTS: usize = 256;

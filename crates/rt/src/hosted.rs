@@ -48,8 +48,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::runtime::Context;
-use crate::task::{self, MAIN_KEY};
+use crate::context::Context;
 
 use crate::kick::{clear_idle, set_idle, take_kicked};
 
@@ -121,9 +120,9 @@ impl Host {
 
     async fn run<F: Future>(&self, cx: &Context, fut: F) -> F::Output {
         let mut fut = pin!(fut);
-        let waker = task::waker(cx.id, 0, MAIN_KEY);
+        let waker = cx.main_waker();
         let mut tcx = TaskCx::from_waker(&waker);
-        cx.schedule(task::encode(cx.id, 0, MAIN_KEY));
+        cx.schedule(crate::sched::encode(cx.id, 0, crate::sched::MAIN_KEY));
         let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
         loop {
             if let Poll::Ready(v) = cx.run_turn(fut.as_mut(), &mut tcx) {

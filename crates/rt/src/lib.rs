@@ -36,6 +36,7 @@
 #![warn(missing_docs)]
 
 pub mod buf;
+mod context;
 pub mod driver;
 mod eventfd_table;
 pub mod fs;
@@ -48,10 +49,12 @@ pub mod net;
 #[cfg(feature = "publish")]
 pub mod publish;
 mod runtime;
+mod sched;
 pub mod signal;
 pub mod sync;
 mod task;
 pub mod time;
+mod timers;
 
 pub use driver::{Backend, BackendReport};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
@@ -60,7 +63,6 @@ mod launch_args;
 #[cfg(feature = "clap")]
 pub use launch_args::LaunchArgs;
 pub use metrics::MetricsSnapshot;
-pub(crate) use runtime::count_syscalls;
 pub use runtime::{backend_report, loop_turn, metrics, Builder, Runtime};
 pub use task::{spawn, yield_now, JoinError, JoinHandle};
 

@@ -14,221 +14,17 @@
 //! runtime installs itself in a thread-local when built and removes itself
 //! when dropped. Runtimes and everything tied to one are `!Send`.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use std::task::{Context as TaskCx, Poll};
 use std::time::{Duration, Instant};
 
+use crate::context::{self, try_with_ctx, with_ctx, Context};
 use crate::driver::{Backend, BackendReport, Driver, DriverConfig};
-use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::task::{self, BoxFuture, JoinHandle, Remote, TaskSlot, MAIN_KEY};
-use crate::time::Timers;
-
-thread_local! {
-    static CURRENT: Cell<Option<NonNull<Context>>> = const { Cell::new(None) };
-}
-
-pub(crate) use crate::kick::kick_host;
-
-/// Run `f` with the current thread's runtime context. Panics outside a runtime.
-pub(crate) fn with_ctx<R>(f: impl FnOnce(&Context) -> R) -> R {
-    try_with_ctx(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
-}
-
-/// Run `f` with the current runtime context, or return `None` without one.
-pub(crate) fn try_with_ctx<R>(f: impl FnOnce(&Context) -> R) -> Option<R> {
-    let p = CURRENT.try_with(Cell::get).ok().flatten()?;
-    // SAFETY: CURRENT is set only while the `Runtime` owning this boxed
-    // Context is alive on this thread; `Runtime::drop` clears it first.
-    Some(f(unsafe { p.as_ref() }))
-}
-
-/// Per-thread runtime state. Fields are in cells: tasks, driver and timers are
-/// borrowed separately and never across a task poll.
-pub(crate) struct Context {
-    /// The id in this runtime's wakers (reused after the runtime is gone).
-    pub(crate) id: u16,
-    /// Unique in the process: handles and timers compare it before acting.
-    pub(crate) serial: u64,
-    pub(crate) driver: RefCell<Driver>,
-    tasks: RefCell<slab::Slab<TaskSlot>>,
-    queue: RefCell<VecDeque<u64>>,
-    main_woken: Cell<bool>,
-    next_gen: Cell<u16>,
-    pub(crate) timers: RefCell<Timers>,
-    /// The clock as of the end of the last park (one read per loop turn):
-    /// for deadlines that need no precision ([`crate::time::coarse_now`]).
-    pub(crate) now: Cell<Instant>,
-    pub(crate) metrics: Metrics,
-    remote: Arc<Remote>,
-    report: BackendReport,
-}
-
-impl Context {
-    /// This runtime's counters, the driver's included.
-    pub(crate) fn snapshot(&self) -> MetricsSnapshot {
-        let drv = self.driver.borrow();
-        crate::metrics::snapshot(&self.metrics, drv.enter_count(), drv.ops_in_flight() as u64)
-    }
-
-    /// Put a woken task (or the main future) on the run queue, once.
-    pub(crate) fn schedule(&self, data: u64) {
-        let (_, gen, key) = task::decode(data);
-        if key == MAIN_KEY {
-            self.main_woken.set(true);
-        } else {
-            let mut tasks = self.tasks.borrow_mut();
-            match tasks.get_mut(key as usize) {
-                Some(slot) if slot.gen == gen && !slot.scheduled => {
-                    slot.scheduled = true;
-                    self.queue.borrow_mut().push_back(data);
-                }
-                _ => return,
-            }
-        }
-        kick_host();
-    }
-
-    /// Returns `(serial, gen, key)`.
-    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: Box<dyn FnOnce()>) -> (u64, u16, u32) {
-        let gen = self.next_gen.get().wrapping_add(1);
-        self.next_gen.set(gen);
-        let key = self.tasks.borrow_mut().insert(TaskSlot {
-            gen,
-            future: Some(fut),
-            scheduled: true,
-            aborted: false,
-            on_abort: Some(on_abort),
-        }) as u32;
-        assert!(key != MAIN_KEY, "too many tasks");
-        self.queue
-            .borrow_mut()
-            .push_back(task::encode(self.id, gen, key));
-        self.metrics
-            .tasks_spawned
-            .set(self.metrics.tasks_spawned.get() + 1);
-        kick_host();
-        (self.serial, gen, key)
-    }
-
-    pub(crate) fn abort(&self, key: u32, gen: u16) {
-        let mut tasks = self.tasks.borrow_mut();
-        if let Some(slot) = tasks.get_mut(key as usize) {
-            if slot.gen == gen && !slot.aborted {
-                slot.aborted = true;
-                if !slot.scheduled {
-                    slot.scheduled = true;
-                    self.queue
-                        .borrow_mut()
-                        .push_back(task::encode(self.id, gen, key));
-                    kick_host();
-                }
-            }
-        }
-    }
-
-    /// Poll one task from the queue. Returns false when the queue is empty.
-    fn run_one(&self) -> bool {
-        let Some(data) = self.queue.borrow_mut().pop_front() else {
-            return false;
-        };
-        let (_, gen, key) = task::decode(data);
-        let (fut, aborted) = {
-            let mut tasks = self.tasks.borrow_mut();
-            let Some(slot) = tasks.get_mut(key as usize) else {
-                return true;
-            };
-            if slot.gen != gen {
-                return true;
-            }
-            slot.scheduled = false;
-            (slot.future.take(), slot.aborted)
-        };
-        let Some(mut fut) = fut else { return true };
-        if aborted {
-            self.finish_aborted(key, fut);
-            return true;
-        }
-        let waker = task::waker(self.id, gen, key);
-        let mut cx = TaskCx::from_waker(&waker);
-        self.metrics.polls.set(self.metrics.polls.get() + 1);
-        let done = fut.as_mut().poll(&mut cx).is_ready();
-        let mut tasks = self.tasks.borrow_mut();
-        if done {
-            tasks.remove(key as usize);
-        } else if tasks[key as usize].aborted {
-            drop(tasks);
-            self.finish_aborted(key, fut);
-        } else {
-            tasks[key as usize].future = Some(fut);
-        }
-        true
-    }
-
-    fn finish_aborted(&self, key: u32, fut: BoxFuture) {
-        // Drop the future first (its ops cancel), then report the cancellation.
-        drop(fut);
-        let slot = self.tasks.borrow_mut().remove(key as usize);
-        if let Some(f) = { slot }.on_abort.take() {
-            f();
-        }
-    }
-
-    fn drain_remote(&self) {
-        let woken: Vec<u64> = {
-            let mut q = self.remote.queue.lock().unwrap_or_else(|e| e.into_inner());
-            if q.is_empty() {
-                return;
-            }
-            std::mem::take(&mut *q)
-        };
-        for d in woken {
-            self.schedule(d);
-        }
-    }
-
-    pub(crate) fn has_runnable(&self) -> bool {
-        self.main_woken.get() || !self.queue.borrow().is_empty()
-    }
-
-    /// Poll the main future if it was woken; then run what was runnable at
-    /// the start of the turn (tasks woken meanwhile wait for the next turn,
-    /// so I/O is never starved).
-    pub(crate) fn run_turn<F: Future>(
-        &self,
-        fut: std::pin::Pin<&mut F>,
-        tcx: &mut TaskCx<'_>,
-    ) -> Poll<F::Output> {
-        if self.main_woken.replace(false) {
-            if let Poll::Ready(v) = fut.poll(tcx) {
-                return Poll::Ready(v);
-            }
-        }
-        let n = self.queue.borrow().len();
-        for _ in 0..n {
-            if !self.run_one() {
-                break;
-            }
-        }
-        Poll::Pending
-    }
-
-    /// Park the driver (at most `timeout`), then fire due timers and take
-    /// in remote wakes.
-    pub(crate) fn park(&self, timeout: Option<Duration>) {
-        if let Err(e) = self.driver.borrow_mut().park(timeout, &self.metrics) {
-            tracing::error!("ringkit: driver park failed: {e}");
-        }
-        let now = Instant::now();
-        self.now.set(now);
-        self.timers.borrow_mut().fire(now);
-        self.drain_remote();
-    }
-}
+use crate::metrics::MetricsSnapshot;
+use crate::sched::{self, Remote};
+use crate::task::{self, JoinHandle};
 
 /// Configures and builds a [`Runtime`].
 #[derive(Debug, Clone)]
@@ -381,7 +177,7 @@ impl Builder {
 
     /// Build the runtime on this thread.
     pub fn build(self) -> io::Result<Runtime> {
-        if CURRENT.with(Cell::get).is_some() {
+        if context::is_installed() {
             return Err(io::Error::other(
                 "this thread already has a ringkit runtime (one per thread)",
             ));
@@ -461,23 +257,11 @@ impl Builder {
             tracing::warn!("ringkit: using epoll instead of io_uring: {reason}");
         }
         let remote = Arc::new(Remote::new(efd));
-        let id = task::register_remote(remote.clone());
-        let ctx = Box::new(Context {
-            id,
-            serial: task::next_serial(),
-            driver: RefCell::new(driver),
-            tasks: RefCell::new(slab::Slab::new()),
-            queue: RefCell::new(VecDeque::new()),
-            main_woken: Cell::new(false),
-            next_gen: Cell::new(0),
-            timers: RefCell::new(Timers::default()),
-            now: Cell::new(Instant::now()),
-            metrics: Metrics::default(),
-            remote,
-            report,
-        });
-        let ptr = NonNull::from(&*ctx);
-        CURRENT.with(|c| c.set(Some(ptr)));
+        let id = sched::register_remote(remote.clone());
+        let ctx = Context::new(id, driver, report, remote);
+        // SAFETY: the context is boxed and owned by the `Runtime` built
+        // below, whose `Installed` guard uninstalls it before the box goes.
+        unsafe { context::install(&ctx) };
         // SAFETY: the context is boxed: its driver and metrics stay put
         // until `Runtime::drop` uninstalls them (before the box goes).
         unsafe { crate::driver::current::install(&ctx.driver, &ctx.metrics) };
@@ -553,14 +337,14 @@ struct Installed;
 impl Drop for Installed {
     fn drop(&mut self) {
         crate::driver::current::uninstall();
-        let _ = CURRENT.try_with(|c| c.set(None));
+        context::uninstall();
     }
 }
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("backend", &self.ctx.report)
+            .field("backend", self.ctx.report())
             .finish()
     }
 }
@@ -578,7 +362,7 @@ impl Runtime {
 
     /// Which backend runs, with which flags, and why (fallback reason).
     pub fn backend_report(&self) -> &BackendReport {
-        &self.ctx.report
+        self.ctx.report()
     }
 
     /// Counters of this runtime (syscalls, SQEs, CQEs, polls).
@@ -603,9 +387,9 @@ impl Runtime {
             return host.block_on(cx, fut);
         }
         let mut fut = std::pin::pin!(fut);
-        let waker = task::waker(cx.id, 0, MAIN_KEY);
+        let waker = cx.main_waker();
         let mut tcx = TaskCx::from_waker(&waker);
-        cx.main_woken.set(true);
+        cx.wake_main();
         loop {
             if let Poll::Ready(v) = cx.run_turn(fut.as_mut(), &mut tcx) {
                 return v;
@@ -636,48 +420,23 @@ impl Drop for Runtime {
     fn drop(&mut self) {
         #[cfg(feature = "tokio")]
         if let Some(host) = self.host.take() {
-            host.shutdown(|| self.drop_tasks());
+            host.shutdown(|| self.ctx.drop_tasks());
         }
         // (Again after a host: dropping tokio's runtime may have spawned
         // ringkit tasks.)
-        self.drop_tasks();
-        self.ctx.queue.borrow_mut().clear();
+        self.ctx.drop_tasks();
         self.ctx.driver.borrow_mut().shutdown();
         crate::driver::current::uninstall();
-        CURRENT.with(|c| c.set(None));
+        context::uninstall();
         // Later wakes of this runtime do nothing; the eventfd is closed when
         // the last `Arc<Remote>` goes (a racing waker may hold one).
-        task::unregister_remote(self.ctx.id);
-    }
-}
-
-impl Runtime {
-    fn drop_tasks(&self) {
-        // Drop every task while the context is still installed, so their
-        // in-flight operations hand buffers to the driver and get cancelled;
-        // then their handles resolve to `Cancelled` (a handle kept past the
-        // runtime must not wait forever). Dropping a future may spawn or
-        // abort: loop until the slab stays empty.
-        loop {
-            let tasks: Vec<TaskSlot> = self.ctx.tasks.borrow_mut().drain().collect();
-            if tasks.is_empty() {
-                break;
-            }
-            let mut reports = Vec::with_capacity(tasks.len());
-            for mut t in tasks {
-                drop(t.future.take());
-                reports.extend(t.on_abort.take());
-            }
-            for f in reports {
-                f();
-            }
-        }
+        sched::unregister_remote(self.ctx.id);
     }
 }
 
 /// The backend report of the current thread's runtime.
 pub fn backend_report() -> BackendReport {
-    with_ctx(|cx| cx.report.clone())
+    with_ctx(|cx| cx.report().clone())
 }
 
 /// The metrics of the current thread's runtime.
@@ -692,12 +451,4 @@ pub fn metrics() -> MetricsSnapshot {
 /// from the clock once per turn instead of once per use.
 pub fn loop_turn() -> Option<u64> {
     try_with_ctx(|cx| cx.metrics.parks.get())
-}
-
-/// Count `n` syscalls made on this thread outside the driver (a direct
-/// `libc` call: a socket option, a path lookup), so that
-/// [`MetricsSnapshot::other_syscalls`] stays the whole count. Nothing
-/// happens outside a runtime.
-pub(crate) fn count_syscalls(n: u64) {
-    try_with_ctx(|cx| crate::metrics::Metrics::add(&cx.metrics.syscalls, n));
 }

@@ -55,6 +55,14 @@ pub(crate) fn with<R>(f: impl FnOnce(&Current<'_>) -> R) -> R {
     try_with(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
 }
 
+/// Count `n` syscalls made on this thread outside the driver (a direct
+/// `libc` call: a socket option, a path lookup), so that
+/// [`MetricsSnapshot::other_syscalls`](crate::MetricsSnapshot::other_syscalls)
+/// stays the whole count. Nothing happens outside a runtime.
+pub(crate) fn count_syscalls(n: u64) {
+    try_with(|c| Metrics::add(&c.metrics.syscalls, n));
+}
+
 /// Whether this thread's runtime runs on io_uring (`false` outside one).
 pub(crate) fn is_uring() -> bool {
     try_with(|c| c.driver.borrow().is_uring()).unwrap_or(false)

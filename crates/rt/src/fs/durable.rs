@@ -7,11 +7,11 @@ use std::task::Poll;
 
 use super::File;
 use crate::buf::{IoBuf, IoBufMut};
+use crate::context::try_with_ctx;
 use crate::driver::op::fallocate::Fallocate;
 use crate::driver::op::read_at::ReadAt;
 use crate::driver::op::write_sync::WriteSync;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 impl File {
     /// Write `buf` at `offset` and make it durable with `fdatasync`, as one

@@ -42,7 +42,7 @@ use std::rc::Rc;
 use std::task::{Poll, Waker};
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::runtime::try_with_ctx;
+use crate::context::try_with_ctx;
 
 /// Alignment of every buffer (and of the region): a page, which covers
 /// every device's logical block size for `O_DIRECT`.

@@ -44,6 +44,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::buf::{IoBuf, IoBufMut};
+use crate::context::try_with_ctx;
 use crate::driver::op::close::Close;
 use crate::driver::op::fsync::Fsync;
 use crate::driver::op::open::{Open, Open2};
@@ -53,7 +54,6 @@ use crate::driver::op::statx::Statx;
 use crate::driver::op::write_at::WriteAt;
 use crate::driver::op::writev::Writev;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 mod durable;
 mod fixed;

@@ -56,7 +56,7 @@ fn into_raw(s: socket2::Socket) -> RawFd {
 /// Borrow `fd` as a socket2 socket for a synchronous option call.
 fn with_sock<R>(fd: RawFd, f: impl FnOnce(&socket2::Socket) -> R) -> R {
     // Every use is one getsockopt/setsockopt/getsockname/getpeername.
-    crate::count_syscalls(1);
+    crate::driver::current::count_syscalls(1);
     // SAFETY: `fd` is open for the duration; ManuallyDrop keeps it from being closed.
     let s = std::mem::ManuallyDrop::new(unsafe { socket2::Socket::from_raw_fd(fd) });
     f(&s)

@@ -21,6 +21,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::buf::{IoBuf, IoBufMut, RecvBuf};
+use crate::context::try_with_ctx;
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
@@ -32,7 +33,6 @@ use crate::driver::op::splice::{self, Pipe};
 use crate::driver::op::target;
 use crate::driver::op::writable::Writable;
 use crate::driver::{op_within, Op};
-use crate::runtime::try_with_ctx;
 
 #[derive(Debug)]
 pub(crate) struct StreamCore {

@@ -12,10 +12,10 @@ use std::time::Duration;
 use super::stream::StreamCore;
 use super::{into_raw, socket, with_sock};
 use crate::buf::{IoBuf, IoBufMut, RecvBuf};
+use crate::context::try_with_ctx;
 use crate::driver::op::accept_multi::AcceptMulti;
 use crate::driver::op::connect::Connect;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 fn resolve(addr: impl ToSocketAddrs) -> io::Result<SocketAddr> {
     addr.to_socket_addrs()?

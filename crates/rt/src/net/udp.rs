@@ -6,10 +6,10 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use super::{into_raw, socket, with_sock};
 use crate::buf::{IoBuf, IoBufMut};
+use crate::context::try_with_ctx;
 use crate::driver::op::recvmsg::RecvMsg;
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 /// A UDP socket.
 #[derive(Debug)]

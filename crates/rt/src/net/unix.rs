@@ -10,10 +10,10 @@ use std::time::Duration;
 use super::stream::StreamCore;
 use super::{into_raw, socket};
 use crate::buf::{IoBuf, IoBufMut};
+use crate::context::try_with_ctx;
 use crate::driver::op::accept::Accept;
 use crate::driver::op::connect::Connect;
 use crate::driver::Op;
-use crate::runtime::try_with_ctx;
 
 /// A listening Unix-domain stream socket.
 #[derive(Debug)]

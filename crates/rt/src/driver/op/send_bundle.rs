@@ -80,7 +80,7 @@ impl<B> SendBundle<B> {
     /// The error to report for a live send the kernel cancelled (module
     /// docs): the socket's own, if it has one.
     fn why_cancelled(&self) -> io::Error {
-        crate::count_syscalls(1);
+        crate::driver::current::count_syscalls(1);
         // SAFETY: a zero-length send reads no memory; `fd` is open (the
         // stream outlives its operations).
         let r = unsafe {
