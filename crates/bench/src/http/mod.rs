@@ -3,13 +3,15 @@
 //! epoll, hyper).
 //!
 //! - [`response`]: framing of responses (pure).
-//! - [`load`]: the built-in generator on ringkit's runtime.
+//! - [`load`]: the built-in generator on ringkit's runtime (`exchange`: one
+//!   batch of requests written, its responses read and checked).
 //! - [`wrk`]: running wrk pinned and parsing its report.
 //! - `results`: samples and summaries; `nginx`: the peer's configuration.
 //! - [`study()`]: `ringkit compare http` (`sample` runs one server under one
 //!   load); its report section is built in `report`. `compare static`
 //!   ([`crate::serve`]) runs on the same machinery (`Spec`, `run`).
 
+mod exchange;
 pub mod load;
 mod nginx;
 mod report;
