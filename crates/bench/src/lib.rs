@@ -20,6 +20,7 @@ pub mod generator;
 pub mod grpc;
 pub mod harness;
 pub mod http;
+pub mod latency;
 pub mod log;
 pub mod nop;
 pub mod pipeline;

@@ -191,8 +191,9 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
 
 fn print_result(r: &HttpLoadResult, mix: bool) {
     println!(
-        "  Latency   p50 {}  p99 {}  p99.9 {}  mean {}  max {}",
+        "  Latency   p50 {}  p90 {}  p99 {}  p99.9 {}  mean {}  max {}",
         fmt_us(r.p50_us),
+        fmt_us(r.p90_us),
         fmt_us(r.p99_us),
         fmt_us(r.p999_us),
         fmt_us(r.mean_us),

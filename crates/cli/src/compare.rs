@@ -11,7 +11,11 @@ use crate::progress::{self, Progress};
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
-    /// grpc, service, pipeline, wakeup, nop, file, log or all (default: all). `http` runs four
+    /// grpc, service, pipeline, wakeup, nop, file, log, latency or all
+    /// (default: all). `latency` drives every server open loop at 25, 50,
+    /// 75 and 90% of the best epoll server's closed-loop maximum and
+    /// reports p50 to p99.9 (about 7 minutes; with `all` only under
+    /// `--full`). `http` runs four
     /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
     /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
     /// and `pipeline` (16 pipelined requests per connection); each part also
@@ -23,7 +27,7 @@ pub struct CompareArgs {
     study: Option<String>,
     /// The long run for publishing: every study's full variant (more
     /// rounds, workloads and contenders, peers' syscalls counted by perf),
-    /// and with `all` also the `app`, `hosting` and `grpc` studies. About
+    /// and with `all` also the `app`, `hosting`, `grpc` and `latency` studies. About
     /// an hour. Without it, each study runs its short variant (about a
     /// minute each; echo: 3 rounds of 2 s) and `all` is done in about 7
     /// minutes on a 2-core VM.
@@ -69,7 +73,7 @@ pub struct CompareArgs {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 14] = [
+const STUDIES: [(&str, StudyFn); 15] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
@@ -84,10 +88,11 @@ const STUDIES: [(&str, StudyFn); 14] = [
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),
     ("log", ringkit_bench::log::study),
+    ("latency", ringkit_bench::latency::study),
 ];
 
 /// Studies that `compare` (all) runs only with `--full`.
-const LONG_ONLY: [&str; 3] = ["app", "hosting", "grpc"];
+const LONG_ONLY: [&str; 4] = ["app", "hosting", "grpc", "latency"];
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.

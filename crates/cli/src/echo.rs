@@ -182,8 +182,8 @@ pub fn bench(a: BenchEchoArgs) -> std::io::Result<()> {
     );
     println!("Requests: {}\nResponses: {}", r.requests, r.responses);
     println!(
-        "Window: {:.3} s measured after {:.3} s of connecting\nLatency: p50 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, mean {:.1} us",
-        r.secs, r.connect_secs, r.p50_us, r.p99_us, r.p999_us, r.mean_us
+        "Window: {:.3} s measured after {:.3} s of connecting\nLatency: p50 {:.1} us, p90 {:.1} us, p99 {:.1} us, p99.9 {:.1} us, max {:.1} us, mean {:.1} us",
+        r.secs, r.connect_secs, r.p50_us, r.p90_us, r.p99_us, r.p999_us, r.max_us, r.mean_us
     );
     println!(
         "Fairness: responses per connection min {} / median {} / max {}, Jain's index {:.3}{}",

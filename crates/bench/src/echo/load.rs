@@ -65,12 +65,18 @@ pub struct EchoLoadResult {
     pub first_error: Option<String>,
     /// Round-trip latency percentiles, microseconds.
     pub p50_us: f64,
+    /// p90.
+    #[serde(default)]
+    pub p90_us: f64,
     /// p99.
     pub p99_us: f64,
     /// p99.9.
     pub p999_us: f64,
     /// Mean.
     pub mean_us: f64,
+    /// Slowest round trip.
+    #[serde(default)]
+    pub max_us: f64,
     /// CPU seconds (user+sys) the generator itself used in the window.
     pub client_cpu_s: f64,
     /// Responses per connection in the window: fewest, median, most.
@@ -233,9 +239,11 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             mismatches: shared.mismatches.get(),
             first_error: shared.first_error.borrow().clone(),
             p50_us: q(0.5),
+            p90_us: q(0.9),
             p99_us: q(0.99),
             p999_us: q(0.999),
             mean_us: hist.mean() / 1000.0,
+            max_us: hist.max() as f64 / 1000.0,
             client_cpu_s: cpu.user + cpu.system,
         })
     })
@@ -481,9 +489,11 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
         mismatches: mismatches.load(Ordering::SeqCst),
         first_error,
         p50_us: q(0.5),
+        p90_us: q(0.9),
         p99_us: q(0.99),
         p999_us: q(0.999),
         mean_us: hist.mean() / 1000.0,
+        max_us: hist.max() as f64 / 1000.0,
         client_cpu_s: cpu.user + cpu.system,
     })
 }

@@ -20,7 +20,7 @@ pub struct Bars {
     pub values: Vec<Vec<Option<f64>>>,
 }
 
-const COLORS: [&str; 10] = [
+pub(crate) const COLORS: [&str; 10] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
     "#bcbd22", "#17becf",
 ];
@@ -150,7 +150,7 @@ impl Bars {
 }
 
 /// A compact axis label: 1.2M, 35k, 12.5.
-fn short(v: f64) -> String {
+pub(crate) fn short(v: f64) -> String {
     if v >= 1e6 {
         format!("{:.1}M", v / 1e6)
     } else if v >= 1e4 {

@@ -5,6 +5,7 @@
 
 pub mod bars;
 pub mod child;
+pub mod curves;
 pub mod fmt;
 pub mod latency;
 pub mod peers;

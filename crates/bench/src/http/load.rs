@@ -246,6 +246,9 @@ pub struct HttpLoadResult {
     pub backend: String,
     /// Latency percentiles, microseconds.
     pub p50_us: f64,
+    /// p90.
+    #[serde(default)]
+    pub p90_us: f64,
     /// p99.
     pub p99_us: f64,
     /// p99.9.
@@ -402,6 +405,7 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             first_error: sh.first_error.borrow().clone(),
             backend: ringkit::backend_report().to_string(),
             p50_us: q(0.5),
+            p90_us: q(0.9),
             p99_us: q(0.99),
             p999_us: q(0.999),
             mean_us: hist.mean() / 1000.0,

@@ -24,5 +24,6 @@ pub mod wrk;
 pub use nginx::{nginx_conf, Site, NGINX};
 pub(crate) use report::section;
 pub use results::{HttpResults, HttpSample, HttpSummary, LoadTool, Workload};
+pub(crate) use sample::Run;
 pub use study::study;
 pub(crate) use study::{nginx_contender, nginx_dir, peer_has, run, Spec, RETURN_200_PAD};

@@ -18,16 +18,16 @@ use crate::harness::syscalls::{SyscallTool, WindowCounter};
 use crate::harness::sysinfo::CpuTimes;
 
 /// Settings of one run of the study.
-pub(super) struct Run<'a> {
-    pub(super) opts: &'a StudyOpts,
-    pub(super) dir: PathBuf,
-    pub(super) nginx_dir: PathBuf,
-    pub(super) tool: LoadTool,
-    pub(super) secs: f64,
+pub(crate) struct Run<'a> {
+    pub(crate) opts: &'a StudyOpts,
+    pub(crate) dir: PathBuf,
+    pub(crate) nginx_dir: PathBuf,
+    pub(crate) tool: LoadTool,
+    pub(crate) secs: f64,
     /// What nginx serves.
-    pub(super) site: Site,
+    pub(crate) site: Site,
     /// `http` or `https`.
-    pub(super) scheme: &'static str,
+    pub(crate) scheme: &'static str,
 }
 
 impl Run<'_> {
@@ -47,7 +47,11 @@ impl Run<'_> {
     }
 
     /// Start `c` on a fresh port (writing nginx's config first).
-    fn start(&self, c: &Contender, tag: &str) -> io::Result<(Server, SocketAddr, PathBuf)> {
+    pub(crate) fn start(
+        &self,
+        c: &Contender,
+        tag: &str,
+    ) -> io::Result<(Server, SocketAddr, PathBuf)> {
         let addr = free_addr()?;
         if c.name == "nginx" {
             std::fs::create_dir_all(&self.nginx_dir)?;

@@ -1,0 +1,389 @@
+//! `ringkit compare latency`: latency at a fixed load, free of coordinated
+//! omission.
+//!
+//! A closed-loop client slows down when the server does, so queueing never
+//! shows in its latencies. Here every workload first finds each server's
+//! closed-loop maximum (the same generator, closed loop, interleaved rounds),
+//! takes the best epoll server's median maximum as the reference, and then
+//! drives every server **open loop** at 25, 50, 75 and 90% of that one
+//! reference rate: each connection sends at its scheduled moments whether or
+//! not earlier replies are back, and latency counts from the scheduled
+//! moment (as wrk2 does). Every server thus faces the same offered load, and
+//! a server that cannot carry it shows it (achieved < offered, latency
+//! growing over the window).
+//!
+//! Workloads: echo 512 B at 1000 connections (ringkit on io_uring and epoll,
+//! tokio, monoio), HTTP `GET /` at 1000 connections and a static 1 KiB file
+//! at 100 (ringkit on both backends, nginx), and the axum hello app at 100
+//! (ringkit on io_uring, axum on tokio). Server on the server CPU, load on
+//! the client CPU, rounds interleaved and rotated, ratios paired per round.
+//! With `oha` installed, one row (HTTP `GET /` at 25%: oha's own ceiling on
+//! one core at 1000 connections is about half the servers' maxima) is
+//! measured again by oha's open loop (`-q`, `--latency-correction`), both
+//! figures side by side.
+
+mod oha;
+mod plan;
+mod report;
+
+use std::io;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::harness::stat::stat;
+use crate::harness::study::{Section, StudyOpts};
+use crate::harness::sysinfo::SystemInfo;
+
+/// Fractions of the reference rate every server is driven at.
+pub const LEVELS: [f64; 4] = [0.25, 0.5, 0.75, 0.9];
+
+/// The level of the oha cross-check: oha tops out near 80k requests/s on
+/// one core at 1000 connections here, so a higher rate would measure oha.
+const CROSS_CHECK_LEVEL: f64 = 0.25;
+
+/// One load run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Point {
+    /// Workload label.
+    pub workload: String,
+    /// Server name.
+    pub contender: String,
+    /// An epoll server (one of those the reference is taken from).
+    pub epoll: bool,
+    /// Fraction of the reference rate; `None`: the closed-loop run.
+    pub level: Option<f64>,
+    /// Offered rate, requests/s (`None`: closed loop).
+    pub rate: Option<f64>,
+    /// Round number.
+    pub round: usize,
+    /// Achieved responses/s.
+    pub rps: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// p90 latency, µs.
+    pub p90_us: f64,
+    /// p99 latency, µs.
+    pub p99_us: f64,
+    /// p99.9 latency, µs.
+    pub p999_us: f64,
+    /// Slowest response, µs.
+    pub max_us: f64,
+    /// Failed connections, mismatches, bad responses.
+    pub errors: u64,
+    /// Jain's fairness index over the connections' responses.
+    pub jain: f64,
+    /// Why the run failed, if it did.
+    pub error: Option<String>,
+}
+
+impl Point {
+    fn ok(&self) -> bool {
+        self.error.is_none() && self.errors == 0 && self.rps > 0.0
+    }
+}
+
+/// One (workload, contender, level): medians over rounds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    /// Workload label.
+    pub workload: String,
+    /// Server name.
+    pub contender: String,
+    /// Fraction of the reference rate; `None`: the closed-loop runs.
+    pub level: Option<f64>,
+    /// Offered rate, requests/s (`None`: closed loop).
+    pub rate: Option<f64>,
+    /// Achieved responses/s.
+    pub rps: f64,
+    /// Median latency, µs.
+    pub p50_us: f64,
+    /// p90 latency, µs.
+    pub p90_us: f64,
+    /// p99 latency, µs.
+    pub p99_us: f64,
+    /// p99.9 latency, µs.
+    pub p999_us: f64,
+    /// Slowest response, µs.
+    pub max_us: f64,
+    /// Achieved under 95% of the offered rate (median).
+    pub saturated: bool,
+    /// Runs that failed or saw errors, of all runs.
+    pub failed: usize,
+    /// All runs.
+    pub runs: usize,
+    /// p99 and p99.9 over the reference server's, paired per round, median.
+    pub p99_vs_ref: Option<f64>,
+    /// p999_vs_ref.
+    pub p999_vs_ref: Option<f64>,
+}
+
+/// A workload's reference: the epoll server with the highest closed-loop max.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Reference {
+    /// Workload label.
+    pub workload: String,
+    /// Server name.
+    pub contender: String,
+    /// Its closed-loop maximum (median), requests/s.
+    pub max_rps: f64,
+}
+
+/// Everything the study measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencyResults {
+    /// The machine.
+    pub system: SystemInfo,
+    /// Rounds per point.
+    pub rounds: usize,
+    /// Measured seconds per run.
+    pub secs: f64,
+    /// CPU of the servers.
+    pub server_cpu: usize,
+    /// CPU of the load.
+    pub client_cpu: usize,
+    /// Each workload's reference.
+    pub references: Vec<Reference>,
+    /// Every run.
+    pub points: Vec<Point>,
+    /// Medians per workload, server and load.
+    pub rows: Vec<Row>,
+    /// The oha cross-check.
+    pub oha: Vec<oha::CrossCheck>,
+    /// What could not run, and why.
+    pub skipped: Vec<(String, String)>,
+    /// Wall time of the study, seconds.
+    pub wall_secs: f64,
+}
+
+fn median(v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        0.0
+    } else {
+        stat(v).median
+    }
+}
+
+/// Medians per (workload, contender, level), with ratios to the reference.
+fn summarize(points: &[Point], refs: &[Reference]) -> Vec<Row> {
+    let mut keys: Vec<(String, String, Option<f64>)> = Vec::new();
+    for p in points {
+        let k = (p.workload.clone(), p.contender.clone(), p.level);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    keys.iter()
+        .map(|(w, c, level)| {
+            let mine: Vec<&Point> = points
+                .iter()
+                .filter(|p| &p.workload == w && &p.contender == c && p.level == *level)
+                .collect();
+            let ok: Vec<&&Point> = mine.iter().filter(|p| p.ok()).collect();
+            let m = |f: fn(&Point) -> f64| median(ok.iter().map(|p| f(p)).collect());
+            let rate = mine.first().and_then(|p| p.rate);
+            let rps = m(|p| p.rps);
+            let reference = refs.iter().find(|r| &r.workload == w);
+            let paired = |f: fn(&Point) -> f64| -> Option<f64> {
+                let r = reference?;
+                (*level)?;
+                let v: Vec<f64> = ok
+                    .iter()
+                    .filter_map(|p| {
+                        let theirs = points.iter().find(|q| {
+                            q.workload == *w
+                                && q.contender == r.contender
+                                && q.level == *level
+                                && q.round == p.round
+                                && q.ok()
+                        })?;
+                        (f(theirs) > 0.0).then(|| f(p) / f(theirs))
+                    })
+                    .collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            Row {
+                workload: w.clone(),
+                contender: c.clone(),
+                level: *level,
+                rate,
+                rps,
+                p50_us: m(|p| p.p50_us),
+                p90_us: m(|p| p.p90_us),
+                p99_us: m(|p| p.p99_us),
+                p999_us: m(|p| p.p999_us),
+                max_us: m(|p| p.max_us),
+                saturated: rate.is_some_and(|r| rps < 0.95 * r),
+                failed: mine.len() - ok.len(),
+                runs: mine.len(),
+                p99_vs_ref: paired(|p| p.p99_us),
+                p999_vs_ref: paired(|p| p.p999_us),
+            }
+        })
+        .collect()
+}
+
+/// Run the latency study for `ringkit compare`.
+pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    let wall = Instant::now();
+    ringkit::raise_nofile_limit();
+    let dir = opts.out_dir.join("latency");
+    std::fs::create_dir_all(&dir)?;
+    let mut skipped = Vec::new();
+    let benches = plan::benches(opts, &dir, &mut skipped)?;
+    let rounds = opts.rounds.unwrap_or(if opts.quick { 2 } else { 3 }).max(1);
+    let secs = opts.secs.unwrap_or(if opts.quick { 2.0 } else { 5.0 });
+    let total: usize = benches
+        .iter()
+        .map(|b| b.contenders.len() * rounds * (1 + LEVELS.len()))
+        .sum();
+    let mut points: Vec<Point> = Vec::new();
+    let mut refs = Vec::new();
+    let mut checks = Vec::new();
+    let mut n = 0;
+    for b in &benches {
+        let cs = &b.contenders;
+        let mut run = |level: Option<f64>, rate: Option<f64>, points: &mut Vec<Point>| {
+            for round in 0..rounds {
+                for i in 0..cs.len() {
+                    let c = &cs[(i + round) % cs.len()];
+                    let tag = match level {
+                        Some(l) => format!("{:.0}-{round}", l * 100.0),
+                        None => format!("max-{round}"),
+                    };
+                    let mut p = plan::sample(opts, b, c, rate, secs, &tag);
+                    p.level = level;
+                    p.round = round;
+                    n += 1;
+                    progress(&format!(
+                        "{n}/{total} {} {} {}: {:.0} req/s, p99 {:.0} µs{}",
+                        b.name,
+                        c.name,
+                        level.map_or("closed loop".to_string(), |l| format!(
+                            "{:.0}% load",
+                            l * 100.0
+                        )),
+                        p.rps,
+                        p.p99_us,
+                        if p.ok() { "" } else { " FAILED" }
+                    ));
+                    points.push(p);
+                }
+            }
+        };
+        run(None, None, &mut points);
+        let max_of = |name: &str| {
+            median(
+                points
+                    .iter()
+                    .filter(|p| p.workload == b.name && p.contender == name)
+                    .filter(|p| p.level.is_none() && p.ok())
+                    .map(|p| p.rps)
+                    .collect(),
+            )
+        };
+        let best = cs
+            .iter()
+            .filter(|c| matches!(c.family, crate::harness::server::Family::Epoll))
+            .map(|c| (c.name.clone(), max_of(&c.name)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((contender, max_rps)) = best.filter(|(_, m)| *m > 0.0) else {
+            skipped.push((
+                b.name.clone(),
+                "no epoll server finished its closed-loop run: no reference rate".into(),
+            ));
+            continue;
+        };
+        refs.push(Reference {
+            workload: b.name.clone(),
+            contender: contender.clone(),
+            max_rps,
+        });
+        for level in LEVELS {
+            run(Some(level), Some(level * max_rps), &mut points);
+        }
+        if let plan::Kind::Http { .. } = b.kind {
+            if b.name.starts_with("http") {
+                checks.extend(oha::cross_check(
+                    opts,
+                    b,
+                    &contender,
+                    CROSS_CHECK_LEVEL * max_rps,
+                    secs,
+                    progress,
+                ));
+            }
+        }
+    }
+    let rows = summarize(&points, &refs);
+    let res = LatencyResults {
+        system: SystemInfo::gather(),
+        rounds,
+        secs,
+        server_cpu: opts.server_cpu,
+        client_cpu: opts.client_cpu,
+        references: refs,
+        points,
+        rows,
+        oha: checks,
+        skipped,
+        wall_secs: wall.elapsed().as_secs_f64(),
+    };
+    let _ = std::fs::remove_dir_all(dir.join("static").join("www"));
+    Ok(report::section(&res))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(c: &str, level: Option<f64>, round: usize, p99: f64) -> Point {
+        Point {
+            workload: "w".into(),
+            contender: c.into(),
+            level,
+            rate: level.map(|l| l * 1000.0),
+            round,
+            rps: level.map_or(1000.0, |l| l * 1000.0),
+            p99_us: p99,
+            p999_us: 2.0 * p99,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn ratios_pair_rounds_against_the_reference() {
+        let refs = vec![Reference {
+            workload: "w".into(),
+            contender: "ref".into(),
+            max_rps: 1000.0,
+        }];
+        let mut pts = vec![
+            p("ref", Some(0.5), 0, 100.0),
+            p("ref", Some(0.5), 1, 200.0),
+            p("x", Some(0.5), 0, 50.0),
+            p("x", Some(0.5), 1, 50.0),
+        ];
+        // A failed run is left out of the medians and counted.
+        let mut bad = p("x", Some(0.5), 2, 1.0);
+        bad.error = Some("reset".into());
+        pts.push(bad);
+        let rows = summarize(&pts, &refs);
+        let x = rows.iter().find(|r| r.contender == "x").unwrap();
+        // Rounds 0 and 1: 0.5 and 0.25; median of two is their mean.
+        assert!((x.p99_vs_ref.unwrap() - 0.375).abs() < 1e-9, "{x:?}");
+        assert_eq!((x.failed, x.runs), (1, 3));
+        assert!(!x.saturated);
+        let r = rows.iter().find(|r| r.contender == "ref").unwrap();
+        assert_eq!(r.p99_vs_ref, Some(1.0));
+    }
+
+    #[test]
+    fn a_server_short_of_the_offered_rate_is_saturated() {
+        let mut q = p("x", Some(0.9), 0, 10.0);
+        q.rps = 700.0;
+        let rows = summarize(&[q], &[]);
+        assert!(rows[0].saturated);
+        assert_eq!(rows[0].p99_vs_ref, None);
+    }
+}

@@ -1,0 +1,282 @@
+//! The latency study's report section: per workload the closed-loop
+//! maxima, the open-loop table, a p99-against-load chart; the targets; the
+//! oha cross-check.
+
+use std::fmt::Write as _;
+
+use super::{LatencyResults, Row, LEVELS};
+use crate::harness::curves::Curves;
+use crate::harness::fmt::ratio;
+use crate::harness::study::Section;
+
+fn us(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1} ms", v / 1000.0)
+    } else {
+        format!("{v:.0} µs")
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect::<String>()
+        .split('-')
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
+/// The target rows: ringkit-uring at 75% on echo and HTTP.
+fn targets(res: &LatencyResults) -> Vec<(&Row, &str)> {
+    res.rows
+        .iter()
+        .filter(|r| r.contender == "ringkit-uring" && r.level == Some(0.75))
+        .filter(|r| r.workload.starts_with("echo") || r.workload.starts_with("http"))
+        .filter_map(|r| {
+            let reference = res.references.iter().find(|x| x.workload == r.workload)?;
+            Some((r, reference.contender.as_str()))
+        })
+        .collect()
+}
+
+/// Build the section.
+pub fn section(res: &LatencyResults) -> Section {
+    let mut md = String::new();
+    let mut svgs = Vec::new();
+    let _ = writeln!(md, "## Latency at a fixed load (open loop)\n");
+    let _ = writeln!(
+        md,
+        "Each workload first finds every server's closed-loop maximum (median of {} rounds), then \
+         drives every server **open loop** at 25, 50, 75 and 90% of the best epoll server's \
+         maximum (the reference): requests leave at their scheduled moments whether or not \
+         earlier replies are back, and latency counts from the scheduled moment, so queueing \
+         shows (no coordinated omission). All servers face the same offered rate; a server that \
+         cannot carry it is marked *saturated* (achieved under 95% of offered). {} rounds of {} s \
+         per point, interleaved and rotated; server on CPU {}, load (one thread, the built-in \
+         generator) on CPU {}. Ratios are the server's latency over the reference's, paired per \
+         round (median): below 1 is faster than the reference.\n",
+        res.rounds, res.rounds, res.secs, res.server_cpu, res.client_cpu
+    );
+    let mut workloads: Vec<&str> = Vec::new();
+    for p in &res.points {
+        if !workloads.contains(&p.workload.as_str()) {
+            workloads.push(&p.workload);
+        }
+    }
+    for w in &workloads {
+        let _ = writeln!(md, "### {w}\n");
+        let maxima: Vec<&Row> = res
+            .rows
+            .iter()
+            .filter(|r| r.workload == *w && r.level.is_none())
+            .collect();
+        let reference = res.references.iter().find(|r| r.workload == *w);
+        match reference {
+            Some(r) => {
+                let _ = writeln!(
+                    md,
+                    "Reference: **{}**, closed-loop maximum {:.0} req/s. Closed-loop maxima: {}.\n",
+                    r.contender,
+                    r.max_rps,
+                    maxima
+                        .iter()
+                        .map(|m| format!("{} {:.0}", m.contender, m.rps))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    md,
+                    "No reference: no epoll server finished its closed-loop runs.\n"
+                );
+                continue;
+            }
+        }
+        let _ = writeln!(
+            md,
+            "| load | offered req/s | server | achieved req/s | p50 | p90 | p99 | p99.9 | max | p99 vs ref | p99.9 vs ref | failed runs |"
+        );
+        let _ = writeln!(
+            md,
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        );
+        for level in LEVELS {
+            for r in res
+                .rows
+                .iter()
+                .filter(|r| r.workload == *w && r.level == Some(level))
+            {
+                let _ = writeln!(
+                    md,
+                    "| {:.0}% | {:.0} | {}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
+                    level * 100.0,
+                    r.rate.unwrap_or(0.0),
+                    r.contender,
+                    if r.saturated { " (saturated)" } else { "" },
+                    r.rps,
+                    us(r.p50_us),
+                    us(r.p90_us),
+                    us(r.p99_us),
+                    us(r.p999_us),
+                    us(r.max_us),
+                    ratio(r.p99_vs_ref),
+                    ratio(r.p999_vs_ref),
+                    r.failed,
+                    r.runs
+                );
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for r in res
+            .rows
+            .iter()
+            .filter(|r| r.workload == *w && r.level.is_some())
+        {
+            if !names.contains(&r.contender.as_str()) {
+                names.push(&r.contender);
+            }
+        }
+        let chart = Curves {
+            title: format!("{w}: p99 latency against offered load"),
+            unit: "µs".into(),
+            x_label: format!(
+                "offered load, % of {}'s closed-loop maximum",
+                reference.map_or("the reference", |r| r.contender.as_str())
+            ),
+            x: LEVELS
+                .iter()
+                .map(|l| (l * 100.0, format!("{:.0}%", l * 100.0)))
+                .collect(),
+            series: names
+                .iter()
+                .map(|n| {
+                    let v = LEVELS
+                        .iter()
+                        .map(|l| {
+                            res.rows
+                                .iter()
+                                .find(|r| {
+                                    r.workload == *w && r.contender == *n && r.level == Some(*l)
+                                })
+                                .map(|r| r.p99_us)
+                        })
+                        .collect();
+                    (n.to_string(), v)
+                })
+                .collect(),
+        };
+        let file = format!("latency-{}.svg", slug(w));
+        let _ = writeln!(md, "\n![{w}: p99 against load]({file})\n");
+        svgs.push((file, chart.svg()));
+    }
+
+    let _ = writeln!(md, "### Targets\n");
+    let _ = writeln!(
+        md,
+        "| workload | ringkit-uring p99 vs reference (≤ 0.70x) | p99.9 vs reference (≤ 1.00x) |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|");
+    let mut table = String::new();
+    for (r, reference) in targets(res) {
+        let met = |v: Option<f64>, t: f64| match v {
+            Some(v) if v <= t => format!("{v:.2}x met"),
+            Some(v) => format!("{v:.2}x not met"),
+            None => "–".into(),
+        };
+        let _ = writeln!(
+            md,
+            "| {} at 75% (vs {reference}) | {} | {} |",
+            r.workload,
+            met(r.p99_vs_ref, 0.7),
+            met(r.p999_vs_ref, 1.0)
+        );
+    }
+    for w in &workloads {
+        let _ = writeln!(table, "{w}, 75% load:");
+        for r in res
+            .rows
+            .iter()
+            .filter(|r| r.workload == *w && r.level == Some(0.75))
+        {
+            let _ = writeln!(
+                table,
+                "  {:<22} {:>9.0} req/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  vs ref p99 {}{}",
+                r.contender,
+                r.rps,
+                us(r.p50_us),
+                us(r.p99_us),
+                us(r.p999_us),
+                ratio(r.p99_vs_ref),
+                if r.saturated { "  saturated" } else { "" }
+            );
+        }
+    }
+    if !res.oha.is_empty() {
+        let _ = writeln!(
+            md,
+            "\n### Cross-check with oha\n\nThe same server at the same offered rate, measured by the built-in \
+             generator and then by `oha` (open loop with `-q`, latency from the scheduled start with \
+             `--latency-correction`), one run each, at 25% load: oha's own ceiling on one core at 1000 \
+             connections is about 80k requests/s, so at higher rates its figures would describe oha.\n"
+        );
+        let _ = writeln!(md, "| workload | server | offered req/s | client | achieved req/s | p50 | p90 | p99 | p99.9 | errors |");
+        let _ = writeln!(md, "|---|---|---:|---|---:|---:|---:|---:|---:|---:|");
+        for x in &res.oha {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | built-in | {:.0} | {} | {} | {} | {} | – |",
+                x.workload,
+                x.contender,
+                x.rate,
+                x.builtin_rps,
+                us(x.builtin_p50_us),
+                us(x.builtin_p90_us),
+                us(x.builtin_p99_us),
+                us(x.builtin_p999_us)
+            );
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.0} | oha | {:.0} | {} | {} | {} | {} | {}{} |",
+                x.workload,
+                x.contender,
+                x.rate,
+                x.oha_rps,
+                us(x.oha_p50_us),
+                us(x.oha_p90_us),
+                us(x.oha_p99_us),
+                us(x.oha_p999_us),
+                x.oha_errors,
+                x.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+        if let Some(x) = res.oha.first() {
+            let _ = writeln!(md, "\noha's command: `{}`", x.command);
+        }
+    }
+    if !res.skipped.is_empty() {
+        let _ = writeln!(md, "\nSkipped:\n");
+        for (n, why) in &res.skipped {
+            let _ = writeln!(md, "- {n}: {why}");
+        }
+    }
+    let _ = writeln!(md, "\nThe study took {:.0} s.", res.wall_secs);
+    Section {
+        study: "latency".into(),
+        table,
+        markdown: md,
+        json: serde_json::to_value(res).unwrap_or_default(),
+        svgs,
+        skipped: res.skipped.clone(),
+    }
+}
