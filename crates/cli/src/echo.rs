@@ -76,6 +76,13 @@ pub struct EchoArgs {
     /// limit.
     #[arg(long, default_value_t = 60.0)]
     send_timeout: f64,
+    /// Close a connection whose peer vanished (every packet dropped, no
+    /// FIN, no RST) within about this many seconds: TCP keepalive probes
+    /// and TCP_USER_TIMEOUT; a live idle peer answers the probes and stays.
+    /// 0: off (the kernel notices after minutes of retransmissions, or
+    /// never when nothing is owed).
+    #[arg(long, default_value_t = 300.0)]
+    dead_peer_timeout: f64,
 }
 
 /// Run the echo server until SIGINT/SIGTERM.
@@ -99,6 +106,7 @@ pub fn run(a: EchoArgs) -> std::io::Result<()> {
             drain_timeout: Duration::from_secs_f64(a.drain_secs.max(0.0)),
             // 0: no limit.
             send_timeout: Duration::from_secs_f64(a.send_timeout.max(0.0)),
+            dead_peer_timeout: Duration::from_secs_f64(a.dead_peer_timeout.max(0.0)),
         },
     })
 }

@@ -64,6 +64,16 @@ pub struct TortureArgs {
     /// Server fault: soft RLIMIT_NOFILE of the server (EMFILE on accept).
     #[arg(long)]
     server_nofile: Option<u64>,
+    /// Network faults (needs root, ip, nft and tc): the server runs in a
+    /// network namespace behind a veth pair and the link misbehaves:
+    /// loss1 | loss5 (nftables drops, each direction), delay (20 ms ± 5 ms
+    /// each way, by a fault proxy), slow (10 Mbit/s, tc tbf), slice (1 to
+    /// 16-byte segments), reset (3% of connections reset mid-stream),
+    /// silent (after the chaos, 16 peers go silent mid-transfer: the server
+    /// must free them within its timeouts). The server gets short timeouts
+    /// (send 10 s; echo dead-peer / HTTP idle 10 s).
+    #[arg(long, value_name = "PROFILE")]
+    faults: Option<torture::FaultProfile>,
     /// Seconds without progress after which a connection counts as stalled.
     #[arg(long, default_value_t = 60.0)]
     stall_secs: f64,
@@ -95,6 +105,7 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
         ..EchoLimits::default()
     };
     cfg.stall = Duration::from_secs_f64(a.stall_secs.max(1.0));
+    cfg.faults = a.faults;
     let mut log = |m: &str| eprintln!("ringkit torture: {m}");
     if a.mode == TortureMode::Idle {
         return idle(&a, cfg.exe.clone(), &mut log);

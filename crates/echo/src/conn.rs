@@ -88,21 +88,26 @@ pub(crate) async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
         if !buf.is_ring_buffer() {
             st.heap_reads.set(st.heap_reads.get() + 1);
         }
-        // The other buffers of a receive bundle are here already: echo them
-        // all with one send.
-        let Some(next) = s.take_pooled() else {
-            if let (Err(e), _) = s.write_all(buf).await {
-                break Err(e);
-            }
-            continue;
-        };
-        let mut batch = vec![buf, next];
-        batch.extend(std::iter::from_fn(|| s.take_pooled()).take(62));
-        if let Err(e) = s.write_all_pooled(batch).await {
+        // Boxed: the write's future (a bounded send with three send plans)
+        // is several times the idle read's, and an unboxed await would size
+        // every idle connection's task by it. One small allocation per
+        // echo instead of ~600 bytes per connection at rest.
+        if let Err(e) = Box::pin(echo_back(&s, buf)).await {
             break Err(e);
         }
     };
     guard.finish(s, res);
+}
+
+/// Send `buf` back, with the other buffers of its receive bundle (already
+/// here) in the same send.
+async fn echo_back(s: &TcpStream, buf: ringkit::buf::RecvBuf) -> io::Result<()> {
+    let Some(next) = s.take_pooled() else {
+        return s.write_all(buf).await.0;
+    };
+    let mut batch = vec![buf, next];
+    batch.extend(std::iter::from_fn(|| s.take_pooled()).take(62));
+    s.write_all_pooled(batch).await
 }
 
 pub(crate) async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
@@ -120,11 +125,57 @@ pub(crate) async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
             Ok(_) => {}
             Err(e) => break Err(e),
         }
-        let (res, b) = s.write_all(buf).await;
+        // Boxed for the same reason as in `serve_pooled`.
+        let (res, b) = Box::pin(s.write_all(buf)).await;
         buf = b;
         if let Err(e) = res {
             break Err(e);
         }
     };
     guard.finish(s, res);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    use ringkit::net::{TcpListener, TcpStream};
+    use ringkit::sync::Drain;
+
+    use super::*;
+
+    /// An idle connection costs its task's future, which is as large as its
+    /// largest await: the write path must stay boxed so the resting read
+    /// sizes the task (memory per connection, issue 24's target 1 KiB).
+    #[test]
+    fn a_connection_task_is_sized_by_its_read() {
+        let rt = ringkit::Runtime::builder()
+            .backend(ringkit::Backend::Epoll)
+            .ignore_env()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let st = Rc::new(ThreadState {
+                accepted: Rc::new(Cell::new(0)),
+                peer_errors: Cell::new(0),
+                other_errors: Cell::new(0),
+                heap_reads: Cell::new(0),
+                drain: Drain::new(),
+                drain_idle: Duration::from_secs(1),
+            });
+            let pooled = serve_pooled(st.clone(), c);
+            let n = std::mem::size_of_val(&pooled);
+            println!("serve_pooled: {n} bytes");
+            assert!(n <= 384, "serve_pooled's future is {n} bytes");
+            drop(pooled);
+            let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+            let single = serve_single(st, c);
+            let n = std::mem::size_of_val(&single);
+            println!("serve_single: {n} bytes");
+            assert!(n <= 384, "serve_single's future is {n} bytes");
+        });
+    }
 }

@@ -102,6 +102,12 @@ pub struct EchoLimits {
     /// client that sends but stops reading) is closed. Progress restarts
     /// the clock, as nginx's `send_timeout`. Default 60 s; zero: no limit.
     pub send_timeout: Duration,
+    /// A peer that vanished (every packet dropped, no FIN, no RST) is
+    /// noticed and its connection closed within about this long, by TCP
+    /// keepalive probes and `TCP_USER_TIMEOUT`
+    /// ([`ringkit::net::TcpStream::set_dead_peer_timeout`]); a live idle
+    /// peer answers the probes and stays. Default 300 s; zero: off.
+    pub dead_peer_timeout: Duration,
 }
 
 impl Default for EchoLimits {
@@ -114,6 +120,7 @@ impl Default for EchoLimits {
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),
+            dead_peer_timeout: Duration::from_secs(300),
         }
     }
 }

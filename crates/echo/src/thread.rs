@@ -31,11 +31,14 @@ pub(crate) struct ThreadState {
 }
 
 impl ThreadState {
+    /// Count a connection's error; print it (the first few) unless the
+    /// peer caused it: a reset, a close, or a timeout (a peer that stopped
+    /// reading or vanished: the send and dead-peer timeouts did their job).
     pub(crate) fn note_error(&self, e: &io::Error) {
         use io::ErrorKind::*;
         if matches!(
             e.kind(),
-            ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof
+            ConnectionReset | BrokenPipe | ConnectionAborted | UnexpectedEof | TimedOut
         ) {
             self.peer_errors.set(self.peer_errors.get() + 1);
             return;
@@ -85,6 +88,10 @@ pub(crate) async fn serve_thread(
                 st.accepted.set(st.accepted.get() + 1);
                 let _ = s.set_nodelay(true);
                 s.set_write_timeout(Some(cfg.limits.send_timeout));
+                let dead = cfg.limits.dead_peer_timeout;
+                if !dead.is_zero() {
+                    let _ = s.set_dead_peer_timeout(Some(dead));
+                }
                 // One task type per receive path, so that an idle
                 // connection's task is only as large as its own path needs.
                 match cfg.recv {

@@ -102,9 +102,16 @@ pub(super) fn parse(json: &str) -> io::Result<(f64, [f64; 4], u64)> {
                 .sum()
         })
         .unwrap_or(0);
+    // oha cancels what is in flight when `-z` runs out ("aborted due to
+    // deadline"): the end of the run, not an error of the server.
     let errs: u64 = v["errorDistribution"]
         .as_object()
-        .map(|m| m.values().filter_map(|n| n.as_u64()).sum())
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !k.contains("deadline"))
+                .filter_map(|(_, n)| n.as_u64())
+                .sum()
+        })
         .unwrap_or(0);
     Ok((rps, p, not_ok + errs))
 }
@@ -203,7 +210,8 @@ mod tests {
     fn reads_ohas_json() {
         let j = r#"{"summary":{"successRate":1.0,"requestsPerSec":1234.5},
             "latencyPercentiles":{"p10":0.0001,"p50":0.0002,"p90":0.0004,"p99":0.001,"p99.9":0.002},
-            "statusCodeDistribution":{"200":100,"503":2},"errorDistribution":{"connection reset":1}}"#;
+            "statusCodeDistribution":{"200":100,"503":2},
+            "errorDistribution":{"connection reset":1,"aborted due to deadline":9}}"#;
         let (rps, p, errs) = super::parse(j).unwrap();
         assert_eq!(rps, 1234.5);
         assert!((p[2] - 1000.0).abs() < 1e-6 && (p[3] - 2000.0).abs() < 1e-6);

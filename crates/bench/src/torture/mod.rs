@@ -27,10 +27,13 @@
 //! makes the same choices (the network's timing still varies).
 
 pub mod echo;
+pub mod faults;
 pub mod http;
 pub mod idle;
+pub mod proxy;
 pub mod report;
 pub mod server;
+pub mod silent;
 mod slots;
 pub mod tally;
 
@@ -49,7 +52,8 @@ use crate::harness::server::RingkitServer;
 use report::mib;
 use server::{ProcSample, ServerProc, ServerSpec};
 
-pub use report::{ServerFigures, TortureReport};
+pub use faults::FaultProfile;
+pub use report::{FaultFigures, ServerFigures, TortureReport};
 
 /// Which server a torture run attacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
@@ -90,6 +94,8 @@ pub struct TortureConfig {
     pub limits: EchoLimits,
     /// A connection owed bytes with none arriving for this long has stalled.
     pub stall: Duration,
+    /// Run the server across a faulty link ([`faults`]): needs root.
+    pub faults: Option<FaultProfile>,
 }
 
 impl TortureConfig {
@@ -111,6 +117,7 @@ impl TortureConfig {
             sigterm_at: None,
             limits: EchoLimits::default(),
             stall: Duration::from_secs(60),
+            faults: None,
         }
     }
 
@@ -124,7 +131,18 @@ impl TortureConfig {
             .backend(self.backend)
             .threads(self.server_threads);
         if dir.is_some() {
+            if self.faults.is_some() {
+                // Short timeouts, so the silent peers are freed quickly.
+                s = s
+                    .flag("--send-timeout", FAULT_SEND_TIMEOUT)
+                    .flag("--idle-timeout", FAULT_PEER_TIMEOUT);
+            }
             return s.cmd();
+        }
+        if self.faults.is_some() {
+            s = s
+                .flag("--send-timeout", FAULT_SEND_TIMEOUT)
+                .flag("--dead-peer-timeout", FAULT_PEER_TIMEOUT);
         }
         s = s
             .flag("--drain-idle-ms", self.limits.drain_idle.as_millis())
@@ -142,6 +160,18 @@ impl TortureConfig {
     }
 }
 
+/// Under `--faults`: the server's send timeout (s). Not shorter: on the
+/// 10 Mbit/s link a flow whose segments the token bucket dropped waits out
+/// retransmission backoff (1, 2, 4 s...) with no progress, and 3 s cut
+/// such live connections mid-response.
+const FAULT_SEND_TIMEOUT: u64 = 10;
+/// Under `--faults`: the echo server's dead-peer timeout and the HTTP
+/// server's idle timeout (s); the same reasoning.
+const FAULT_PEER_TIMEOUT: u64 = 10;
+/// How long the silent peers may take to be freed: the timeouts above,
+/// keepalive probes and margin.
+const SILENT_LIMIT: Duration = Duration::from_secs(30);
+
 /// The served directory of an HTTP run; removed on drop.
 struct TempDir(PathBuf);
 
@@ -154,7 +184,19 @@ impl Drop for TempDir {
 /// Run the torture (`cfg.mode`). `log` gets progress lines.
 pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<TortureReport> {
     ringkit::raise_nofile_limit();
-    let addr: SocketAddr = ([127, 0, 0, 1], server::free_port()?).into();
+    let net = match cfg.faults {
+        Some(_) => {
+            if let Some(why) = faults::unavailable() {
+                return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+            }
+            Some(faults::Net::create(std::process::id())?)
+        }
+        None => None,
+    };
+    let ip = net
+        .as_ref()
+        .map_or(std::net::Ipv4Addr::LOCALHOST, |n| n.server_ip);
+    let addr: SocketAddr = (ip, server::free_port()?).into();
     let dir = match cfg.mode {
         TortureMode::Echo => None,
         TortureMode::Http => {
@@ -169,7 +211,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     };
     let cmd = cfg.server_cmd(addr, dir.as_ref().map(|d| d.0.as_path()));
     let spec = ServerSpec {
-        cmd: cmd.clone(),
+        cmd: match &net {
+            Some(n) => n.wrap(cmd.clone()),
+            None => cmd.clone(),
+        },
         cpu: cfg.server_cpu,
         raise_nofile: false,
     };
@@ -205,6 +250,36 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     if let Some(cpu) = cfg.client_cpu {
         ringkit::pin_to_cpu(cpu)?;
     }
+    // The link's faults, and the proxy the clients go through for the
+    // profiles it makes.
+    let mut proxy = None;
+    if let (Some(p), Some(n)) = (cfg.faults, &net) {
+        n.apply(p)?;
+        let how = match p {
+            FaultProfile::Loss1 | FaultProfile::Loss5 => {
+                "nftables numgen drops on the server's veth, both directions"
+            }
+            FaultProfile::Slow => "tc tbf at 10 Mbit/s on both veth ends",
+            FaultProfile::Silent => {
+                "every packet dropped by nftables after the chaos, with peers mid-transfer"
+            }
+            _ => "the fault proxy between the clients and the server",
+        };
+        if let Some(t) = p.toxics() {
+            proxy = Some(proxy::Proxy::start(addr, t, cfg.seed)?);
+        }
+        rep.faults = Some(FaultFigures {
+            profile: p.name().into(),
+            how: how.into(),
+            ..Default::default()
+        });
+        log(&format!(
+            "faults: {} ({how}), server in namespace {}",
+            p.name(),
+            n.ns
+        ));
+    }
+    let client_addr = proxy.as_ref().map_or(addr, |p| p.addr());
 
     let graceful = cfg.sigterm_at.is_some();
     let chaos_secs = cfg.sigterm_at.unwrap_or(cfg.secs).max(0.0);
@@ -250,7 +325,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     match cfg.mode {
         TortureMode::Echo => {
             let chaos = echo::EchoChaos {
-                addr,
+                addr: client_addr,
                 conns: cfg.conns,
                 seed: cfg.seed,
                 stop_at,
@@ -267,10 +342,15 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                     c.tally.losses,
                 )
             })?;
-            rep.failures.extend(counts.tally.failure());
+            let resets = explain_resets(&mut rep, proxy.as_ref(), counts.tally.losses);
+            let mut tally = counts.tally.clone();
+            tally.losses -= resets;
+            rep.failures.extend(tally.failure());
             // Every message written whole comes back whole, except those whose
-            // client reset while the echo was on its way.
+            // client reset while the echo was on its way (or whose
+            // connection the fault proxy reset).
             if counts.tally.unserved_at_shutdown == 0
+                && resets == 0
                 && counts.messages_verified + counts.reset_during_send < counts.messages_sent
             {
                 rep.failures.push(format!(
@@ -285,7 +365,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
         }
         TortureMode::Http => {
             let chaos = http::HttpChaos {
-                addr,
+                addr: client_addr,
                 conns: cfg.conns,
                 seed: cfg.seed,
                 stop_at,
@@ -302,8 +382,12 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                     c.tally.losses,
                 )
             })?;
-            rep.failures.extend(counts.tally.failure());
+            let resets = explain_resets(&mut rep, proxy.as_ref(), counts.tally.losses);
+            let mut tally = counts.tally.clone();
+            tally.losses -= resets;
+            rep.failures.extend(tally.failure());
             if counts.tally.unserved_at_shutdown == 0
+                && resets == 0
                 && counts.responses_verified + counts.unanswered_after_close < counts.requests
             {
                 rep.failures.push(format!(
@@ -361,6 +445,21 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                 rep.failures
                     .push(format!("after the chaos, fresh connections: {e}"));
             }
+            drop(proxy.take());
+            if let (Some(FaultProfile::Silent), Some(n)) = (cfg.faults, &net) {
+                let largest = (1..http::FILES)
+                    .max_by_key(|&i| http::file_size(cfg.seed, i))
+                    .unwrap_or(1);
+                log("silent peers: dropping every packet on the link");
+                match silent::run(n, &srv, addr, cfg.mode, largest, 16, SILENT_LIMIT) {
+                    Ok(fig) => {
+                        if let Some(x) = rep.faults.as_mut() {
+                            x.silent = Some(fig);
+                        }
+                    }
+                    Err(e) => rep.failures.push(e),
+                }
+            }
             let end = srv.settle_fds(allowed, Duration::from_secs(10)).or(settled);
             match end {
                 Some(e) => {
@@ -390,6 +489,19 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     srv.kill();
     server_lines(&mut rep, &srv.lines(), cfg.limits.nofile.is_some());
     Ok(rep)
+}
+
+/// Losses the fault proxy's own resets explain (at most one per reset),
+/// recorded in the report.
+fn explain_resets(rep: &mut TortureReport, proxy: Option<&proxy::Proxy>, losses: u64) -> u64 {
+    let Some(p) = proxy else { return 0 };
+    let explained = losses.min(p.resets());
+    if let Some(x) = rep.faults.as_mut() {
+        x.relayed = p.relayed();
+        x.injected_resets = p.resets();
+        x.losses_explained = explained;
+    }
+    explained
 }
 
 /// Record the exit status: it must be a clean 0.

@@ -64,8 +64,27 @@ pub struct TortureReport {
     pub shutdown_secs: Option<f64>,
     /// The server's exit code (`None`: killed by a signal or did not exit).
     pub exit_code: Option<i32>,
+    /// Network faults of the run (`--faults`), and what they did.
+    pub faults: Option<FaultFigures>,
     /// Everything that makes this run a failure.
     pub failures: Vec<String>,
+}
+
+/// What a run with network faults saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FaultFigures {
+    /// The profile's name.
+    pub profile: String,
+    /// How the faults were made.
+    pub how: String,
+    /// Connections the fault proxy relayed (proxy profiles).
+    pub relayed: u64,
+    /// Connections the proxy reset on purpose.
+    pub injected_resets: u64,
+    /// Client losses explained by those resets (not failures).
+    pub losses_explained: u64,
+    /// The silent-peer phase (`silent`).
+    pub silent: Option<super::silent::SilentFigures>,
 }
 
 impl TortureReport {
@@ -99,6 +118,27 @@ impl std::fmt::Display for TortureReport {
             cpu(self.cpus.0),
             cpu(self.cpus.1)
         )?;
+        if let Some(x) = &self.faults {
+            writeln!(f, "  faults:           {} ({})", x.profile, x.how)?;
+            if x.relayed > 0 {
+                writeln!(
+                    f,
+                    "  fault proxy:      {} connections relayed, {} reset on purpose ({} client losses explained by them)",
+                    x.relayed, x.injected_resets, x.losses_explained
+                )?;
+            }
+            if let Some(s) = &x.silent {
+                writeln!(
+                    f,
+                    "  silent peers:     {} connections went silent (server fds {} -> {}); freed after {}",
+                    s.conns,
+                    s.fds_before,
+                    s.fds_with_silent,
+                    s.freed_after_secs
+                        .map_or("never".to_string(), |t| format!("{t:.1} s"))
+                )?;
+            }
+        }
         if let Some(c) = &self.echo {
             writeln!(
                 f,

@@ -398,6 +398,31 @@ impl TcpStream {
         with_sock(self.core.fd, |s| s.set_cork(on))
     }
 
+    /// Detect a peer that vanished (powered off, unplugged, every packet
+    /// dropped) within about `limit`, while a live idle peer stays: TCP
+    /// keepalive probes start after `limit / 2` of silence and go every
+    /// `limit / 8`, and `TCP_USER_TIMEOUT` fails the connection once sent
+    /// data or probes stay unacknowledged for `limit`. The pending read or
+    /// write then fails (`TimedOut`), so the connection is freed. `None`
+    /// turns both off (the kernel's defaults: a silent peer is noticed only
+    /// after minutes of retransmissions, or never if nothing is sent).
+    pub fn set_dead_peer_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
+        with_sock(self.core.fd, |s| match limit {
+            Some(d) if !d.is_zero() => {
+                let ka = socket2::TcpKeepalive::new()
+                    .with_time((d / 2).max(Duration::from_secs(1)))
+                    .with_interval((d / 8).max(Duration::from_secs(1)))
+                    .with_retries(4);
+                s.set_tcp_keepalive(&ka)?;
+                s.set_tcp_user_timeout(Some(d))
+            }
+            _ => {
+                s.set_keepalive(false)?;
+                s.set_tcp_user_timeout(None)
+            }
+        })
+    }
+
     /// `SO_LINGER` (`Some(0)` makes close send a RST).
     pub fn set_linger(&self, d: Option<Duration>) -> io::Result<()> {
         with_sock(self.core.fd, |s| s.set_linger(d))
