@@ -39,6 +39,25 @@ pub struct Published {
     /// How many times this file was written (per file; a sum means nothing).
     #[serde(default)]
     pub seq: u64,
+    /// Heap bytes the process's allocator has handed out and not taken
+    /// back (glibc's `mallinfo2`: `uordblks + hblkhd`), as of this write;
+    /// 0 where the allocator does not say. A level, process-wide: summing
+    /// threads keeps the largest.
+    #[serde(default)]
+    pub heap_bytes: u64,
+}
+
+/// The allocator's bytes in use by this process (see
+/// [`Published::heap_bytes`]).
+pub fn heap_in_use() -> u64 {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let m = unsafe { libc::mallinfo2() };
+        (m.uordblks + m.hblkhd) as u64
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    0
 }
 
 impl Published {
@@ -48,6 +67,7 @@ impl Published {
             metrics: self.metrics.add(&o.metrics),
             accepted: self.accepted + o.accepted,
             seq: 0,
+            heap_bytes: self.heap_bytes.max(o.heap_bytes),
         }
     }
 
@@ -57,6 +77,7 @@ impl Published {
             metrics: self.metrics.since(&earlier.metrics),
             accepted: self.accepted.saturating_sub(earlier.accepted),
             seq: 0,
+            heap_bytes: self.heap_bytes,
         }
     }
 
@@ -151,6 +172,7 @@ pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>,
                 metrics: crate::metrics(),
                 accepted: accepted.get(),
                 seq,
+                heap_bytes: heap_in_use(),
             };
             if let Ok(j) = serde_json::to_string(&p) {
                 if std::fs::write(&tmp, j).is_ok() {

@@ -33,6 +33,9 @@ pub struct IdleServer {
     pub cmd: Vec<String>,
     /// What it holds per idle connection, in a sentence.
     pub holds: String,
+    /// It publishes ringkit's counters (`--stats`), with the allocator's
+    /// bytes in use: the heap per connection is measured too.
+    pub stats: bool,
 }
 
 /// Settings of an idle-memory run.
@@ -59,18 +62,21 @@ impl IdleConfig {
             RingkitServer::echo(&ringkit)
                 .backend(backend)
                 .flag("--recv", "multishot")
+                .stats()
                 .cmd()
         };
         let mut servers = vec![
             IdleServer {
                 name: "ringkit-uring".into(),
                 cmd: ringkit_cmd("uring"),
-                holds: "a task (its future is ~400 bytes), the stream (fd, read stash), one multishot RECV entry in the driver, and no buffer: data lands in the shared provided-buffer ring (in the base RSS) only when it arrives, and the slot goes back to the kernel once echoed".into(),
+                holds: "a task (its future is 288 bytes: the write path is boxed while it runs), the stream (fd, read stash), one multishot RECV entry in the driver, and no buffer: data lands in the shared provided-buffer ring (in the base RSS) only when it arrives, and the slot goes back to the kernel once echoed".into(),
+                stats: true,
             },
             IdleServer {
                 name: "ringkit-epoll".into(),
                 cmd: ringkit_cmd("epoll"),
                 holds: "a task, the stream and its epoll registration, and no buffer: the pending receive waits for readiness without one, then reads into the thread's scratch buffer and keeps an exact-size copy of what arrived, dropped once echoed".into(),
+                stats: true,
             },
         ];
         let mut skipped = Vec::new();
@@ -82,6 +88,7 @@ impl IdleConfig {
                         name: name.into(),
                         cmd: vec![p.clone(), sub.into(), "{addr}".into()],
                         holds: "a task and its 4 KiB read buffer".into(),
+                        stats: false,
                     });
                 }
             }
@@ -119,6 +126,9 @@ pub struct IdleRow {
     pub fds: u64,
     /// (idle RSS − base RSS) / conns.
     pub bytes_per_conn: f64,
+    /// (heap in use with the idle connections − before) / conns, by the
+    /// server's allocator (ringkit servers; `None` for peers).
+    pub heap_per_conn: Option<f64>,
     /// What the server holds per idle connection.
     pub holds: String,
     /// Why this row failed, if it did.
@@ -166,20 +176,26 @@ impl std::fmt::Display for IdleReport {
         let cpu = |c: Option<usize>| c.map_or("unpinned".to_string(), |c| format!("CPU {c}"));
         writeln!(
             f,
-            "Memory per idle connection: {} connections per server, each echoed 16 bytes once and then stayed silent; server {}, client {}.",
+            "Memory per idle connection: {} connections per server, each echoed {MSG} bytes once and then stayed silent; server {}, client {}.",
             self.conns,
             cpu(self.cpus.0),
             cpu(self.cpus.1)
         )?;
         writeln!(
             f,
-            "RSS is user-space memory; kernel socket buffers are not in it.\n"
+            "RSS is user-space memory; kernel socket buffers are not in it. Heap is what the server's allocator handed out and has not taken back (glibc mallinfo2, published by ringkit servers): the part of RSS that is the server's own data.\n"
         )?;
         let tokio = self.per_conn("tokio");
         writeln!(
             f,
-            "{:<15} {:>10} {:>14} {:>8} {:>15} {:>9}",
-            "server", "base RSS", "RSS with idle", "fds", "bytes per conn", "vs tokio"
+            "{:<15} {:>10} {:>14} {:>8} {:>15} {:>15} {:>9}",
+            "server",
+            "base RSS",
+            "RSS with idle",
+            "fds",
+            "RSS B per conn",
+            "heap B per conn",
+            "vs tokio"
         )?;
         for r in &self.rows {
             if let Some(e) = &r.error {
@@ -191,12 +207,14 @@ impl std::fmt::Display for IdleReport {
             });
             writeln!(
                 f,
-                "{:<15} {:>7.1} MiB {:>10.1} MiB {:>8} {:>15.0} {:>9}",
+                "{:<15} {:>7.1} MiB {:>10.1} MiB {:>8} {:>15.0} {:>15} {:>9}",
                 r.name,
                 r.base_rss_kib as f64 / 1024.0,
                 r.idle_rss_kib as f64 / 1024.0,
                 r.fds,
                 r.bytes_per_conn,
+                r.heap_per_conn
+                    .map_or("-".to_string(), |h| format!("{h:.0}")),
                 vs
             )?;
         }
@@ -263,10 +281,15 @@ pub fn run(cfg: &IdleConfig, log: &mut dyn FnMut(&str)) -> io::Result<IdleReport
 
 fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
     let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let stats =
+        std::env::temp_dir().join(format!("ringkit-idle-{}-{}", std::process::id(), s.name));
     let cmd: Vec<String> = s
         .cmd
         .iter()
-        .map(|a| a.replace("{addr}", &addr.to_string()))
+        .map(|a| {
+            a.replace("{addr}", &addr.to_string())
+                .replace("{stats}", &stats.display().to_string())
+        })
         .collect();
     let spec = ServerSpec {
         cmd: cmd.clone(),
@@ -283,9 +306,19 @@ fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
     drop(warm);
     std::thread::sleep(Duration::from_millis(300));
     let base = settle_rss(&srv)?;
+    let flush = || ringkit::publish::flush(srv.pid(), &stats, Duration::from_secs(5));
+    let heap0 = if s.stats {
+        Some(flush()?.heap_bytes)
+    } else {
+        None
+    };
     let conns = rt.block_on(open_idle(addr, cfg.conns, 1))?;
     std::thread::sleep(Duration::from_millis(300));
     let idle = settle_rss(&srv)?;
+    let heap = match heap0 {
+        Some(h0) => Some((h0, flush()?.heap_bytes)),
+        None => None,
+    };
     if srv.try_exit()?.is_some() {
         return Err(io::Error::other(format!(
             "server exited: {}",
@@ -296,6 +329,10 @@ fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
     drop(conns);
     drop(rt);
     srv.kill();
+    // The counters' files: `<stats>.<thread>`.
+    for t in 0..4 {
+        let _ = std::fs::remove_file(format!("{}.{t}", stats.display()));
+    }
     Ok(IdleRow {
         name: s.name.clone(),
         cmd: cmd.join(" "),
@@ -304,6 +341,7 @@ fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
         conns: n,
         fds: idle.fds,
         bytes_per_conn: (idle.rss_kib as f64 - base.rss_kib as f64) * 1024.0 / n.max(1) as f64,
+        heap_per_conn: heap.map(|(h0, h1)| (h1 as f64 - h0 as f64) / n.max(1) as f64),
         holds: s.holds.clone(),
         error: None,
     })
@@ -332,7 +370,10 @@ fn settle_rss(srv: &ServerProc) -> io::Result<ProcSample> {
 /// Round trips per warm-up connection.
 const WARM_ROUNDS: usize = 128;
 
-/// Open `n` connections, each echoing 16 bytes `rounds` times; return them open.
+/// Bytes each connection echoes per round.
+const MSG: usize = 64;
+
+/// Open `n` connections, each echoing `MSG` bytes `rounds` times; return them open.
 async fn open_idle(addr: SocketAddr, n: usize, rounds: usize) -> io::Result<Vec<TcpStream>> {
     const WAVE: usize = 128;
     let mut out = Vec::with_capacity(n);
@@ -375,11 +416,11 @@ async fn one_idle(addr: SocketAddr, k: u64, rounds: usize) -> io::Result<TcpStre
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))??;
     s.set_nodelay(true)?;
     for r in 0..rounds {
-        let msg = crate::harness::rng::ByteGen::message(k, r as u64, 16);
+        let msg = crate::harness::rng::ByteGen::message(k, r as u64, MSG);
         s.write_all(msg.clone()).await.0?;
-        let mut got = Vec::with_capacity(16);
-        while got.len() < 16 {
-            let (res, buf) = s.read_timeout(Vec::with_capacity(16), limit).await;
+        let mut got = Vec::with_capacity(MSG);
+        while got.len() < MSG {
+            let (res, buf) = s.read_timeout(Vec::with_capacity(MSG), limit).await;
             let n = res?;
             if n == 0 {
                 return Err(io::ErrorKind::UnexpectedEof.into());
