@@ -136,7 +136,7 @@ fn one(
         rate: None,
     };
     let res = if client == "threads" {
-        echo::run_load_threads(&load_cfg)
+        echo::run_load_threads(&load_cfg, &mut |_| {})
     } else {
         echo::run_load(&load_cfg, &mut |_| {})
     };

@@ -108,10 +108,13 @@ fn faithful_echo_is_counted_on_both_backends() {
         assert!(r.responses > 0 && r.responses <= r.requests, "{r:?}");
         assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
     }
-    let t = echo::run_load_threads(&EchoLoadConfig {
-        pipeline: 1,
-        ..cfg(addr, Backend::Epoll)
-    })
+    let t = echo::run_load_threads(
+        &EchoLoadConfig {
+            pipeline: 1,
+            ..cfg(addr, Backend::Epoll)
+        },
+        &mut |_| {},
+    )
     .unwrap();
     assert!(t.ok(), "threads: {t:?}");
 }
@@ -129,10 +132,13 @@ fn one_flipped_bit_fails_the_run_on_both_backends() {
         assert_eq!(r.failed_conns, r.mismatches, "{backend:?}: {r:?}");
     }
     let addr = start(Server::Corrupt(100));
-    let t = echo::run_load_threads(&EchoLoadConfig {
-        pipeline: 1,
-        ..cfg(addr, Backend::Epoll)
-    })
+    let t = echo::run_load_threads(
+        &EchoLoadConfig {
+            pipeline: 1,
+            ..cfg(addr, Backend::Epoll)
+        },
+        &mut |_| {},
+    )
     .unwrap();
     assert!(!t.ok() && t.mismatches >= 1, "threads: {t:?}");
 }

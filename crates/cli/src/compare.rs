@@ -15,7 +15,9 @@ pub struct CompareArgs {
     /// (default: all). `latency` drives every server open loop at 25, 50,
     /// 75 and 90% of the best epoll server's closed-loop maximum and
     /// reports p50 to p99.9 (about 7 minutes; with `all` only under
-    /// `--full`). `http` runs four
+    /// `--full`); `c10k` holds 10 000 keep-alive connections on the HTTP,
+    /// static and axum servers (every request answered, p99 at 50% of the
+    /// best epoll server's maximum). `http` runs four
     /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
     /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
     /// and `pipeline` (16 pipelined requests per connection); each part also
@@ -27,7 +29,7 @@ pub struct CompareArgs {
     study: Option<String>,
     /// The long run for publishing: every study's full variant (more
     /// rounds, workloads and contenders, peers' syscalls counted by perf),
-    /// and with `all` also the `app`, `hosting`, `grpc` and `latency` studies. About
+    /// and with `all` also the `app`, `hosting`, `grpc`, `latency` and `c10k` studies. About
     /// an hour. Without it, each study runs its short variant (about a
     /// minute each; echo: 3 rounds of 2 s) and `all` is done in about 7
     /// minutes on a 2-core VM.
@@ -52,6 +54,12 @@ pub struct CompareArgs {
     /// read back; 1: one at a time).
     #[arg(long, default_value_t = 1)]
     pipeline: usize,
+    /// Echo: the load generator: ringkit (one thread, every connection a
+    /// task) or threads (one blocking OS thread per connection, as
+    /// rust_echo_bench; the report's fairness table shows how evenly each
+    /// server shares itself among the connections).
+    #[arg(long, value_enum, default_value = "ringkit")]
+    client: ClientArg,
     /// Echo: only these contenders (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -70,10 +78,16 @@ pub struct CompareArgs {
     client_cpu: usize,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ClientArg {
+    Ringkit,
+    Threads,
+}
+
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 15] = [
+const STUDIES: [(&str, StudyFn); 16] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
@@ -89,10 +103,11 @@ const STUDIES: [(&str, StudyFn); 15] = [
     ("file", ringkit_bench::file::study),
     ("log", ringkit_bench::log::study),
     ("latency", ringkit_bench::latency::study),
+    ("c10k", ringkit_bench::latency::study_c10k),
 ];
 
 /// Studies that `compare` (all) runs only with `--full`.
-const LONG_ONLY: [&str; 4] = ["app", "hosting", "grpc", "latency"];
+const LONG_ONLY: [&str; 5] = ["app", "hosting", "grpc", "latency", "c10k"];
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.
@@ -165,6 +180,10 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
         msg_len: a.len,
         pipeline: a.pipeline.max(1),
         only: a.only.clone(),
+        echo_client: match a.client {
+            ClientArg::Ringkit => ringkit_bench::echo::EchoClient::Ringkit,
+            ClientArg::Threads => ringkit_bench::echo::EchoClient::Threads,
+        },
     };
     let mut sections = Vec::new();
     let mut failed = Vec::new();

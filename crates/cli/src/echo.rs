@@ -175,7 +175,7 @@ pub fn bench(a: BenchEchoArgs) -> std::io::Result<()> {
     );
     let r = match a.client.as_str() {
         "ringkit" => echo_load::run_load(&cfg, &mut |_| {})?,
-        "threads" => echo_load::run_load_threads(&cfg)?,
+        "threads" => echo_load::run_load_threads(&cfg, &mut |_| {})?,
         other => {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,

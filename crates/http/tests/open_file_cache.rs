@@ -80,7 +80,49 @@ fn write(root: &Path, name: &str, body: &[u8]) {
     std::fs::write(root.join(name), body).unwrap();
 }
 
+/// `n` connections each send a GET for `target` before any response is
+/// read, so the server sees them all at about once; every response must be
+/// a whole 200 with `body`.
+fn get_all_at_once(addr: SocketAddr, target: &str, n: usize, body: &[u8]) {
+    let mut conns: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    for s in &mut conns {
+        write!(
+            s,
+            "GET {target} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+    }
+    for mut s in conns {
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).unwrap();
+        assert!(
+            buf.starts_with(b"HTTP/1.1 200"),
+            "{:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        assert!(buf.ends_with(body));
+    }
+}
+
 ringkit::test_all! {
+    async fn many_requests_for_a_cold_or_expired_file_look_it_up_once() {
+        // 200 requests at once for a file not yet cached, then again once
+        // the entry has expired: one lookup (and one open) each time, not
+        // one per request (10 000 connections did that to EMFILE).
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_path_buf();
+        write(&root, "hot.txt", b"hot file");
+        let files = StaticFiles::new(&root).unwrap().open_file_cache_valid(VALID);
+        let probe = files.clone();
+        let addr = serve(files);
+        client(move || get_all_at_once(addr, "/hot.txt", 200, b"hot file")).await;
+        assert_eq!(probe.cache_stats().lookups, 1);
+        ringkit::time::sleep(VALID + Duration::from_millis(100)).await;
+        client(move || get_all_at_once(addr, "/hot.txt", 200, b"hot file")).await;
+        assert_eq!(probe.cache_stats().lookups, 2);
+    }
+
     async fn replaced_and_deleted_files_are_seen_after_the_interval() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().to_path_buf();

@@ -46,6 +46,17 @@ pub struct EchoLoadConfig {
     pub rate: Option<f64>,
 }
 
+/// Which client drives the echo study.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EchoClient {
+    /// [`run_load`]: one thread, every connection a task on ringkit.
+    #[default]
+    Ringkit,
+    /// [`run_load_threads`]: one blocking OS thread per connection, as
+    /// rust_echo_bench.
+    Threads,
+}
+
 /// What the generator measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EchoLoadResult {
@@ -371,7 +382,10 @@ async fn conn_loop(
 /// The same load with rust_echo_bench's client design: one OS thread per
 /// connection, blocking `write_all` + `read_exact`, every byte checked. Kept
 /// to measure how much more our single-threaded generator can drive.
-pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
+pub fn run_load_threads(
+    cfg: &EchoLoadConfig,
+    hook: &mut dyn FnMut(Phase),
+) -> io::Result<EchoLoadResult> {
     use std::io::{Read, Write};
     use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
@@ -459,6 +473,7 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
     }
     let connect_secs = start.elapsed().as_secs_f64();
     std::thread::sleep(Duration::from_millis(200));
+    hook(Phase::WindowStart);
     let t0 = Instant::now();
     let cpu0 = CpuTimes::own();
     phase.store(1, Ordering::SeqCst);
@@ -466,6 +481,7 @@ pub fn run_load_threads(cfg: &EchoLoadConfig) -> io::Result<EchoLoadResult> {
     phase.store(2, Ordering::SeqCst);
     let secs = t0.elapsed().as_secs_f64();
     let cpu = CpuTimes::own().since(&cpu0);
+    hook(Phase::WindowEnd);
     for t in threads {
         let _ = t.join();
     }

@@ -7,6 +7,6 @@ pub mod report;
 pub mod results;
 pub mod study;
 
-pub use load::{fairness, run_load, run_load_threads, EchoLoadConfig, EchoLoadResult};
+pub use load::{fairness, run_load, run_load_threads, EchoClient, EchoLoadConfig, EchoLoadResult};
 pub use results::{CompareConfig, CompareResults, PairedRatio, Sample, Summary};
 pub use study::{run, study};

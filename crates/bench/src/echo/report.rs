@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::results::{CompareResults, Summary};
+use super::results::{CompareResults, Sample, Summary};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::server::Family;
@@ -44,6 +44,7 @@ pub fn table(res: &CompareResults) -> String {
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
+    s.push_str(&fairness_markdown(res));
     let paired = paired_lines(res);
     if !paired.is_empty() {
         let _ = writeln!(
@@ -126,6 +127,51 @@ fn paired_lines(res: &CompareResults) -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// How evenly each server served its connections: per contender and
+/// connection count, medians over the good samples of the per-connection
+/// responses (fewest, median, most) and of Jain's index.
+fn fairness_markdown(res: &CompareResults) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "\n### Fairness ({:?} client)\n\nResponses per connection in the window (medians over the good samples) and Jain's index (1: every connection got the same; 1/n: one got everything). With a thread-per-connection client, a server that answers a few connections in bursts shows a spread here that requests/s alone would hide.\n",
+        res.config.client
+    );
+    let _ = writeln!(s, "| contender | conns | fewest | median | most | Jain's index | p50 µs | p99 µs | p99.9 µs |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &res.summary {
+        let mine: Vec<&Sample> = res
+            .samples
+            .iter()
+            .filter(|x| {
+                x.contender == r.contender && x.conns == r.conns && x.error.is_none() && x.load.ok()
+            })
+            .collect();
+        let med = |f: fn(&Sample) -> f64| {
+            let v: Vec<f64> = mine.iter().map(|x| f(x)).collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                crate::harness::stat::stat(v).median
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} | {:.0} |",
+            r.contender,
+            r.conns,
+            med(|x| x.load.conn_min as f64),
+            med(|x| x.load.conn_median as f64),
+            med(|x| x.load.conn_max as f64),
+            med(|x| x.load.jain),
+            med(|x| x.load.p50_us),
+            med(|x| x.load.p99_us),
+            med(|x| x.load.p999_us),
+        );
+    }
+    s
 }
 
 /// report.md.

@@ -36,6 +36,8 @@ pub struct CompareConfig {
     pub peer_syscalls: Option<SyscallTool>,
     /// Output directory.
     pub out_dir: PathBuf,
+    /// The load generator.
+    pub client: super::load::EchoClient,
 }
 
 /// One measured sample.
@@ -373,6 +375,7 @@ mod tests {
             client_cpu: 1,
             peer_syscalls: None,
             out_dir: PathBuf::from("unused"),
+            client: Default::default(),
         };
         let samples = vec![
             sample("u", 0, 4.0, true),

@@ -13,7 +13,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::contenders::contenders;
-use super::load::{self, EchoLoadConfig, EchoLoadResult};
+use super::load::{self, EchoClient, EchoLoadConfig, EchoLoadResult};
 use super::results::{summarize, CompareConfig, CompareResults, Sample};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};
@@ -56,10 +56,14 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             backend: ringkit::Backend::Auto,
             rate: None,
         };
-        let load = load::run_load(&load_cfg, &mut |p| match p {
+        let mut hook = |p| match p {
             Phase::WindowStart => e0 = Some(CpuTimes::edge(pid, stats)),
             Phase::WindowEnd => e1 = Some(CpuTimes::edge(pid, stats)),
-        })?;
+        };
+        let load = match cfg.client {
+            EchoClient::Ringkit => load::run_load(&load_cfg, &mut hook)?,
+            EchoClient::Threads => load::run_load_threads(&load_cfg, &mut hook)?,
+        };
         let missing = || io::Error::other("the load run never reached its window");
         let (cpu0, st0) = e0.ok_or_else(missing)??;
         let (cpu1, st1) = e1.ok_or_else(missing)??;
@@ -216,10 +220,11 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         client_cpu: opts.client_cpu,
         peer_syscalls: opts.peer_syscalls,
         out_dir: opts.out_dir.join("echo"),
+        client: opts.echo_client,
     };
     eprintln!(
-        "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load on CPU {}",
-        list.len(), cfg.conns, cfg.rounds, cfg.secs, cfg.server_cpu, cfg.client_cpu
+        "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load ({:?} client) on CPU {}",
+        list.len(), cfg.conns, cfg.rounds, cfg.secs, cfg.server_cpu, cfg.client, cfg.client_cpu
     );
     for (n, why) in &skipped {
         eprintln!("  skipped {n}: {why}");

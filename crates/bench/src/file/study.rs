@@ -575,6 +575,7 @@ mod tests {
             msg_len: 512,
             pipeline: 1,
             only: Vec::new(),
+            echo_client: Default::default(),
         });
         let e: Engine = "uring-sqpoll".parse().unwrap();
         assert_eq!(sqpoll_check(&cfg, e).map(|x| x.1), Some(false));

@@ -48,6 +48,8 @@ pub struct StudyOpts {
     pub pipeline: usize,
     /// Only these contenders (echo; empty: all).
     pub only: Vec<String>,
+    /// The echo study's load generator.
+    pub echo_client: crate::echo::EchoClient,
 }
 
 /// One study's contribution to the report.

@@ -81,7 +81,7 @@ worker_rlimit_nofile 20000;
 error_log {d}/error.log;
 pid {d}/nginx.pid;
 events {{
-    worker_connections 4096;
+    worker_connections 16384;
     use epoll;
 }}
 http {{
@@ -121,7 +121,7 @@ mod tests {
             "master_process off;",
             "error_log /tmp/x/error.log;",
             "pid /tmp/x/nginx.pid;",
-            "worker_connections 4096;",
+            "worker_connections 16384;",
             "use epoll;",
             "access_log off;",
             "keepalive_requests 100000000;",

@@ -38,6 +38,35 @@ use crate::harness::sysinfo::SystemInfo;
 /// Fractions of the reference rate every server is driven at.
 pub const LEVELS: [f64; 4] = [0.25, 0.5, 0.75, 0.9];
 
+/// The 10 000-connection variant's one level.
+pub const C10K_LEVELS: [f64; 1] = [0.5];
+
+/// Which study runs on this machinery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Variant {
+    /// `compare latency`: four workloads at 25, 50, 75 and 90%.
+    Latency,
+    /// `compare c10k`: HTTP, static and axum at 10 000 keep-alive
+    /// connections, closed-loop maxima and 50% of the reference.
+    C10k,
+}
+
+impl Variant {
+    fn levels(self) -> &'static [f64] {
+        match self {
+            Variant::Latency => &LEVELS,
+            Variant::C10k => &C10K_LEVELS,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Variant::Latency => "latency",
+            Variant::C10k => "c10k",
+        }
+    }
+}
+
 /// The level of the oha cross-check: oha tops out near 80k requests/s on
 /// one core at 1000 connections here, so a higher rate would measure oha.
 const CROSS_CHECK_LEVEL: f64 = 0.25;
@@ -132,6 +161,10 @@ pub struct Reference {
 /// Everything the study measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyResults {
+    /// Which study.
+    pub variant: Variant,
+    /// The load levels, fractions of each workload's reference.
+    pub levels: Vec<f64>,
     /// The machine.
     pub system: SystemInfo,
     /// Rounds per point.
@@ -225,17 +258,31 @@ fn summarize(points: &[Point], refs: &[Reference]) -> Vec<Row> {
 
 /// Run the latency study for `ringkit compare`.
 pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    run(opts, Variant::Latency, progress)
+}
+
+/// Run the 10 000-connection study for `ringkit compare c10k`: keep-alive
+/// `GET /` on `ringkit http` and nginx, a static 1 KiB file on `ringkit
+/// serve` and nginx, and the axum app on ringkit and on tokio, each at
+/// 10 000 connections: every request must be answered; p99 at 50% of the
+/// best epoll server's maximum.
+pub fn study_c10k(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    run(opts, Variant::C10k, progress)
+}
+
+fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
     let wall = Instant::now();
     ringkit::raise_nofile_limit();
-    let dir = opts.out_dir.join("latency");
+    let dir = opts.out_dir.join(variant.name());
     std::fs::create_dir_all(&dir)?;
     let mut skipped = Vec::new();
-    let benches = plan::benches(opts, &dir, &mut skipped)?;
+    let benches = plan::benches(opts, &dir, &mut skipped, variant)?;
+    let levels = variant.levels();
     let rounds = opts.rounds.unwrap_or(if opts.quick { 2 } else { 3 }).max(1);
     let secs = opts.secs.unwrap_or(if opts.quick { 2.0 } else { 5.0 });
     let total: usize = benches
         .iter()
-        .map(|b| b.contenders.len() * rounds * (1 + LEVELS.len()))
+        .map(|b| b.contenders.len() * rounds * (1 + levels.len()))
         .sum();
     let mut points: Vec<Point> = Vec::new();
     let mut refs = Vec::new();
@@ -243,7 +290,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     let mut n = 0;
     for b in &benches {
         let cs = &b.contenders;
-        let mut run = |level: Option<f64>, rate: Option<f64>, points: &mut Vec<Point>| {
+        let mut measure = |level: Option<f64>, rate: Option<f64>, points: &mut Vec<Point>| {
             for round in 0..rounds {
                 for i in 0..cs.len() {
                     let c = &cs[(i + round) % cs.len()];
@@ -271,7 +318,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                 }
             }
         };
-        run(None, None, &mut points);
+        measure(None, None, &mut points);
         let max_of = |name: &str| {
             median(
                 points
@@ -299,11 +346,11 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             contender: contender.clone(),
             max_rps,
         });
-        for level in LEVELS {
-            run(Some(level), Some(level * max_rps), &mut points);
+        for &level in levels {
+            measure(Some(level), Some(level * max_rps), &mut points);
         }
         if let plan::Kind::Http { .. } = b.kind {
-            if b.name.starts_with("http") {
+            if b.name.starts_with("http") && variant == Variant::Latency {
                 checks.extend(oha::cross_check(
                     opts,
                     b,
@@ -317,6 +364,8 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     }
     let rows = summarize(&points, &refs);
     let res = LatencyResults {
+        variant,
+        levels: levels.to_vec(),
         system: SystemInfo::gather(),
         rounds,
         secs,

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use super::Point;
+use super::{Point, Variant};
 use crate::echo::load::{self as echo_load, EchoLoadConfig};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Family, RingkitServer, Server};
@@ -34,31 +34,50 @@ pub(super) enum Kind<'a> {
     Http { run: Box<Run<'a>>, w: Workload },
 }
 
-/// The four workloads (contenders that cannot run go to `skipped`).
-/// `www` receives the static workload's files.
+/// Connections of the 10 000-connection variant, and the limit its
+/// ringkit servers get (nginx's `worker_connections` in the study's
+/// configuration is the same).
+const C10K: usize = 10_000;
+const C10K_LIMIT: usize = 16_384;
+
+/// The workloads of `variant` (contenders that cannot run go to
+/// `skipped`). The static workload's files go under `dir/static/www`.
 pub(super) fn benches<'a>(
     opts: &'a StudyOpts,
     dir: &Path,
     skipped: &mut Vec<(String, String)>,
+    variant: Variant,
 ) -> io::Result<Vec<Bench<'a>>> {
     let mut out = Vec::new();
+    let c10k = variant == Variant::C10k;
+    // Connections of the HTTP, static and axum workloads.
+    let (http_conns, file_conns) = if c10k { (C10K, C10K) } else { (1000, 100) };
+    let limit = |s: RingkitServer| {
+        if c10k {
+            s.flag("--max-connections", C10K_LIMIT)
+        } else {
+            s
+        }
+    };
 
     // Echo: the echo study's servers, its default list's four.
     let (list, skip) = crate::echo::contenders::contenders(&opts.ringkit_bin, &opts.peer_bin, true);
     skipped.extend(skip);
     let keep = ["ringkit-uring", "ringkit-epoll", "tokio", "monoio-uring"];
-    out.push(Bench {
-        name: format!("echo {} B c=1000", opts.msg_len),
-        conns: 1000,
-        contenders: list
-            .into_iter()
-            .filter(|c| keep.contains(&c.name.as_str()))
-            .collect(),
-        kind: Kind::Echo {
-            len: opts.msg_len,
-            out: dir.join("echo"),
-        },
-    });
+    if !c10k {
+        out.push(Bench {
+            name: format!("echo {} B c=1000", opts.msg_len),
+            conns: 1000,
+            contenders: list
+                .into_iter()
+                .filter(|c| keep.contains(&c.name.as_str()))
+                .collect(),
+            kind: Kind::Echo {
+                len: opts.msg_len,
+                out: dir.join("echo"),
+            },
+        });
+    }
 
     // HTTP `GET /` and static 1 KiB: ringkit on both backends and nginx.
     let http_run = |sub: &str, site: Site| Run {
@@ -88,15 +107,15 @@ pub(super) fn benches<'a>(
             .backend(backend)
             .threads(1)
             .flag("--pad", http::RETURN_200_PAD);
-        cs.push(s.contender(name, family));
+        cs.push(limit(s).contender(name, family));
     }
     out.push(Bench {
-        name: "http GET / c=1000".into(),
-        conns: 1000,
+        name: format!("http GET / c={http_conns}"),
+        conns: http_conns,
         contenders: cs,
         kind: Kind::Http {
             run: Box::new(http_run("http", Site::Return200)),
-            w: Workload::new(1000, false),
+            w: Workload::new(http_conns, false),
         },
     });
 
@@ -111,12 +130,12 @@ pub(super) fn benches<'a>(
             .backend(backend)
             .threads(1)
             .flag("--open-file-cache", SINGLES.len());
-        cs.push(s.contender(name, family));
+        cs.push(limit(s).contender(name, family));
     }
     let (label, path, size) = SINGLES[0];
     out.push(Bench {
-        name: format!("static {label} c=100"),
-        conns: 100,
+        name: format!("static {label} c={file_conns}"),
+        conns: file_conns,
         contenders: cs,
         kind: Kind::Http {
             run: Box::new(http_run(
@@ -127,7 +146,7 @@ pub(super) fn benches<'a>(
                     tls: None,
                 },
             )),
-            w: Workload::file(label, 100, false, path, size).crc(t.singles[0]),
+            w: Workload::file(label, file_conns, false, path, size).crc(t.singles[0]),
         },
     });
 
@@ -152,12 +171,12 @@ pub(super) fn benches<'a>(
     cs.push(s.contender("axum-ringkit-uring", Family::Uring));
     let body = ringkit_hyper::hello::ROOT_BODY;
     out.push(Bench {
-        name: "axum GET / c=100".into(),
-        conns: 100,
+        name: format!("axum GET / c={file_conns}"),
+        conns: file_conns,
         contenders: cs,
         kind: Kind::Http {
             run: Box::new(http_run("axum", Site::Return200)),
-            w: Workload::file("GET /", 100, false, "/", body.len()).bytes(body.as_bytes()),
+            w: Workload::file("GET /", file_conns, false, "/", body.len()).bytes(body.as_bytes()),
         },
     });
     Ok(out)

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::{LatencyResults, Row, LEVELS};
+use super::{LatencyResults, Row, Variant};
 use crate::harness::curves::Curves;
 use crate::harness::fmt::ratio;
 use crate::harness::study::Section;
@@ -50,11 +50,30 @@ fn targets(res: &LatencyResults) -> Vec<(&Row, &str)> {
 pub fn section(res: &LatencyResults) -> Section {
     let mut md = String::new();
     let mut svgs = Vec::new();
-    let _ = writeln!(md, "## Latency at a fixed load (open loop)\n");
+    let levels = &res.levels;
+    let pct = levels
+        .iter()
+        .map(|l| format!("{:.0}%", l * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match res.variant {
+        Variant::Latency => {
+            let _ = writeln!(md, "## Latency at a fixed load (open loop)\n");
+        }
+        Variant::C10k => {
+            let _ = writeln!(
+                md,
+                "## 10 000 connections\n\nEvery server holds 10 000 keep-alive connections \
+                 (`ulimit -n` raised to 20 000; ringkit's servers at `--max-connections 16384`, \
+                 nginx at `worker_connections 16384`). Every request must be answered: a run \
+                 with a connect error, a reset, a wrong or missing response is a failed run.\n"
+            );
+        }
+    }
     let _ = writeln!(
         md,
         "Each workload first finds every server's closed-loop maximum (median of {} rounds), then \
-         drives every server **open loop** at 25, 50, 75 and 90% of the best epoll server's \
+         drives every server **open loop** at {pct} of the best epoll server's \
          maximum (the reference): requests leave at their scheduled moments whether or not \
          earlier replies are back, and latency counts from the scheduled moment, so queueing \
          shows (no coordinated omission). All servers face the same offered rate; a server that \
@@ -62,7 +81,12 @@ pub fn section(res: &LatencyResults) -> Section {
          per point, interleaved and rotated; server on CPU {}, load (one thread, the built-in \
          generator) on CPU {}. Ratios are the server's latency over the reference's, paired per \
          round (median): below 1 is faster than the reference.\n",
-        res.rounds, res.rounds, res.secs, res.server_cpu, res.client_cpu
+        res.rounds,
+        res.rounds,
+        res.secs,
+        res.server_cpu,
+        res.client_cpu,
+        pct = pct
     );
     let mut workloads: Vec<&str> = Vec::new();
     for p in &res.points {
@@ -108,7 +132,7 @@ pub fn section(res: &LatencyResults) -> Section {
             md,
             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
-        for level in LEVELS {
+        for &level in levels {
             for r in res
                 .rows
                 .iter()
@@ -151,14 +175,14 @@ pub fn section(res: &LatencyResults) -> Section {
                 "offered load, % of {}'s closed-loop maximum",
                 reference.map_or("the reference", |r| r.contender.as_str())
             ),
-            x: LEVELS
+            x: levels
                 .iter()
                 .map(|l| (l * 100.0, format!("{:.0}%", l * 100.0)))
                 .collect(),
             series: names
                 .iter()
                 .map(|n| {
-                    let v = LEVELS
+                    let v = levels
                         .iter()
                         .map(|l| {
                             res.rows
@@ -173,19 +197,23 @@ pub fn section(res: &LatencyResults) -> Section {
                 })
                 .collect(),
         };
-        let file = format!("latency-{}.svg", slug(w));
-        let _ = writeln!(md, "\n![{w}: p99 against load]({file})\n");
-        svgs.push((file, chart.svg()));
+        if levels.len() > 1 {
+            let file = format!("latency-{}.svg", slug(w));
+            let _ = writeln!(md, "\n![{w}: p99 against load]({file})\n");
+            svgs.push((file, chart.svg()));
+        }
     }
 
-    let _ = writeln!(md, "### Targets\n");
-    let _ = writeln!(
-        md,
-        "| workload | ringkit-uring p99 vs reference (≤ 0.70x) | p99.9 vs reference (≤ 1.00x) |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|");
-    let mut table = String::new();
-    for (r, reference) in targets(res) {
+    let targets = targets(res);
+    if !targets.is_empty() {
+        let _ = writeln!(md, "### Targets\n");
+        let _ = writeln!(
+            md,
+            "| workload | ringkit-uring p99 vs reference (≤ 0.70x) | p99.9 vs reference (≤ 1.00x) |"
+        );
+        let _ = writeln!(md, "|---|---:|---:|");
+    }
+    for (r, reference) in targets {
         let met = |v: Option<f64>, t: f64| match v {
             Some(v) if v <= t => format!("{v:.2}x met"),
             Some(v) => format!("{v:.2}x not met"),
@@ -199,23 +227,36 @@ pub fn section(res: &LatencyResults) -> Section {
             met(r.p999_vs_ref, 1.0)
         );
     }
+    // The terminal table: each workload at its highest level but 90%
+    // (75% in the latency study, 50% at 10 000 connections).
+    let shown = levels
+        .iter()
+        .copied()
+        .filter(|l| *l < 0.9)
+        .fold(0.0f64, f64::max);
+    let mut table = String::new();
     for w in &workloads {
-        let _ = writeln!(table, "{w}, 75% load:");
+        let _ = writeln!(table, "{w}, {:.0}% load:", shown * 100.0);
         for r in res
             .rows
             .iter()
-            .filter(|r| r.workload == *w && r.level == Some(0.75))
+            .filter(|r| r.workload == *w && r.level == Some(shown))
         {
             let _ = writeln!(
                 table,
-                "  {:<22} {:>9.0} req/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  vs ref p99 {}{}",
+                "  {:<22} {:>9.0} req/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  vs ref p99 {}{}{}",
                 r.contender,
                 r.rps,
                 us(r.p50_us),
                 us(r.p99_us),
                 us(r.p999_us),
                 ratio(r.p99_vs_ref),
-                if r.saturated { "  saturated" } else { "" }
+                if r.saturated { "  saturated" } else { "" },
+                if r.failed > 0 {
+                    format!("  {} of {} runs FAILED", r.failed, r.runs)
+                } else {
+                    String::new()
+                }
             );
         }
     }
@@ -272,7 +313,10 @@ pub fn section(res: &LatencyResults) -> Section {
     }
     let _ = writeln!(md, "\nThe study took {:.0} s.", res.wall_secs);
     Section {
-        study: "latency".into(),
+        study: match res.variant {
+            Variant::Latency => "latency".into(),
+            Variant::C10k => "c10k".into(),
+        },
         table,
         markdown: md,
         json: serde_json::to_value(res).unwrap_or_default(),

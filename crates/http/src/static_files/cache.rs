@@ -16,14 +16,21 @@
 //!   an entry drops its `File` (closed through the ring on io_uring), or,
 //!   while a response still sends from it, when that response is done.
 //!
+//! - One lookup per path at a time: while a path's lookup is in flight on
+//!   this thread, later requests for it use the stale entry if there is one
+//!   and otherwise wait for that lookup. Each lookup holds a descriptor, so
+//!   10 000 connections asking for a cold or just-expired file would
+//!   otherwise open it 10 000 times at once (`EMFILE`, then 500s).
+//!
 //! Between revalidations a file changed in place is served with the old
 //! metadata: a body that comes out shorter than its `Content-Length`
 //! closes the connection (see [`crate::FileBody`]), never a wrong length.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::mime;
@@ -88,6 +95,61 @@ struct Entry {
 pub(crate) struct Cache {
     maps: [HashMap<Vec<u8>, Entry>; 2],
     tick: u64,
+    /// Lookups in flight, by (trailing slash, path).
+    filling: HashMap<(usize, Vec<u8>), Rc<Fill>>,
+    /// Lookups made (misses and revalidations).
+    lookups: u64,
+}
+
+/// A lookup in flight: the requests that wait for it.
+#[derive(Debug, Default)]
+struct Fill {
+    done: Cell<bool>,
+    waiters: RefCell<Vec<Waker>>,
+}
+
+impl Fill {
+    fn finish(&self) {
+        self.done.set(true);
+        for w in self.waiters.take() {
+            w.wake();
+        }
+    }
+
+    async fn wait(&self) {
+        std::future::poll_fn(|cx| {
+            if self.done.get() {
+                return Poll::Ready(());
+            }
+            let mut ws = self.waiters.borrow_mut();
+            if !ws.iter().any(|w| w.will_wake(cx.waker())) {
+                ws.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// Ends a lookup on every path out of [`open`], a dropped request's too:
+/// the path is no longer filling and its waiters look again.
+struct Filling<'a> {
+    id: u64,
+    key: Option<(usize, &'a [u8])>,
+    fill: Rc<Fill>,
+}
+
+impl Drop for Filling<'_> {
+    fn drop(&mut self) {
+        if let Some((slash, bytes)) = self.key.take() {
+            let _ = CACHES.try_with(|c| {
+                if let Some(cache) = c.borrow_mut().get_mut(&self.id) {
+                    cache.filling.remove(&(slash, bytes.to_vec()));
+                }
+            });
+        }
+        self.fill.finish();
+    }
 }
 
 impl Cache {
@@ -101,6 +163,9 @@ impl Cache {
 pub struct CacheStats {
     /// Entries now.
     pub entries: usize,
+    /// Path lookups made so far (misses and revalidations; each opens the
+    /// file): one per path at a time, however many requests ask for it.
+    pub lookups: u64,
 }
 
 thread_local! {
@@ -109,10 +174,15 @@ thread_local! {
     static CACHES: RefCell<HashMap<u64, Cache>> = RefCell::new(HashMap::new());
 }
 
-/// The entry count of `id`'s cache on this thread.
+/// The entry and lookup counts of `id`'s cache on this thread.
 pub(crate) fn stats(id: u64) -> CacheStats {
-    CACHES.with(|c| CacheStats {
-        entries: c.borrow().get(&id).map_or(0, Cache::len),
+    CACHES.with(|c| {
+        let c = c.borrow();
+        let cache = c.get(&id);
+        CacheStats {
+            entries: cache.map_or(0, Cache::len),
+            lookups: cache.map_or(0, |c| c.lookups),
+        }
     })
 }
 
@@ -145,19 +215,38 @@ pub(crate) async fn open(
         return open_uncached(root, p, index).await;
     }
     let (bytes, slash) = (p.as_bytes(), usize::from(p.trailing_slash()));
-    let now = Instant::now();
-    let cached = with_cache(id, |cache| {
-        cache.tick += 1;
-        let tick = cache.tick;
-        cache.maps[slash].get_mut(bytes).map(|e| {
-            e.used = tick;
-            (e.open.clone(), now.duration_since(e.checked) < cfg.valid)
-        })
-    });
-    let stale = match cached {
-        Some((open, true)) => return Opened::Ready(open),
-        Some((open, false)) => Some(open),
-        None => None,
+    let (now, stale, fill) = loop {
+        let now = Instant::now();
+        let cached = with_cache(id, |cache| {
+            cache.tick += 1;
+            let tick = cache.tick;
+            let cached = cache.maps[slash].get_mut(bytes).map(|e| {
+                e.used = tick;
+                (e.open.clone(), now.duration_since(e.checked) < cfg.valid)
+            });
+            let filling = cache.filling.get(&(slash, bytes.to_vec())).cloned();
+            (cached, filling)
+        });
+        match cached {
+            (Some((open, true)), _) => return Opened::Ready(open),
+            // Being revalidated by another request: the stale entry will do.
+            (Some((open, false)), Some(_)) => return Opened::Ready(open),
+            // Being looked up by another request: wait, then look again.
+            (None, Some(fill)) => fill.wait().await,
+            (stale, None) => {
+                let fill = Rc::new(Fill::default());
+                with_cache(id, |cache| {
+                    cache.lookups += 1;
+                    cache.filling.insert((slash, bytes.to_vec()), fill.clone())
+                });
+                break (now, stale.map(|(open, _)| open), fill);
+            }
+        }
+    };
+    let _filling = Filling {
+        id,
+        key: Some((slash, bytes)),
+        fill,
     };
     // Miss or stale: the contained lookup, as without a cache.
     let forget = || with_cache(id, |cache| cache.maps[slash].remove(bytes));
