@@ -44,7 +44,6 @@ pub fn table(res: &CompareResults) -> String {
             format!("{}/{}", r.ok_samples, r.samples),
         );
     }
-    s.push_str(&fairness_markdown(res));
     let paired = paired_lines(res);
     if !paired.is_empty() {
         let _ = writeln!(
@@ -208,6 +207,7 @@ pub fn markdown(res: &CompareResults) -> String {
             opt(r.syscalls_per_req, 2), opt(r.enters_per_req, 3), r.p99_us, r.ok_samples, r.samples
         );
     }
+    s.push_str(&fairness_markdown(res));
     let paired = paired_lines(res);
     if !paired.is_empty() {
         let _ = writeln!(
