@@ -74,6 +74,11 @@ pub struct TortureArgs {
     /// (send 10 s; echo dead-peer / HTTP idle 10 s).
     #[arg(long, value_name = "PROFILE")]
     faults: Option<torture::FaultProfile>,
+    /// HTTP only: serve HTTPS (a fresh self-signed certificate) and drive
+    /// it with rustls clients that verify every body byte; with --faults,
+    /// TLS across the faulty link.
+    #[arg(long)]
+    tls: bool,
     /// Seconds without progress after which a connection counts as stalled.
     #[arg(long, default_value_t = 60.0)]
     stall_secs: f64,
@@ -106,6 +111,7 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
     };
     cfg.stall = Duration::from_secs_f64(a.stall_secs.max(1.0));
     cfg.faults = a.faults;
+    cfg.tls = a.tls;
     let mut log = |m: &str| eprintln!("ringkit torture: {m}");
     if a.mode == TortureMode::Idle {
         return idle(&a, cfg.exe.clone(), &mut log);

@@ -4,8 +4,8 @@
 //! resetting connections (the fault proxy), and peers going silent mid-
 //! transfer. Every run must pass: every byte verified, no loss the network
 //! did not cause, no stall, no fd leak, silent peers freed within the
-//! server's timeouts, exit 0 on SIGTERM. Echo on both backends, HTTP on
-//! both. Needs root, `ip`, `nft` and `tc` (CI installs iproute2 and
+//! server's timeouts, exit 0 on SIGTERM. Echo, HTTP and HTTPS (rustls
+//! clients verifying every body byte), each on both backends. Needs root, `ip`, `nft` and `tc` (CI installs iproute2 and
 //! nftables); skips with the reason otherwise.
 
 use std::process::{Command, Stdio};
@@ -47,8 +47,13 @@ fn unavailable() -> Option<String> {
 }
 
 fn torture(mode: &str, backend: &str, profile: &str, secs: &str) {
+    let (mode, tls) = match mode {
+        "https" => ("http", true),
+        m => (m, false),
+    };
     let out = Command::new(env!("CARGO_BIN_EXE_ringkit"))
         .args(["torture", mode, "--secs", secs, "--backend", backend])
+        .args(if tls { &["--tls"][..] } else { &[][..] })
         .args(["--faults", profile, "--seed", "11", "--conns", "32"])
         .args(["--stall-secs", "30"])
         .env_remove("RINGKIT_BACKEND")
@@ -64,6 +69,10 @@ fn torture(mode: &str, backend: &str, profile: &str, secs: &str) {
     );
     assert!(stdout.contains("PASSED"), "{stdout}");
     assert!(stdout.contains("mismatches:       0"), "{stdout}");
+    if tls {
+        assert!(stdout.contains("ringkit torture https: PASSED"), "{stdout}");
+        assert!(stdout.contains("responses verified"), "{stdout}");
+    }
     assert!(
         stdout.contains(&format!("faults:           {profile}")),
         "{stdout}"
@@ -93,6 +102,19 @@ fn echo_across_a_faulty_link() {
     for b in backends() {
         for p in ["loss5", "delay", "slow", "slice", "reset", "silent"] {
             torture("echo", b, p, "4");
+        }
+    }
+}
+
+#[test]
+fn https_across_a_faulty_link() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    for b in backends() {
+        for p in ["loss5", "reset", "silent"] {
+            torture("https", b, p, "4");
         }
     }
 }

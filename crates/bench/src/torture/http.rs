@@ -40,7 +40,7 @@ const MAX_FILE: usize = 256 * 1024;
 const MAX_POST: usize = 64 * 1024;
 
 /// The stream id of file `i`'s bytes.
-fn file_id(i: usize) -> u64 {
+pub fn file_id(i: usize) -> u64 {
     0xF11E_0000 + i as u64
 }
 

@@ -36,6 +36,7 @@ pub mod server;
 pub mod silent;
 mod slots;
 pub mod tally;
+pub mod tls;
 
 use std::io;
 use std::net::SocketAddr;
@@ -96,6 +97,9 @@ pub struct TortureConfig {
     pub stall: Duration,
     /// Run the server across a faulty link ([`faults`]): needs root.
     pub faults: Option<FaultProfile>,
+    /// HTTP mode over TLS ([`tls`]): the server gets a fresh certificate,
+    /// the clients are rustls connections that verify every body byte.
+    pub tls: bool,
 }
 
 impl TortureConfig {
@@ -118,10 +122,16 @@ impl TortureConfig {
             limits: EchoLimits::default(),
             stall: Duration::from_secs(60),
             faults: None,
+            tls: false,
         }
     }
 
-    fn server_cmd(&self, addr: SocketAddr, dir: Option<&std::path::Path>) -> Vec<String> {
+    fn server_cmd(
+        &self,
+        addr: SocketAddr,
+        dir: Option<&std::path::Path>,
+        tls: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Vec<String> {
         let s = match dir {
             Some(dir) => RingkitServer::serve(&self.exe, dir),
             None => RingkitServer::echo(&self.exe),
@@ -131,6 +141,11 @@ impl TortureConfig {
             .backend(self.backend)
             .threads(self.server_threads);
         if dir.is_some() {
+            if let Some((cert, key)) = tls {
+                s = s
+                    .flag("--tls-cert", cert.display())
+                    .flag("--tls-key", key.display());
+            }
             if self.faults.is_some() {
                 // Short timeouts, so the silent peers are freed quickly.
                 s = s
@@ -209,7 +224,37 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             Some(TempDir(d))
         }
     };
-    let cmd = cfg.server_cmd(addr, dir.as_ref().map(|d| d.0.as_path()));
+    // HTTPS: a certificate outside the served directory.
+    let tls_dir = match (cfg.tls, cfg.mode) {
+        (true, TortureMode::Http) => {
+            let d = std::env::temp_dir().join(format!(
+                "ringkit-torture-tls-{}-{}",
+                std::process::id(),
+                cfg.seed
+            ));
+            std::fs::create_dir_all(&d)?;
+            Some(TempDir(d))
+        }
+        (true, TortureMode::Echo) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "--tls is for the HTTP torture (ringkit serve)",
+            ))
+        }
+        _ => None,
+    };
+    let tls_files = match &tls_dir {
+        Some(d) => Some(tls::make_cert(&d.0)?),
+        None => None,
+    };
+    let cmd = cfg.server_cmd(
+        addr,
+        dir.as_ref().map(|d| d.0.as_path()),
+        tls_files
+            .as_ref()
+            .map(|(c, k, _)| (c.as_path(), k.as_path())),
+    );
+    let ca = tls_files.as_ref().map(|(_, _, ca)| ca.clone());
     let spec = ServerSpec {
         cmd: match &net {
             Some(n) => n.wrap(cmd.clone()),
@@ -220,9 +265,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     };
     let mut srv = ServerProc::start(&spec, "listening on", cfg.server_threads, addr)?;
     let mut rep = TortureReport {
-        mode: match cfg.mode {
-            TortureMode::Echo => "echo".into(),
-            TortureMode::Http => "http".into(),
+        mode: match (cfg.mode, cfg.tls) {
+            (TortureMode::Echo, _) => "echo".into(),
+            (TortureMode::Http, false) => "http".into(),
+            (TortureMode::Http, true) => "https".into(),
         },
         server_cmd: cmd.join(" "),
         seed: cfg.seed,
@@ -363,6 +409,23 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             }
             rep.echo = Some(counts);
         }
+        TortureMode::Http if ca.is_some() => {
+            let ca = ca.as_ref().expect("checked");
+            let counts = tls::run(client_addr, ca, cfg.conns, cfg.seed, stop_at, cfg.stall)?;
+            let cut = counts.losses + counts.connect_errors;
+            let resets = explain_resets(&mut rep, proxy.as_ref(), cut);
+            if counts.mismatches + counts.stalls > 0 || cut > resets {
+                rep.failures.push(format!(
+                    "TLS clients: {} mismatches, {} stalls, {} losses, {} connect errors ({resets} explained by the proxy's resets)",
+                    counts.mismatches, counts.stalls, counts.losses, counts.connect_errors
+                ));
+            }
+            if counts.verified == 0 {
+                rep.failures
+                    .push("no TLS response was verified at all".into());
+            }
+            rep.tls = Some(counts);
+        }
         TortureMode::Http => {
             let chaos = http::HttpChaos {
                 addr: client_addr,
@@ -437,9 +500,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             };
             let allowed = start.fds + cached;
             let settled = srv.settle_fds(allowed, Duration::from_secs(10));
-            let checked = match cfg.mode {
-                TortureMode::Echo => echo::final_check(addr, cfg.stall),
-                TortureMode::Http => http::final_check(addr, cfg.seed, cfg.stall),
+            let checked = match (cfg.mode, &ca) {
+                (TortureMode::Echo, _) => echo::final_check(addr, cfg.stall),
+                (TortureMode::Http, Some(ca)) => tls::final_check(addr, ca, cfg.seed, cfg.stall),
+                (TortureMode::Http, None) => http::final_check(addr, cfg.seed, cfg.stall),
             };
             if let Err(e) = checked {
                 rep.failures
@@ -451,7 +515,16 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                     .max_by_key(|&i| http::file_size(cfg.seed, i))
                     .unwrap_or(1);
                 log("silent peers: dropping every packet on the link");
-                match silent::run(n, &srv, addr, cfg.mode, largest, 16, SILENT_LIMIT) {
+                match silent::run(
+                    n,
+                    &srv,
+                    addr,
+                    cfg.mode,
+                    ca.as_ref(),
+                    largest,
+                    16,
+                    SILENT_LIMIT,
+                ) {
                     Ok(fig) => {
                         if let Some(x) = rep.faults.as_mut() {
                             x.silent = Some(fig);

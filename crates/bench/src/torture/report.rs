@@ -45,6 +45,8 @@ pub struct TortureReport {
     pub echo: Option<EchoCounts>,
     /// What the HTTP clients did and saw.
     pub http: Option<HttpCounts>,
+    /// What the TLS clients did and saw (`--tls`).
+    pub tls: Option<super::tls::TlsCounts>,
     /// Server at start (before any load).
     pub start: ServerFigures,
     /// Highest RSS and fd count seen while running.
@@ -159,6 +161,24 @@ impl std::fmt::Display for TortureReport {
                 )?;
             }
             c.tally.write_errors(f)?;
+        }
+        if let Some(c) = &self.tls {
+            writeln!(
+                f,
+                "  TLS:              {} handshakes, {} requests, {} responses verified ({:.1} MiB of body bytes)",
+                c.handshakes,
+                c.requests,
+                c.verified,
+                (c.bytes_verified / 1024) as f64 / 1024.0
+            )?;
+            writeln!(
+                f,
+                "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
+                c.mismatches, c.losses, c.stalls, c.connect_errors
+            )?;
+            for e in &c.errors {
+                writeln!(f, "    client error: {e}")?;
+            }
         }
         if let Some(c) = &self.http {
             writeln!(

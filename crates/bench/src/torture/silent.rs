@@ -14,6 +14,8 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
+use rustls::pki_types::CertificateDer;
+
 use super::faults::Net;
 use super::server::{ProcSample, ServerProc};
 use super::TortureMode;
@@ -77,13 +79,35 @@ fn mid_transfer(s: &TcpStream, mode: TortureMode, largest: usize) -> io::Result<
     Ok(())
 }
 
-/// Run the phase against `srv` at `addr` across `net`. `largest` is the
-/// largest file's index (HTTP). Fails when the fds are not back in `limit`.
+/// Open one silent HTTPS peer: one verified response, then (when
+/// `mid`) 64 requests for the largest file that it will never read.
+fn tls_peer(
+    addr: SocketAddr,
+    ca: &CertificateDer<'static>,
+    largest: usize,
+    mid: bool,
+) -> io::Result<(Box<dyn std::any::Any>, TcpStream)> {
+    let mut s = super::tls::connect_for_silence(addr, ca)?;
+    let sock = s.sock.try_clone()?;
+    super::tls::head(&mut s)?;
+    if mid {
+        let req = format!("GET /f{largest}.bin HTTP/1.1\r\nHost: t\r\n\r\n").repeat(64);
+        s.write_all(req.as_bytes())?;
+        s.flush()?;
+    }
+    Ok((Box::new(s), sock))
+}
+
+/// Run the phase against `srv` at `addr` across `net` (over TLS when `ca`
+/// is given). `largest` is the largest file's index (HTTP). Fails when the
+/// fds are not back in `limit`.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     net: &Net,
     srv: &ServerProc,
     addr: SocketAddr,
     mode: TortureMode,
+    ca: Option<&CertificateDer<'static>>,
     largest: usize,
     n: usize,
     limit: Duration,
@@ -95,8 +119,17 @@ pub fn run(
         fds_before: before,
         ..Default::default()
     };
-    let mut conns = Vec::with_capacity(n);
+    // The sockets, and what keeps a TLS session alive beside them.
+    let mut conns: Vec<TcpStream> = Vec::with_capacity(n);
+    let mut sessions: Vec<Box<dyn std::any::Any>> = Vec::new();
     for i in 0..n {
+        if let Some(ca) = ca {
+            let (session, sock) = tls_peer(addr, ca, largest, i % 2 == 1)
+                .map_err(|e| format!("silent phase: TLS peer: {e}"))?;
+            sessions.push(session);
+            conns.push(sock);
+            continue;
+        }
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
             .map_err(|e| format!("silent phase: connect: {e}"))?;
         one_exchange(&mut s, mode).map_err(|e| format!("silent phase: first exchange: {e}"))?;
@@ -128,6 +161,7 @@ pub fn run(
     for s in &conns {
         let _ = socket2::SockRef::from(s).set_linger(Some(Duration::ZERO));
     }
+    drop(sessions);
     drop(conns);
     fig.freed_after_secs = freed.map(|d| d.as_secs_f64());
     match freed {
