@@ -84,6 +84,11 @@ fn write(root: &Path, name: &str, body: &[u8]) {
 /// read, so the server sees them all at about once; every response must be
 /// a whole 200 with `body`.
 fn get_all_at_once(addr: SocketAddr, target: &str, n: usize, body: &[u8]) {
+    get_all_at_once_status(addr, target, n, "200", body)
+}
+
+/// The same, expecting `status` and a body ending in `body`.
+fn get_all_at_once_status(addr: SocketAddr, target: &str, n: usize, status: &str, body: &[u8]) {
     let mut conns: Vec<TcpStream> = (0..n).map(|_| TcpStream::connect(addr).unwrap()).collect();
     for s in &mut conns {
         write!(
@@ -96,8 +101,9 @@ fn get_all_at_once(addr: SocketAddr, target: &str, n: usize, body: &[u8]) {
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
         let mut buf = Vec::new();
         s.read_to_end(&mut buf).unwrap();
+        let head = format!("HTTP/1.1 {status}");
         assert!(
-            buf.starts_with(b"HTTP/1.1 200"),
+            buf.starts_with(head.as_bytes()),
             "{:?}",
             String::from_utf8_lossy(&buf)
         );
@@ -121,6 +127,11 @@ ringkit::test_all! {
         ringkit::time::sleep(VALID + Duration::from_millis(100)).await;
         client(move || get_all_at_once(addr, "/hot.txt", 200, b"hot file")).await;
         assert_eq!(probe.cache_stats().lookups, 2);
+        // A path that is not there: refusals are not cached, so the
+        // requests that waited on the refused lookup each look it up
+        // themselves, at once (not one after another), and all get 404.
+        client(move || get_all_at_once_status(addr, "/missing.txt", 200, "404", b"")).await;
+        assert_eq!(probe.cache_stats().entries, 1);
     }
 
     async fn replaced_and_deleted_files_are_seen_after_the_interval() {

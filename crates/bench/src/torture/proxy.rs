@@ -33,7 +33,9 @@ pub struct Toxics {
     pub reset_per_mille: u32,
 }
 
-/// A running proxy; stopped (listener closed, relays cut) on drop.
+/// A running proxy. Dropping it stops accepting; relays already running
+/// end when their connections do (the torture drops it once its clients
+/// are done).
 #[derive(Debug)]
 pub struct Proxy {
     addr: SocketAddr,
@@ -184,7 +186,10 @@ fn relay(
             reset(&server);
             return;
         };
-        let (tx, rx) = mpsc::channel::<Chunk>();
+        // Bounded: a reader runs at most this many chunks ahead of its
+        // writer, so a slow side slows the other (backpressure), as a
+        // real path would.
+        let (tx, rx) = mpsc::sync_channel::<Chunk>(16);
         let (to2, from2) = (to.try_clone(), from.try_clone());
         let cut_r = cut.clone();
         threads.push(std::thread::spawn(move || {
@@ -213,7 +218,7 @@ fn relay(
 /// cut the relay at its planned reset point.
 fn read_side(
     mut from: TcpStream,
-    tx: mpsc::Sender<Chunk>,
+    tx: mpsc::SyncSender<Chunk>,
     toxics: Toxics,
     mut rng: Rng,
     reset_at: Option<u64>,
@@ -249,8 +254,11 @@ fn read_side(
             Ok(n) => {
                 seen += n as u64;
                 if reset_at.is_some_and(|at| seen >= at) {
+                    // Counted only if nothing cut the relay before: a relay
+                    // already cut for another reason is not this reset's doing.
+                    let first = !cut.swap(true, Ordering::SeqCst);
                     let _ = tx.send(Chunk::Reset);
-                    return true;
+                    return first;
                 }
                 if tx
                     .send(Chunk::Data(buf[..n].to_vec(), next_due(&mut rng)))

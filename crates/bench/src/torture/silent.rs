@@ -113,7 +113,17 @@ pub fn run(
     limit: Duration,
 ) -> Result<SilentFigures, String> {
     let fds = || ProcSample::of(srv.pid()).map(|s| s.fds);
-    let before = fds().ok_or("server gone before the silent phase")?;
+    // The baseline once the final check's connections are gone: three
+    // equal samples 100 ms apart (at most 5 s).
+    let t0 = Instant::now();
+    let mut before = fds().ok_or("server gone before the silent phase")?;
+    let mut same = 0;
+    while same < 2 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = fds().ok_or("server gone before the silent phase")?;
+        same = if now == before { same + 1 } else { 0 };
+        before = now;
+    }
     let mut fig = SilentFigures {
         conns: n,
         fds_before: before,

@@ -205,6 +205,19 @@ pub fn run(
                 while Instant::now() < stop_at {
                     let mut s = match connect(addr, &cfg, stall) {
                         Ok(s) => s,
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            sh.note(&sh.stalls, format!("handshake: no byte for {stall:?}"));
+                            continue;
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                            sh.note(&sh.mismatches, format!("handshake: {e}"));
+                            continue;
+                        }
                         Err(e) => {
                             sh.note(&sh.connect_errors, format!("connect/handshake: {e}"));
                             std::thread::sleep(Duration::from_millis(50));
@@ -235,6 +248,12 @@ pub fn run(
                                 ) =>
                             {
                                 sh.note(&sh.stalls, format!("/f{i}.bin: no byte for {stall:?}"));
+                                break;
+                            }
+                            // rustls: a bad record MAC, a decrypt failure, an
+                            // alert: the bytes were wrong, not merely cut.
+                            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                                sh.note(&sh.mismatches, format!("/f{i}.bin: TLS: {e}"));
                                 break;
                             }
                             Err(e) => {

@@ -121,8 +121,10 @@ impl Fill {
             if self.done.get() {
                 return Poll::Ready(());
             }
+            // A waiter polled again without being woken is the last one
+            // pushed (the runtime polls one task at a time): O(1).
             let mut ws = self.waiters.borrow_mut();
-            if !ws.iter().any(|w| w.will_wake(cx.waker())) {
+            if !ws.last().is_some_and(|w| w.will_wake(cx.waker())) {
                 ws.push(cx.waker().clone());
             }
             Poll::Pending
@@ -215,6 +217,7 @@ pub(crate) async fn open(
         return open_uncached(root, p, index).await;
     }
     let (bytes, slash) = (p.as_bytes(), usize::from(p.trailing_slash()));
+    let mut waited = false;
     let (now, stale, fill) = loop {
         let now = Instant::now();
         let cached = with_cache(id, |cache| {
@@ -224,7 +227,12 @@ pub(crate) async fn open(
                 e.used = tick;
                 (e.open.clone(), now.duration_since(e.checked) < cfg.valid)
             });
-            let filling = cache.filling.get(&(slash, bytes.to_vec())).cloned();
+            // Only a miss or a stale entry looks for a lookup in flight (a
+            // hit allocates nothing).
+            let filling = match &cached {
+                Some((_, true)) => None,
+                _ => cache.filling.get(&(slash, bytes.to_vec())).cloned(),
+            };
             (cached, filling)
         });
         match cached {
@@ -232,7 +240,14 @@ pub(crate) async fn open(
             // Being revalidated by another request: the stale entry will do.
             (Some((open, false)), Some(_)) => return Opened::Ready(open),
             // Being looked up by another request: wait, then look again.
-            (None, Some(fill)) => fill.wait().await,
+            (None, Some(fill)) => {
+                fill.wait().await;
+                waited = true;
+            }
+            // Waited, and that lookup left no entry (refused, or the open
+            // failed): look it up without the cache, all such requests at
+            // once as before, not one after another.
+            (None, None) if waited => return open_uncached(root, p, index).await,
             (stale, None) => {
                 let fill = Rc::new(Fill::default());
                 with_cache(id, |cache| {
@@ -282,11 +297,13 @@ pub(crate) async fn open(
         if cache.len() > cfg.max {
             // Evict the least recently used, down to 7/8 of the bound, so
             // the sort is paid once per max/8 misses, not on every one.
-            let excess = cache.len() - cfg.max * 7 / 8;
+            // Never the entry just made (with a bound of 1, 7/8 of it is 0).
+            let excess = cache.len() - (cfg.max * 7 / 8).max(1);
             let mut by_age: Vec<(u64, usize, Vec<u8>)> = (0..2)
                 .flat_map(|m| {
                     cache.maps[m]
                         .iter()
+                        .filter(move |(k, _)| !(m == slash && k.as_slice() == bytes))
                         .map(move |(k, e)| (e.used, m, k.clone()))
                 })
                 .collect();

@@ -409,12 +409,16 @@ impl TcpStream {
     pub fn set_dead_peer_timeout(&self, limit: Option<Duration>) -> io::Result<()> {
         with_sock(self.core.fd, |s| match limit {
             Some(d) if !d.is_zero() => {
+                // The kernel takes keepalive times of 1 to 32 767 s, and a
+                // user timeout of 0 ms means none.
+                let secs =
+                    |x: Duration| x.clamp(Duration::from_secs(1), Duration::from_secs(32_767));
                 let ka = socket2::TcpKeepalive::new()
-                    .with_time((d / 2).max(Duration::from_secs(1)))
-                    .with_interval((d / 8).max(Duration::from_secs(1)))
+                    .with_time(secs(d / 2))
+                    .with_interval(secs(d / 8))
                     .with_retries(4);
-                s.set_tcp_keepalive(&ka)?;
-                s.set_tcp_user_timeout(Some(d))
+                s.set_tcp_user_timeout(Some(d.max(Duration::from_millis(1))))?;
+                s.set_tcp_keepalive(&ka)
             }
             _ => {
                 s.set_keepalive(false)?;
