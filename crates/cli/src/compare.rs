@@ -11,7 +11,7 @@ use crate::progress::{self, Progress};
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
-    /// grpc, service, pipeline, wakeup, nop, file, log, latency or all
+    /// grpc, service, pipeline, wakeup, nop, file, log, latency, c10k or all
     /// (default: all). `latency` drives every server open loop at 25, 50,
     /// 75 and 90% of the best epoll server's closed-loop maximum and
     /// reports p50 to p99.9 (about 7 minutes; with `all` only under
