@@ -8,7 +8,7 @@
 //! clients verifying every body byte), each on both backends. Needs root, `ip`, `nft` and `tc` (CI installs iproute2 and
 //! nftables); skips with the reason otherwise.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn uring_usable() -> bool {
     match ringkit::Builder::new()
@@ -22,28 +22,6 @@ fn uring_usable() -> bool {
             false
         }
     }
-}
-
-/// Why network faults cannot run here, if they cannot.
-fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("network namespaces and nftables need root".into());
-    }
-    for tool in ["ip", "nft", "tc"] {
-        let ok = Command::new(tool)
-            .arg("-V")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok();
-        if !ok {
-            return Some(format!(
-                "{tool} not found (apt-get install -y iproute2 nftables)"
-            ));
-        }
-    }
-    None
 }
 
 fn torture(mode: &str, backend: &str, profile: &str, secs: &str) {
@@ -95,7 +73,7 @@ fn backends() -> Vec<&'static str> {
 
 #[test]
 fn echo_across_a_faulty_link() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = ringkit_bench::torture::faults::unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -108,7 +86,7 @@ fn echo_across_a_faulty_link() {
 
 #[test]
 fn https_across_a_faulty_link() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = ringkit_bench::torture::faults::unavailable() {
         eprintln!("skipped: {why}");
         return;
     }
@@ -121,7 +99,7 @@ fn https_across_a_faulty_link() {
 
 #[test]
 fn http_across_a_faulty_link() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = ringkit_bench::torture::faults::unavailable() {
         eprintln!("skipped: {why}");
         return;
     }

@@ -137,11 +137,7 @@ pub(crate) async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::Cell;
-    use std::rc::Rc;
-
     use ringkit::net::{TcpListener, TcpStream};
-    use ringkit::sync::Drain;
 
     use super::*;
 
@@ -158,14 +154,7 @@ mod tests {
         rt.block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let st = Rc::new(ThreadState {
-                accepted: Rc::new(Cell::new(0)),
-                peer_errors: Cell::new(0),
-                other_errors: Cell::new(0),
-                heap_reads: Cell::new(0),
-                drain: Drain::new(),
-                drain_idle: Duration::from_secs(1),
-            });
+            let st = ThreadState::new(Duration::from_secs(1));
             let pooled = serve_pooled(st.clone(), c);
             let n = std::mem::size_of_val(&pooled);
             println!("serve_pooled: {n} bytes");

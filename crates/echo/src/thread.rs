@@ -31,6 +31,18 @@ pub(crate) struct ThreadState {
 }
 
 impl ThreadState {
+    /// A thread's state with nothing counted yet.
+    pub(crate) fn new(drain_idle: Duration) -> Rc<ThreadState> {
+        Rc::new(ThreadState {
+            accepted: Rc::new(Cell::new(0)),
+            peer_errors: Cell::new(0),
+            other_errors: Cell::new(0),
+            heap_reads: Cell::new(0),
+            drain: Drain::new(),
+            drain_idle,
+        })
+    }
+
     /// Count a connection's error; print it (the first few) unless the
     /// peer caused it: a reset, a close, or a timeout (a peer that stopped
     /// reading or vanished: the send and dead-peer timeouts did their job).
@@ -62,14 +74,7 @@ pub(crate) async fn serve_thread(
         listener.local_addr()?,
         cfg.recv,
     );
-    let st = Rc::new(ThreadState {
-        accepted: Rc::new(Cell::new(0)),
-        peer_errors: Cell::new(0),
-        other_errors: Cell::new(0),
-        heap_reads: Cell::new(0),
-        drain: Drain::new(),
-        drain_idle: cfg.limits.drain_idle,
-    });
+    let st = ThreadState::new(cfg.limits.drain_idle);
     if let Some(path) = cfg.stats.clone() {
         ringkit::publish::spawn_writer(path, i, st.accepted.clone());
     }

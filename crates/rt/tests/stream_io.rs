@@ -97,6 +97,35 @@ fn enobufs_recovery_epoll() {
 // ---------------------------------------------------------------- tests
 
 ringkit::test_all! {
+    async fn dead_peer_timeout_takes_any_duration() {
+        // The kernel takes keepalive times of 1 to 32 767 s and reads a
+        // user timeout of 0 ms as none: every value maps into those
+        // ranges (Duration::MAX was EINVAL: its user timeout in ms went
+        // past i32; 1 ns turned the limit off).
+        use std::os::fd::AsRawFd;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        // SAFETY: `c` owns the fd and outlives this borrow.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(c.as_raw_fd()) };
+        let sock = socket2::SockRef::from(&fd);
+        for (limit, user_ms, idle_s) in [
+            (Duration::from_nanos(1), 1, 1),
+            (Duration::from_secs(10), 10_000, 5),
+            (Duration::MAX, i32::MAX as u128, 32_767),
+        ] {
+            c.set_dead_peer_timeout(Some(limit)).unwrap();
+            assert!(sock.keepalive().unwrap());
+            let user = sock.tcp_user_timeout().unwrap().unwrap().as_millis();
+            assert!(user >= 1 && user <= user_ms, "{limit:?}: user timeout {user} ms");
+            assert_eq!(sock.keepalive_time().unwrap().as_secs(), idle_s, "{limit:?}");
+        }
+        c.set_dead_peer_timeout(None).unwrap();
+        assert!(!sock.keepalive().unwrap());
+        assert_eq!(sock.tcp_user_timeout().unwrap(), None);
+        c.set_dead_peer_timeout(Some(Duration::ZERO)).unwrap();
+        assert!(!sock.keepalive().unwrap());
+    }
+
     /// 300 connections, one after another, each echoing through
     /// `read_pooled` (a multishot receive on io_uring) and closing: the
     /// driver's tracked operations return to their baseline. (A multishot

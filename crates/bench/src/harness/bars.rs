@@ -78,24 +78,7 @@ impl Bars {
         let plot_h = h - top - bottom;
         let group_w = (w - left - 20.0) / self.groups.len().max(1) as f64;
         let bar_w = (group_w - 16.0) / self.series.len().max(1) as f64;
-        let mut doc = Document::new()
-            .set("viewBox", (0, 0, w as i64, h as i64))
-            .set("width", w)
-            .set("height", h)
-            .set("font-family", "sans-serif")
-            .set("font-size", 11)
-            .add(
-                Rectangle::new()
-                    .set("width", w)
-                    .set("height", h)
-                    .set("fill", "white"),
-            )
-            .add(
-                Text::new(format!("{} ({})", self.title, self.unit))
-                    .set("x", left)
-                    .set("y", 20)
-                    .set("font-size", 14),
-            );
+        let mut doc = canvas(w, h, left, &format!("{} ({})", self.title, self.unit));
         for i in 0..=4 {
             let v = max * i as f64 / 4.0;
             let y = h - bottom - plot_h * i as f64 / 4.0;
@@ -132,21 +115,55 @@ impl Bars {
             }
         }
         for (si, n) in self.series.iter().enumerate() {
-            let x = left + (si % 4) as f64 * 205.0;
-            let y = h - 18.0 * legend_rows + 18.0 * (si / 4) as f64 - 6.0;
-            doc = doc
-                .add(
-                    Rectangle::new()
-                        .set("x", x)
-                        .set("y", y - 9.0)
-                        .set("width", 10)
-                        .set("height", 10)
-                        .set("fill", COLORS[si % COLORS.len()]),
-                )
-                .add(Text::new(n.clone()).set("x", x + 14.0).set("y", y));
+            doc = legend(doc, si, n, left, h, legend_rows);
         }
         doc.to_string()
     }
+}
+
+/// A white chart of `w` x `h` with its title at `left`.
+pub(crate) fn canvas(w: f64, h: f64, left: f64, title: &str) -> Document {
+    Document::new()
+        .set("viewBox", (0, 0, w as i64, h as i64))
+        .set("width", w)
+        .set("height", h)
+        .set("font-family", "sans-serif")
+        .set("font-size", 11)
+        .add(
+            Rectangle::new()
+                .set("width", w)
+                .set("height", h)
+                .set("fill", "white"),
+        )
+        .add(
+            Text::new(title.to_string())
+                .set("x", left)
+                .set("y", 20)
+                .set("font-size", 14),
+        )
+}
+
+/// Series `si`'s legend entry (four to a row, below the plot), in its
+/// colour.
+pub(crate) fn legend(
+    doc: Document,
+    si: usize,
+    name: &str,
+    left: f64,
+    h: f64,
+    rows: f64,
+) -> Document {
+    let x = left + (si % 4) as f64 * 205.0;
+    let y = h - 18.0 * rows + 18.0 * (si / 4) as f64 - 6.0;
+    doc.add(
+        Rectangle::new()
+            .set("x", x)
+            .set("y", y - 9.0)
+            .set("width", 10)
+            .set("height", 10)
+            .set("fill", COLORS[si % COLORS.len()]),
+    )
+    .add(Text::new(name.to_string()).set("x", x + 14.0).set("y", y))
 }
 
 /// A compact axis label: 1.2M, 35k, 12.5.

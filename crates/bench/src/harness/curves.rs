@@ -2,10 +2,9 @@
 //! shared x axis, the y axis logarithmic (latencies span decades). Used by
 //! the latency study.
 
-use svg::node::element::{Circle, Line, Polyline, Rectangle, Text};
-use svg::Document;
+use svg::node::element::{Circle, Line, Polyline, Text};
 
-use super::bars::{short, COLORS};
+use super::bars::{canvas, legend, short, COLORS};
 
 /// One chart: `series[s].1[i]` is the value at `x[i]` (`None`: no point).
 #[derive(Debug, Clone, Default)]
@@ -54,24 +53,8 @@ impl Curves {
         let px = |x: f64| left + plot_w * (x - xmin) / (xmax - xmin);
         let py =
             |v: f64| h - bottom - plot_h * (v.log10() - lo.log10()) / (hi.log10() - lo.log10());
-        let mut doc = Document::new()
-            .set("viewBox", (0, 0, w as i64, h as i64))
-            .set("width", w)
-            .set("height", h)
-            .set("font-family", "sans-serif")
-            .set("font-size", 11)
-            .add(
-                Rectangle::new()
-                    .set("width", w)
-                    .set("height", h)
-                    .set("fill", "white"),
-            )
-            .add(
-                Text::new(format!("{} ({}, log scale)", self.title, self.unit))
-                    .set("x", left)
-                    .set("y", 20)
-                    .set("font-size", 14),
-            );
+        let title = format!("{} ({}, log scale)", self.title, self.unit);
+        let mut doc = canvas(w, h, left, &title);
         let decades = (hi.log10() - lo.log10()).round() as i32;
         for d in 0..=decades {
             let v = lo * 10f64.powi(d);
@@ -130,18 +113,7 @@ impl Curves {
                         .set("fill", color),
                 );
             }
-            let lx = left + (si % 4) as f64 * 205.0;
-            let ly = h - 18.0 * legend_rows + 18.0 * (si / 4) as f64 - 6.0;
-            doc = doc
-                .add(
-                    Rectangle::new()
-                        .set("x", lx)
-                        .set("y", ly - 9.0)
-                        .set("width", 10)
-                        .set("height", 10)
-                        .set("fill", color),
-                )
-                .add(Text::new(name.clone()).set("x", lx + 14.0).set("y", ly));
+            doc = legend(doc, si, name, left, h, legend_rows);
         }
         doc.to_string()
     }

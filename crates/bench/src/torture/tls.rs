@@ -100,16 +100,26 @@ pub(crate) fn connect_for_silence(
     connect(addr, &client_config(ca)?, Duration::from_secs(5))
 }
 
-/// One `HEAD` answered 200 on `s`.
-pub(crate) fn head(s: &mut Tls) -> io::Result<()> {
-    write!(s, "HEAD /f1.bin HTTP/1.1\r\nHost: t\r\n\r\n")?;
-    s.flush()?;
+/// A response head, read a byte at a time (these clients check, they do
+/// not race), up to and with its blank line; `None` past 16 KiB.
+pub(crate) fn read_head(s: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         s.read_exact(&mut b)?;
         head.push(b[0]);
+        if head.len() > 16 * 1024 {
+            return Ok(None);
+        }
     }
+    Ok(Some(head))
+}
+
+/// One `HEAD` answered 200 on `s`.
+pub(crate) fn head(s: &mut Tls) -> io::Result<()> {
+    write!(s, "HEAD /f1.bin HTTP/1.1\r\nHost: t\r\n\r\n")?;
+    s.flush()?;
+    let head = read_head(s)?.unwrap_or_default();
     if head.starts_with(b"HTTP/1.1 200") {
         Ok(())
     } else {
@@ -127,15 +137,9 @@ enum Got {
 fn fetch(s: &mut Tls, seed: u64, i: usize) -> io::Result<Got> {
     write!(s, "GET /f{i}.bin HTTP/1.1\r\nHost: t\r\n\r\n")?;
     s.flush()?;
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        s.read_exact(&mut b)?;
-        head.push(b[0]);
-        if head.len() > 16 * 1024 {
-            return Ok(Got::Wrong("response head over 16 KiB".into()));
-        }
-    }
+    let Some(head) = read_head(s)? else {
+        return Ok(Got::Wrong("response head over 16 KiB".into()));
+    };
     let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
     if !text.starts_with("http/1.1 200") {
         return Ok(Got::Wrong(format!(
@@ -177,6 +181,20 @@ struct Shared {
 }
 
 impl Shared {
+    /// Count an I/O error where it belongs: no byte for the stall limit is
+    /// a stall; rustls's `InvalidData` (a bad record MAC, a decrypt
+    /// failure, an alert) is wrong bytes, not merely cut ones; anything
+    /// else goes to `other`.
+    fn note_io(&self, other: &AtomicU64, what: &str, e: io::Error, stall: Duration) {
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                self.note(&self.stalls, format!("{what}: no byte for {stall:?}"))
+            }
+            io::ErrorKind::InvalidData => self.note(&self.mismatches, format!("{what}: TLS: {e}")),
+            _ => self.note(other, format!("{what}: {e}")),
+        }
+    }
+
     fn note(&self, what: &AtomicU64, e: String) {
         what.fetch_add(1, Ordering::Relaxed);
         let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner());
@@ -205,21 +223,8 @@ pub fn run(
                 while Instant::now() < stop_at {
                     let mut s = match connect(addr, &cfg, stall) {
                         Ok(s) => s,
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                            ) =>
-                        {
-                            sh.note(&sh.stalls, format!("handshake: no byte for {stall:?}"));
-                            continue;
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                            sh.note(&sh.mismatches, format!("handshake: {e}"));
-                            continue;
-                        }
                         Err(e) => {
-                            sh.note(&sh.connect_errors, format!("connect/handshake: {e}"));
+                            sh.note_io(&sh.connect_errors, "connect/handshake", e, stall);
                             std::thread::sleep(Duration::from_millis(50));
                             continue;
                         }
@@ -241,23 +246,8 @@ pub fn run(
                                 sh.note(&sh.mismatches, e);
                                 break;
                             }
-                            Err(e)
-                                if matches!(
-                                    e.kind(),
-                                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                                ) =>
-                            {
-                                sh.note(&sh.stalls, format!("/f{i}.bin: no byte for {stall:?}"));
-                                break;
-                            }
-                            // rustls: a bad record MAC, a decrypt failure, an
-                            // alert: the bytes were wrong, not merely cut.
-                            Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-                                sh.note(&sh.mismatches, format!("/f{i}.bin: TLS: {e}"));
-                                break;
-                            }
                             Err(e) => {
-                                sh.note(&sh.losses, format!("/f{i}.bin: {e}"));
+                                sh.note_io(&sh.losses, &format!("/f{i}.bin"), e, stall);
                                 break;
                             }
                         }

@@ -93,25 +93,45 @@ const COARSE_FROM: Duration = Duration::from_secs(5);
 /// come back (see [`Op::expire`]). A write that moves any byte completes,
 /// so a loop of such writes, each bounded, is bounded by the time without
 /// progress (nginx's `send_timeout`), not by the total.
-pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::Output {
-    // No limit, or one past the clock's range: unbounded.
-    let Some(limit) = limit.filter(|l| std::time::Instant::now().checked_add(*l).is_some()) else {
-        return Op::new(op).await;
-    };
-    let mut op = Op::new(op);
-    // Made only once the operation has to wait (an epoll write to a socket
-    // with room completes in its first poll), from the loop turn's clock:
-    // a send timeout is set on every write, and needs no precision.
-    let mut deadline: Option<current::Deadline> = None;
-    let clock = current::clock();
-    std::future::poll_fn(|cx| {
-        if let Poll::Ready(out) = Pin::new(&mut op).poll(cx) {
+pub(crate) fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> Within<T> {
+    Within {
+        op: Op::new(op),
+        // No limit, or one past the clock's range: unbounded.
+        limit: limit.filter(|l| std::time::Instant::now().checked_add(*l).is_some()),
+        deadline: None,
+    }
+}
+
+/// The future of [`op_within`]: the operation and, once it has had to wait,
+/// its deadline. Written out by hand so it holds the operation once (an
+/// `async fn` kept the argument and the `Op` side by side, and a task
+/// awaiting a bounded write was sized by both).
+pub(crate) struct Within<T: OpCode> {
+    op: Op<T>,
+    limit: Option<Duration>,
+    /// Made only once the operation has to wait (an epoll write to a socket
+    /// with room completes in its first poll), from the loop turn's clock:
+    /// a send timeout is set on every write, and needs no precision.
+    deadline: Option<current::Deadline>,
+}
+
+impl<T: OpCode> Future for Within<T> {
+    type Output = T::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
+        // Unpin: `Op` is, and so are the rest.
+        let this = self.get_mut();
+        if let Poll::Ready(out) = Pin::new(&mut this.op).poll(cx) {
             return Poll::Ready(out);
         }
-        if op.expired {
+        let Some(limit) = this.limit else {
+            return Poll::Pending;
+        };
+        if this.op.expired {
             return Poll::Pending;
         }
-        let d = deadline.get_or_insert_with(|| {
+        let clock = current::clock();
+        let d = this.deadline.get_or_insert_with(|| {
             // A long limit counts from the turn's clock (early by at most
             // the current turn's length, nothing next to seconds); a short
             // one from the real clock.
@@ -125,13 +145,12 @@ pub(crate) async fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> T::O
             current::Deadline::new(&clock, at)
         });
         if (clock.poll)(d, cx).is_ready() {
-            if let Some(out) = op.expire() {
+            if let Some(out) = this.op.expire() {
                 return Poll::Ready(out);
             }
         }
         Poll::Pending
-    })
-    .await
+    }
 }
 
 fn to_result(res: i32) -> io::Result<u32> {

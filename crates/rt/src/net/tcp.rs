@@ -410,14 +410,18 @@ impl TcpStream {
         with_sock(self.core.fd, |s| match limit {
             Some(d) if !d.is_zero() => {
                 // The kernel takes keepalive times of 1 to 32 767 s, and a
-                // user timeout of 0 ms means none.
+                // user timeout of 0 to i32::MAX ms, where 0 means none.
                 let secs =
                     |x: Duration| x.clamp(Duration::from_secs(1), Duration::from_secs(32_767));
                 let ka = socket2::TcpKeepalive::new()
                     .with_time(secs(d / 2))
                     .with_interval(secs(d / 8))
                     .with_retries(4);
-                s.set_tcp_user_timeout(Some(d.max(Duration::from_millis(1))))?;
+                let user = d.clamp(
+                    Duration::from_millis(1),
+                    Duration::from_millis(i32::MAX as u64),
+                );
+                s.set_tcp_user_timeout(Some(user))?;
                 s.set_tcp_keepalive(&ka)
             }
             _ => {
