@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 mod bench_http;
 mod compare;
+mod crashcheck;
 mod echo;
 mod http;
 mod log;

@@ -9,15 +9,33 @@
 //! write is never acknowledged (see `ringkit::fs::File::write_at_sync`).
 //!
 //! # On disk
-//! A directory of segments, `<first LSN, 20 digits>.seg`, each zero-filled
-//! to [`Options::segment_size`] when made (the next one in the background
-//! once the current is half full), so a sync writes data only. Records are
-//! framed with their length, LSN and a CRC32C (see [`record`]).
-//! [`Log::open`] recovers: the last segment's records end at the first one
-//! that does not check (a torn tail: a cut or damaged last record), and
-//! the rest of that segment is zeroed; damage anywhere else is an error,
-//! never a wrong record. `O_DIRECT` ([`Options::direct`]) writes whole
-//! blocks: a batch rewrites the partial block it starts in.
+//! A directory: `MANIFEST` (the log's id and first LSN, written once by
+//! rename) and segments, `<first LSN, 20 digits>.seg`, each zero-filled to
+//! [`Options::segment_size`] when made (the next one in the background
+//! once the current is half full), so a sync writes data only. A segment
+//! starts with a 4096-byte header (the log's id, its first LSN, and the
+//! most bytes that may be unsynced at once); then batches, each a 32-byte
+//! header (first LSN, count, length, padding; its checksum covers the
+//! log's id) and its records, each framed with its length, LSN and a
+//! CRC32C (see [`record`]). With `O_DIRECT` ([`Options::direct`]) each batch
+//! is padded to the next 4096-byte block, so no write ever covers a block
+//! that holds acknowledged records.
+//!
+//! # Recovery
+//! [`Log::open`] tells a torn tail from corruption. Only the last batch
+//! can be unsynced at a crash (one batch is in flight at a time), so bytes
+//! that are not a whole batch are a torn tail only if they lie in the last
+//! segment, within the bytes one batch spans, with no whole batch of this
+//! log after them: they were never acknowledged, and are zeroed. Anything
+//! else is damage to acknowledged records: `open` fails with
+//! `InvalidData` naming the segment and offset and writes nothing (as
+//! PostgreSQL and RocksDB stop rather than overwrite). So do a missing,
+//! extra or foreign segment and a damaged manifest or header.
+//! [`Log::open_read_only`] writes nothing at all (for dumps, checks and
+//! readers beside a live writer); [`check()`] reports every problem of a
+//! directory and [`salvage()`] copies the readable records into a new log.
+//! Damage inside the very last batch cannot be told from a torn write
+//! (PostgreSQL's WAL has the same limit); that batch is treated as torn.
 //!
 //! # Failures
 //! A segment that cannot be made (a full disk) fails the appends waiting
@@ -44,12 +62,20 @@
 //! ```
 
 mod batch;
+mod check;
+pub mod crashcheck;
+
+mod flush;
+mod frame;
 mod log;
+mod open;
 pub mod record;
+mod recover;
 mod segment;
 
 use std::io;
 
+pub use check::{check, salvage, CheckReport, SalvageReport, SegmentReport};
 pub use log::{Commit, Log, Stats};
 
 /// How a log is written.
@@ -65,16 +91,21 @@ pub struct Options {
     /// Register the batch buffer with the ring (`WRITE_FIXED`) when the
     /// runtime has no other registered buffers.
     pub registered_buffers: bool,
+    /// The first LSN of a log made by [`Log::open`] (a log that exists
+    /// keeps its own). At least 1.
+    pub first_lsn: u64,
 }
 
 impl Default for Options {
-    /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffer.
+    /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffer,
+    /// new logs start at LSN 1.
     fn default() -> Options {
         Options {
             direct: false,
             segment_size: 64 << 20,
             max_batch: 1 << 20,
             registered_buffers: true,
+            first_lsn: 1,
         }
     }
 }
@@ -91,11 +122,17 @@ impl Options {
                 self.segment_size
             ));
         }
-        if self.max_batch < 4096 || self.max_batch as u64 > self.segment_size {
+        // A segment holds its header and at least one whole batch (with
+        // its header and padding).
+        let room = self.segment_size - 2 * 4096 - frame::BATCH_HEADER as u64;
+        if self.max_batch < 4096 || self.max_batch as u64 > room {
             return bad(format!(
-                "max_batch {}: want at least 4096 and at most segment_size",
+                "max_batch {}: want at least 4096 and at most segment_size - 8224 ({room})",
                 self.max_batch
             ));
+        }
+        if self.first_lsn == 0 {
+            return bad("first_lsn 0: LSNs start at 1".into());
         }
         Ok(())
     }

@@ -2,9 +2,9 @@
 //! size when made, so a later `fdatasync` has no size or extent change to
 //! write (only data), and so that recovery can tell where records end.
 //!
-//! A segment is made under a temporary name, filled, synced, then renamed
-//! and the directory synced: a crash never leaves a half-made segment under
-//! a segment's name.
+//! A segment is made under a temporary name, filled and synced, then given
+//! its header (synced), then renamed and the directory synced: a crash never
+//! leaves a half-made segment under a segment's name.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use ringkit::buf::AlignedBuf;
 use ringkit::fs::{File, OpenOptions};
 
+use crate::frame::{BatchHeader, SegmentHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER};
 use crate::record::{self, Found};
 
 /// Name of the segment whose first record is `first`.
@@ -83,7 +84,7 @@ pub async fn make_spare(dir: &Path, size: u64) -> io::Result<PathBuf> {
     match res {
         Ok(()) => Ok(path),
         Err(e) => {
-            let _ = std::fs::remove_file(&path);
+            let _ = ringkit::fs::remove_file(&path).await;
             Err(e)
         }
     }
@@ -104,118 +105,291 @@ fn set_direct(f: &File) {
     }
 }
 
-/// Rename the spare to the segment starting at `first`; sync the directory.
-pub async fn install_spare(dir: &Path, first: u64) -> io::Result<PathBuf> {
-    let to = dir.join(name(first));
-    std::fs::rename(dir.join(SPARE), &to)?;
-    sync_dir(dir).await?;
+/// Give the spare (open as `spare`) its header and make it the segment
+/// starting at `header.first`: header written and synced, renamed, the
+/// directory synced.
+pub async fn install_spare(
+    dir: &Path,
+    spare: &File,
+    header: &SegmentHeader,
+) -> io::Result<PathBuf> {
+    let mut b = AlignedBuf::new(SEGMENT_HEADER as usize, 4096);
+    b.set_len(SEGMENT_HEADER as usize);
+    b.as_mut_slice().fill(0);
+    header.encode_into(b.as_mut_slice());
+    spare.write_all_at_sync(b, 0).await.0?;
+    let to = dir.join(name(header.first));
+    ringkit::fs::rename(dir.join(SPARE), &to).await?;
+    ringkit::fs::sync_dir(dir).await?;
     Ok(to)
 }
 
-/// `fsync` the directory (after a rename or a create in it).
-pub async fn sync_dir(dir: &Path) -> io::Result<()> {
-    let d = OpenOptions::new().read(true).open(dir).await?;
-    d.sync_all().await
+/// Reads a file in aligned 1 MiB chunks (so it works with `O_DIRECT`),
+/// keeping what lies from the block of the last offset asked for on.
+pub struct Reader<'a> {
+    f: &'a File,
+    /// The file's size.
+    pub size: u64,
+    base: u64,
+    buf: Vec<u8>,
+    chunk: Option<AlignedBuf>,
+}
+
+const CHUNK: usize = 1 << 20;
+
+impl<'a> Reader<'a> {
+    /// A reader of `f`, `size` bytes long.
+    pub fn new(f: &'a File, size: u64) -> Reader<'a> {
+        Reader {
+            f,
+            size,
+            base: 0,
+            buf: Vec::new(),
+            chunk: None,
+        }
+    }
+
+    /// The bytes `off..off + len`, fewer at the end of the file.
+    pub async fn get(&mut self, off: u64, len: usize) -> io::Result<&[u8]> {
+        let block = off - off % 4096;
+        if block < self.base || block > self.base + self.buf.len() as u64 {
+            self.base = block;
+            self.buf.clear();
+        } else {
+            self.buf.drain(..(block - self.base) as usize);
+            self.base = block;
+        }
+        let want = (off + len as u64).min(self.size);
+        while self.base + (self.buf.len() as u64) < want {
+            // A chunk no larger than the file (segments may be small).
+            let size = (self.size.div_ceil(4096) * 4096).clamp(4096, CHUNK as u64) as usize;
+            let mut c = self
+                .chunk
+                .take()
+                .unwrap_or_else(|| AlignedBuf::new(size, 4096));
+            c.set_len(0);
+            let at = self.base + self.buf.len() as u64;
+            let (r, c) = self.f.read_at(c, at).await;
+            let n = r?;
+            self.buf.extend_from_slice(&c.as_slice()[..n]);
+            self.chunk = Some(c);
+            if n == 0 {
+                break;
+            }
+        }
+        let from = ((off - self.base) as usize).min(self.buf.len());
+        let to = ((want.max(off) - self.base) as usize).min(self.buf.len());
+        Ok(&self.buf[from..to])
+    }
+
+    /// The offset of the last non-zero byte in `from..to`, if any.
+    pub async fn last_nonzero(&mut self, from: u64, to: u64) -> io::Result<Option<u64>> {
+        let mut found = None;
+        let mut off = from;
+        while off < to.min(self.size) {
+            let n = (to - off).min(CHUNK as u64) as usize;
+            let got = self.get(off, n).await?;
+            if got.is_empty() {
+                break;
+            }
+            if let Some(i) = last_nonzero(got) {
+                found = Some(off + i as u64);
+            }
+            off += got.len() as u64;
+        }
+        Ok(found)
+    }
+}
+
+/// The index of the last non-zero byte of `b`.
+fn last_nonzero(b: &[u8]) -> Option<usize> {
+    // Words first: this runs over whole segments.
+    let (head, words, tail) = {
+        // SAFETY: any bit pattern is a valid u64; align_to splits the
+        // slice at aligned word boundaries without changing its bytes.
+        unsafe { b.align_to::<u64>() }
+    };
+    if let Some(i) = tail.iter().rposition(|&x| x != 0) {
+        return Some(head.len() + words.len() * 8 + i);
+    }
+    if let Some(w) = words.iter().rposition(|&x| x != 0) {
+        let base = head.len() + w * 8;
+        let i = b[base..base + 8]
+            .iter()
+            .rposition(|&x| x != 0)
+            .expect("a non-zero byte");
+        return Some(base + i);
+    }
+    head.iter().rposition(|&x| x != 0)
+}
+
+/// A whole, checked batch of log `log_id` at `pos` whose first LSN is
+/// `want` (any LSN if `None`): its header and each record's offset.
+pub async fn batch_at(
+    r: &mut Reader<'_>,
+    pos: u64,
+    log_id: u64,
+    want: Option<u64>,
+    max_len: u64,
+) -> io::Result<Option<(BatchHeader, Vec<u32>)>> {
+    let Some(h) = BatchHeader::decode(r.get(pos, BATCH_HEADER).await?, log_id) else {
+        return Ok(None);
+    };
+    if want.is_some_and(|w| w != h.first) || u64::from(h.len) > max_len || pos + h.extent() > r.size
+    {
+        return Ok(None);
+    }
+    let body_at = pos + BATCH_HEADER as u64;
+    let body = r.get(body_at, h.len as usize).await?;
+    if body.len() != h.len as usize {
+        return Ok(None);
+    }
+    let mut offsets = Vec::with_capacity(h.count as usize);
+    let mut at = 0usize;
+    for i in 0..u64::from(h.count) {
+        match record::decode(&body[at..], h.first + i) {
+            Found::Record(_, total) => {
+                offsets.push((body_at + at as u64) as u32);
+                at += total;
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok((at == body.len()).then_some((h, offsets)))
+}
+
+/// How the records of a segment end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Tail {
+    /// Zeros from the end of the records to the end of the file.
+    Clean,
+    /// Bytes that are not whole batches lie from the end of the records up
+    /// to `last` (inclusive), all within the window that may have been
+    /// unsynced at a crash: a torn write, never acknowledged.
+    Torn { last: u64 },
+    /// Damage where acknowledged records were: `why` says what was found.
+    Corrupt { why: String },
 }
 
 /// What a scan of one segment found.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Scan {
     /// Offset of each record, in LSN order from the segment's first.
     pub offsets: Vec<u32>,
-    /// Where the records end (the next record's offset).
+    /// Where the records end (where the next batch goes).
     pub end: u64,
+    /// What lies after them.
+    pub tail: Tail,
 }
 
-/// Read the records of the segment at `path` (`size` bytes) starting with
-/// LSN `first`, up to the first place that is not a whole record of the
-/// next LSN. With `direct`, reads with `O_DIRECT` where the filesystem
-/// allows it (else through `fallback`): after a failed writeback the page
-/// cache may hold bytes the disk does not, and recovery must see what the
-/// disk has. Only the last segment needs it: every earlier one was synced
-/// whole before the next was started.
+/// Read the batches of one segment of log `log_id` whose header says it
+/// starts at `first`, and tell how its records end. `window` is the most
+/// bytes that may have been unsynced at once (from the segment header);
+/// `last` says whether it is the log's last segment (only the last can
+/// have an unsynced tail: every earlier one was synced whole before the
+/// next was started).
+///
+/// The rules: the records end at the first place that is not a whole
+/// batch of the next LSN. If everything from there to the end of the file
+/// is zero, the segment ends cleanly. Otherwise what lies there is a torn
+/// tail only if it could be the last batch(es) in flight at a crash: the
+/// segment is the last one, nothing past the window is non-zero, and no
+/// whole batch of this log lies after it. Anything else is corruption of
+/// records that were acknowledged.
 pub async fn scan(
-    path: &Path,
-    fallback: &File,
+    r: &mut Reader<'_>,
+    log_id: u64,
     first: u64,
-    size: u64,
-    direct: bool,
+    window: u64,
+    last: bool,
 ) -> io::Result<Scan> {
-    const CHUNK: usize = 1 << 20;
-    let direct = if direct {
-        OpenOptions::new()
-            .read(true)
-            .direct(true)
-            .open(path)
-            .await
-            .ok()
-    } else {
-        None
-    };
-    let f = direct.as_ref().unwrap_or(fallback);
-    let mut scan = Scan::default();
-    let mut buf: Vec<u8> = Vec::new();
-    // File offset of buf[0]; kept a multiple of 4096 (O_DIRECT reads).
-    let mut base = 0u64;
-    let mut pos = 0usize;
+    let mut pos = SEGMENT_HEADER;
     let mut want = first;
-    let mut eof = false;
-    let mut chunk = Some(AlignedBuf::new(CHUNK, 4096));
-    loop {
-        match record::decode(&buf[pos..], want) {
-            Found::Record(_, total) => {
-                scan.offsets.push((base + pos as u64) as u32);
-                pos += total;
-                want += 1;
+    let mut offsets = Vec::new();
+    while pos + BATCH_HEADER as u64 <= r.size {
+        match batch_at(r, pos, log_id, Some(want), window).await? {
+            Some((h, offs)) => {
+                offsets.extend(offs);
+                want += u64::from(h.count);
+                pos += h.extent();
             }
-            Found::End => break,
-            Found::NeedMore(need) => {
-                if eof || base + (pos + need) as u64 > size {
+            None => break,
+        }
+    }
+    let end = pos;
+    let tail = match r.last_nonzero(end, r.size).await? {
+        None => Tail::Clean,
+        Some(lastnz) => classify(r, log_id, end, lastnz, window, last, want).await?,
+    };
+    Ok(Scan { offsets, end, tail })
+}
+
+async fn classify(
+    r: &mut Reader<'_>,
+    log_id: u64,
+    end: u64,
+    lastnz: u64,
+    window: u64,
+    last: bool,
+    want: u64,
+) -> io::Result<Tail> {
+    let at = format!("at offset {end} (where record {want} should start)");
+    if !last {
+        return Ok(Tail::Corrupt {
+            why: format!("bytes that are not a whole batch {at} in a segment that is not the last"),
+        });
+    }
+    if lastnz >= end + window {
+        return Ok(Tail::Corrupt {
+            why: format!(
+                "bytes that are not a whole batch {at}, and data at offset {lastnz}, past the \
+                 {window} bytes a crash can leave unsynced"
+            ),
+        });
+    }
+    // A whole batch of this log after the damage: the damage is not the
+    // last batch in flight (one batch is in flight at a time).
+    let stop = (end + window).min(r.size);
+    let mut from = end + 1;
+    while from + BATCH_HEADER as u64 <= stop {
+        let n = (stop - from).min(CHUNK as u64) as usize;
+        let hay = r.get(from, n).await?.to_vec();
+        let mut found = None;
+        for (i, w) in hay.windows(4).enumerate() {
+            if w == BATCH_MAGIC && from + i as u64 >= end + 5 {
+                let p = from + i as u64 - 4;
+                if let Some((h, _)) = batch_at(r, p, log_id, None, window).await? {
+                    found = Some((p, h));
                     break;
                 }
-                // Keep the unread part from its block's start; read more
-                // behind it, a whole aligned chunk at a time.
-                let keep = pos - (pos % 4096);
-                buf.drain(..keep);
-                base += keep as u64;
-                pos -= keep;
-                let mut c = chunk.take().expect("one read at a time");
-                c.set_len(0);
-                let (r, c) = f.read_at(c, base + buf.len() as u64).await;
-                let n = r?;
-                buf.extend_from_slice(&c.as_slice()[..n]);
-                eof = n < CHUNK;
-                chunk = Some(c);
             }
         }
-    }
-    scan.end = base + pos as u64;
-    Ok(scan)
-}
-
-/// Zero every non-zero byte of `f` from `from` to `size`, then sync if
-/// anything was written: nothing past the recovered end may later pass for
-/// a record (a torn batch can leave whole records behind a torn one).
-pub async fn zero_tail(f: &File, from: u64, size: u64) -> io::Result<bool> {
-    const CHUNK: u64 = 1 << 20;
-    let mut off = from;
-    let mut wrote = false;
-    while off < size {
-        let n = (size - off).min(CHUNK - off % CHUNK);
-        let (r, chunk) = f.read_at(Vec::with_capacity(n as usize), off).await;
-        let got = r?;
-        if got == 0 {
+        if let Some((p, h)) = found {
+            return Ok(Tail::Corrupt {
+                why: format!(
+                    "bytes that are not a whole batch {at}, followed by a whole batch of records \
+                     {}..{} at offset {p}",
+                    h.first,
+                    h.first + u64::from(h.count)
+                ),
+            });
+        }
+        if hay.len() < 4 {
             break;
         }
-        if chunk.iter().any(|&b| b != 0) {
-            let (r, _) = f.write_all_at(vec![0u8; got], off).await;
-            r?;
-            wrote = true;
-        }
-        off += got as u64;
+        from += (hay.len() - 3) as u64;
     }
-    if wrote {
-        f.sync_data().await?;
+    Ok(Tail::Torn { last: lastnz })
+}
+
+/// Zero `from..=last` of `f` and sync: nothing past the recovered end may
+/// later pass for a record.
+pub async fn zero_range(f: &File, from: u64, last: u64) -> io::Result<()> {
+    let mut off = from;
+    while off <= last {
+        let n = (last + 1 - off).min(CHUNK as u64) as usize;
+        f.write_all_at(vec![0u8; n], off).await.0?;
+        off += n as u64;
     }
-    Ok(wrote)
+    f.sync_data().await
 }

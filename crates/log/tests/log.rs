@@ -125,36 +125,43 @@ ringkit::test_all! {
         check_all(&log, &lsns, 0).await;
     }
 
-    async fn a_torn_tail_recovers_to_the_last_whole_record_and_leaves_no_ghosts() {
+    async fn a_torn_tail_recovers_to_the_last_whole_batch_and_leaves_no_ghosts() {
         let t = tempfile::tempdir().unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
-        let lsns = append_many(&log, 0, 10).await;
+        // Four batches of one record, then one batch of six.
+        let mut lsns = Vec::new();
+        for s in 0..4 {
+            lsns.push(log.append(payload(s, (s as usize * 37) % 700)).await.unwrap());
+        }
+        lsns.extend(append_many(&log, 4, 6).await);
+        assert_eq!(log.stats().batches, 5);
         drop(log);
         let seg = t.path().join(&segments(t.path())[0]);
-        // Flip a byte inside record 5's payload.
+        // A byte flipped inside record 6, in the last batch: a torn write
+        // of the last batch looks the same, so the batch goes.
         let data = std::fs::read(&seg).unwrap();
-        let mut off = 0usize;
+        let mut off = 4096;
         for i in 0..4 {
-            off += 16 + ((i * 37) % 700);
+            off += 32 + 16 + ((i * 37) % 700);
         }
+        let rec6 = off + 32 + 16 + (4 * 37) % 700 + 16;
         let mut damaged = data.clone();
-        damaged[off + 16 + 3] ^= 0x40;
+        damaged[rec6 + 3] ^= 0x40;
         std::fs::write(&seg, &damaged).unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
         assert_eq!(log.durable_lsn(), 4);
         check_all(&log, &lsns[..4], 0).await;
-        // Records 6..10 were whole but follow the damage: zeroed, so a new
-        // record 5 is not followed by the old 6.
+        // Records 5..10 were in the torn batch: zeroed, so a new record 5
+        // is not followed by the old 6.
         assert_eq!(log.append(&b"new five"[..]).await.unwrap(), 5);
         drop(log);
         let log = Log::open(t.path(), small()).await.unwrap();
         assert_eq!(log.durable_lsn(), 5);
         assert_eq!(log.read(5).await.unwrap(), b"new five");
         drop(log);
-        // A file cut in the middle of the last record.
+        // A file cut in the middle of the last batch.
         let data = std::fs::read(&seg).unwrap();
-        let cut = off + 16 + 4;
-        std::fs::write(&seg, &data[..cut]).unwrap();
+        std::fs::write(&seg, &data[..off + 40]).unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
         assert_eq!(log.durable_lsn(), 4);
         assert_eq!(log.append(&b"again"[..]).await.unwrap(), 5);
@@ -169,12 +176,16 @@ ringkit::test_all! {
         let segs = segments(t.path());
         assert!(segs.len() >= 2);
         let first = t.path().join(&segs[0]);
-        let mut data = std::fs::read(&first).unwrap();
-        data[100] ^= 1;
-        std::fs::write(&first, &data).unwrap();
-        let e = Log::open(t.path(), small()).await.unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
-        assert!(e.to_string().contains("damaged or missing"), "{e}");
+        let before = std::fs::read(&first).unwrap();
+        for (at, says) in [(5000, "not the last"), (100, "no valid header")] {
+            let mut data = before.clone();
+            data[at] ^= 1;
+            std::fs::write(&first, &data).unwrap();
+            let e = Log::open(t.path(), small()).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidData, "{e}");
+            assert!(e.to_string().contains(says) && e.to_string().contains(&segs[0]), "{e}");
+            assert_eq!(std::fs::read(&first).unwrap(), data, "nothing written");
+        }
     }
 
     async fn bad_input_gets_a_clear_error_and_the_log_goes_on() {

@@ -681,6 +681,56 @@ opcode! {
 }
 
 opcode! {
+    /// Rename, like `renameat2(2)`.
+    pub struct RenameAt {
+        olddirfd: RawFd, oldpath: *const libc::c_char,
+        newdirfd: RawFd, newpath: *const libc::c_char
+        ;;
+        /// `RENAME_*` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+        flags: u32 = 0,
+    }
+    const CODE = sys::IORING_OP_RENAMEAT;
+    fn build(self, sqe) {
+        sqe.fd = self.olddirfd;
+        sqe.addr = self.oldpath as u64;
+        sqe.len = self.newdirfd as u32;
+        sqe.off = self.newpath as u64;
+        sqe.op_flags = self.flags;
+    }
+}
+
+opcode! {
+    /// Remove a name, like `unlinkat(2)` (`AT_REMOVEDIR` for a directory).
+    pub struct UnlinkAt {
+        dirfd: RawFd, pathname: *const libc::c_char
+        ;;
+        /// `AT_REMOVEDIR` or 0.
+        flags: i32 = 0,
+    }
+    const CODE = sys::IORING_OP_UNLINKAT;
+    fn build(self, sqe) {
+        sqe.fd = self.dirfd;
+        sqe.addr = self.pathname as u64;
+        sqe.op_flags = self.flags as u32;
+    }
+}
+
+opcode! {
+    /// Make a directory, like `mkdirat(2)`.
+    pub struct MkdirAt {
+        dirfd: RawFd, pathname: *const libc::c_char
+        ;;
+        mode: libc::mode_t = 0o777,
+    }
+    const CODE = sys::IORING_OP_MKDIRAT;
+    fn build(self, sqe) {
+        sqe.fd = self.dirfd;
+        sqe.addr = self.pathname as u64;
+        sqe.len = self.mode;
+    }
+}
+
+opcode! {
     /// File status, like `statx(2)`.
     pub struct Statx {
         dirfd: RawFd, pathname: *const libc::c_char, statxbuf: *mut libc::statx

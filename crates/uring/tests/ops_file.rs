@@ -583,3 +583,54 @@ fn short_write_child() -> bool {
     // The write stops at the limit; the fsync is cancelled.
     got[0].res == 6000 && got[1].res == neg(libc::ECANCELED)
 }
+
+#[test]
+fn mkdirat_renameat_unlinkat_change_names() {
+    let mut ring = ring(8);
+    let dir = tempfile::tempdir().unwrap();
+    let dirf = std::fs::File::open(dir.path()).unwrap();
+    let (d, a, b) = (
+        CString::new("d").unwrap(),
+        CString::new("d/a").unwrap(),
+        CString::new("d/b").unwrap(),
+    );
+    // SAFETY: the names outlive each wait.
+    unsafe {
+        push(
+            &mut ring,
+            opcode::MkdirAt::new(raw(&dirf), d.as_ptr())
+                .mode(0o700)
+                .build(),
+        )
+    };
+    assert_eq!(wait_sorted(&mut ring, 1)[0].res, 0);
+    assert!(dir.path().join("d").is_dir());
+    std::fs::write(dir.path().join("d/a"), b"x").unwrap();
+    let r = opcode::RenameAt::new(raw(&dirf), a.as_ptr(), raw(&dirf), b.as_ptr());
+    // SAFETY: as above.
+    unsafe { push(&mut ring, r.build()) };
+    assert_eq!(wait_sorted(&mut ring, 1)[0].res, 0);
+    assert_eq!(std::fs::read(dir.path().join("d/b")).unwrap(), b"x");
+    assert!(!dir.path().join("d/a").exists());
+    // RENAME_NOREPLACE refuses an existing target.
+    std::fs::write(dir.path().join("d/a"), b"y").unwrap();
+    let r = opcode::RenameAt::new(raw(&dirf), a.as_ptr(), raw(&dirf), b.as_ptr()).flags(1);
+    // SAFETY: as above.
+    unsafe { push(&mut ring, r.build()) };
+    assert_eq!(wait_sorted(&mut ring, 1)[0].res, neg(libc::EEXIST));
+    for n in [&a, &b] {
+        // SAFETY: as above.
+        unsafe {
+            push(
+                &mut ring,
+                opcode::UnlinkAt::new(raw(&dirf), n.as_ptr()).build(),
+            )
+        };
+        assert_eq!(wait_sorted(&mut ring, 1)[0].res, 0);
+    }
+    let rm = opcode::UnlinkAt::new(raw(&dirf), d.as_ptr()).flags(libc::AT_REMOVEDIR);
+    // SAFETY: as above.
+    unsafe { push(&mut ring, rm.build()) };
+    assert_eq!(wait_sorted(&mut ring, 1)[0].res, 0);
+    assert!(!dir.path().join("d").exists());
+}

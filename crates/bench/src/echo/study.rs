@@ -128,6 +128,8 @@ pub fn run(
 ) -> io::Result<CompareResults> {
     let wall = Instant::now();
     std::fs::create_dir_all(cfg.out_dir.join("logs"))?;
+    // Removed at the end: never one this run did not make.
+    crate::harness::made_dir::must_be_new_or_empty(&cfg.out_dir.join("tmp"))?;
     std::fs::create_dir_all(cfg.out_dir.join("tmp"))?;
     ringkit::pin_to_cpu(cfg.client_cpu)?;
     let total = cfg.conns.len() * cfg.rounds * contenders.len();

@@ -8,6 +8,7 @@ pub mod child;
 pub mod curves;
 pub mod fmt;
 pub mod latency;
+pub mod made_dir;
 pub mod peers;
 pub mod phase;
 pub mod rng;

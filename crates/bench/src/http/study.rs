@@ -207,6 +207,8 @@ pub(crate) fn run(
     ringkit::raise_nofile_limit();
     let dir = opts.out_dir.join(p.study);
     std::fs::create_dir_all(dir.join("logs"))?;
+    // Removed at the end: never one this run did not make.
+    crate::harness::made_dir::must_be_new_or_empty(&dir.join("tmp"))?;
     std::fs::create_dir_all(dir.join("tmp"))?;
     if p.contenders.is_empty() {
         return Err(io::Error::new(

@@ -170,9 +170,10 @@ fn finish(
     }
 }
 
-/// Run one contender for `cfg.secs` and measure it. The log directory is
-/// emptied first; its file is made (and, for the peers, zero-filled)
-/// before the window opens.
+/// Run one contender for `cfg.secs` and measure it. The log directory must
+/// be new or empty (a directory with anything in it is refused: it may
+/// hold a live log); it is made, its file made (and, for the peers,
+/// zero-filled) before the window opens, and removed after.
 pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     if cfg.writers == 0 || cfg.record == 0 {
         return Err(io::Error::new(
@@ -180,8 +181,7 @@ pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
             "want at least one writer and a record of at least one byte",
         ));
     }
-    let _ = std::fs::remove_dir_all(&cfg.dir);
-    std::fs::create_dir_all(&cfg.dir)?;
+    let _dir = crate::harness::made_dir::MadeDir::new(&cfg.dir)?;
     match cfg.engine {
         LogEngine::Ringkit(b) => run_ringkit(cfg, b),
         LogEngine::Tokio => peers::run_tokio(cfg),

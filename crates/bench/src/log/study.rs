@@ -193,9 +193,10 @@ fn run_fio(
 /// Run the study for `ringkit compare log`.
 pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
     let p = plan(opts);
-    let base: PathBuf =
-        std::env::temp_dir().join(format!("ringkit-log-study-{}", std::process::id()));
-    std::fs::create_dir_all(&base)?;
+    let made = crate::harness::made_dir::MadeDir::new(
+        std::env::temp_dir().join(format!("ringkit-log-study-{}", std::process::id())),
+    )?;
+    let base: PathBuf = made.path().to_path_buf();
     let fio = Command::new("fio")
         .arg("--version")
         .output()
@@ -269,7 +270,6 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                             }
                         })
                     };
-                    let _ = std::fs::remove_dir_all(&dir);
                     samples.push(s.unwrap_or_else(|e| {
                         Sample::failed(name, direct, writers, round, e.to_string())
                     }));
@@ -277,7 +277,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             }
         }
     }
-    let _ = std::fs::remove_dir_all(&base);
+    drop(made);
     Ok(section(&names, &samples, &p, opts, fio))
 }
 

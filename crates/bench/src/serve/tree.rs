@@ -50,6 +50,8 @@ pub fn mix_size(rng: &mut Rng) -> usize {
 /// CRC32C` per line, to `list`: the load generator checks the bytes of the
 /// responses against the CRC-32C.
 pub fn build(root: &Path, files: usize, seed: u64, list: &Path) -> io::Result<Tree> {
+    // The caller removes the tree when done: never one it did not make.
+    crate::harness::made_dir::must_be_new_or_empty(root)?;
     std::fs::create_dir_all(root)?;
     let mut rng = Rng::new(seed);
     let mut bytes = vec![0u8; 1024 * 1024];

@@ -187,14 +187,7 @@ const FAULT_PEER_TIMEOUT: u64 = 10;
 /// keepalive probes and margin.
 const SILENT_LIMIT: Duration = Duration::from_secs(30);
 
-/// The served directory of an HTTP run; removed on drop.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::harness::made_dir::MadeDir;
 
 /// Run the torture (`cfg.mode`). `log` gets progress lines.
 pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<TortureReport> {
@@ -220,8 +213,9 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                 std::process::id(),
                 cfg.seed
             ));
-            http::make_files(&d, cfg.seed)?;
-            Some(TempDir(d))
+            let d = MadeDir::new(d)?;
+            http::make_files(d.path(), cfg.seed)?;
+            Some(d)
         }
     };
     // HTTPS: a certificate outside the served directory.
@@ -232,8 +226,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                 std::process::id(),
                 cfg.seed
             ));
-            std::fs::create_dir_all(&d)?;
-            Some(TempDir(d))
+            Some(MadeDir::new(d)?)
         }
         (true, TortureMode::Echo) => {
             return Err(io::Error::new(
@@ -244,12 +237,12 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
         _ => None,
     };
     let tls_files = match &tls_dir {
-        Some(d) => Some(tls::make_cert(&d.0)?),
+        Some(d) => Some(tls::make_cert(d.path())?),
         None => None,
     };
     let cmd = cfg.server_cmd(
         addr,
-        dir.as_ref().map(|d| d.0.as_path()),
+        dir.as_ref().map(|d| d.path()),
         tls_files
             .as_ref()
             .map(|(c, k, _)| (c.as_path(), k.as_path())),

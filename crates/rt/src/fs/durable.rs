@@ -5,6 +5,7 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::task::Poll;
 
+use super::hook::{self, Fault, FsOp};
 use super::File;
 use crate::buf::{IoBuf, IoBufMut};
 use crate::context::try_with_ctx;
@@ -26,7 +27,9 @@ impl File {
     /// and sync again (or use [`write_all_at_sync`](Self::write_all_at_sync)).
     /// A registered [`super::FixedBuf`] goes as `WRITE_FIXED`.
     pub async fn write_at_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
-        let linked = try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
+        // Hooked (see `hook`): a write then a sync, each seen by the hook.
+        let linked = super::hook::current().is_none()
+            && try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
         if linked {
             let buf_index = buf.fixed_index();
             return Op::new(WriteSync {
@@ -79,13 +82,22 @@ impl File {
     /// `fallocate(2)` with `FALLOC_FL_*` `mode` bits (keep size, punch a
     /// hole, zero a range).
     pub async fn fallocate(&self, mode: i32, offset: u64, len: u64) -> io::Result<()> {
-        Op::new(Fallocate {
+        let op = FsOp::Allocate {
+            fd: self.fd,
+            mode,
+            offset,
+            len,
+        };
+        hook::before(&hook::current(), &op).map_err(Fault::into_error)?;
+        let res = Op::new(Fallocate {
             fd: self.fd,
             mode,
             offset,
             len,
         })
-        .await
+        .await;
+        hook::after(&hook::current(), &op, &super::seen(&res, |_| 0));
+        res
     }
 
     /// Read many ranges at once: each `(offset, buf)` is read as

@@ -57,7 +57,20 @@ use crate::driver::Op;
 
 mod durable;
 mod fixed;
+pub mod hook;
+mod names;
 pub use fixed::{FixedBuf, FixedBufPool};
+pub use names::{create_dir, remove_dir, remove_file, rename, sync_dir};
+
+use hook::{Fault, FsOp};
+
+/// A copy of an operation's result for a hook's `after`.
+fn seen<T>(res: &io::Result<T>, n: impl FnOnce(&T) -> u64) -> io::Result<u64> {
+    match res {
+        Ok(v) => Ok(n(v)),
+        Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+    }
+}
 
 fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
@@ -156,15 +169,25 @@ impl OpenOptions {
     /// Open `path`.
     pub async fn open(&self, path: impl AsRef<Path>) -> io::Result<File> {
         let path = path.as_ref();
-        let fd = Op::new(Open::new(
+        let op = FsOp::Open {
+            path,
+            create: self.create || self.create_new,
+            truncate: self.truncate,
+            write: self.write || self.append,
+        };
+        let named =
+            |e: io::Error| io::Error::new(e.kind(), format!("open {}: {e}", path.display()));
+        hook::before(&hook::current(), &op).map_err(|f| named(f.into_error()))?;
+        let res = Op::new(Open::new(
             cpath(path)?,
             self.flags()?,
             self.mode.unwrap_or(0o644),
         ))
         .await
-        .map_err(|e| io::Error::new(e.kind(), format!("open {}: {e}", path.display())))?;
+        .map(|fd| fd.into_raw_fd());
+        hook::after(&hook::current(), &op, &seen(&res, |&fd| fd as u64));
         Ok(File {
-            fd: fd.into_raw_fd(),
+            fd: res.map_err(named)?,
         })
     }
 }
@@ -300,6 +323,14 @@ impl File {
     /// `n`). `Ok(0)` is end of file; a buffer with no capacity is an
     /// `InvalidInput` error.
     pub async fn read_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let op = FsOp::Read {
+            fd: self.fd,
+            offset,
+            len: buf.bytes_total(),
+        };
+        if let Err(f) = hook::before(&hook::current(), &op) {
+            return (Err(f.into_error()), buf);
+        }
         let buf_index = buf.fixed_index();
         Op::new(ReadAt {
             fd: self.fd,
@@ -312,14 +343,50 @@ impl File {
 
     /// Write `buf` at `offset`; returns how much was written.
     pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
-        let buf_index = buf.fixed_index();
-        Op::new(WriteAt {
-            fd: self.fd,
-            buf,
-            offset,
-            buf_index,
-        })
-        .await
+        let fd = self.fd;
+        let fault = hook::before(
+            &hook::current(),
+            &FsOp::Write {
+                fd,
+                offset,
+                data: buf.init_slice(),
+            },
+        );
+        let (res, buf) = match fault {
+            Ok(()) => {
+                let buf_index = buf.fixed_index();
+                Op::new(WriteAt {
+                    fd,
+                    buf,
+                    offset,
+                    buf_index,
+                })
+                .await
+            }
+            Err(Fault::Short(n)) => {
+                // Write only the first `n` bytes, for real.
+                let part = buf.init_slice()[..n.min(buf.bytes_init())].to_vec();
+                let (res, _) = Op::new(WriteAt {
+                    fd,
+                    buf: part,
+                    offset,
+                    buf_index: None,
+                })
+                .await;
+                (res, buf)
+            }
+            Err(Fault::Fail(e)) => return (Err(e), buf),
+        };
+        let data = match &res {
+            Ok(n) => &buf.init_slice()[..*n],
+            Err(_) => &[],
+        };
+        hook::after(
+            &hook::current(),
+            &FsOp::Write { fd, offset, data },
+            &seen(&res, |&n| n as u64),
+        );
+        (res, buf)
     }
 
     /// Write all of `buf` at `offset` (copies the tail on a short write).
@@ -376,17 +443,39 @@ impl File {
         bufs: Vec<B>,
         offset: u64,
     ) -> (io::Result<usize>, Vec<B>) {
-        Op::new(Writev::new(self.fd, bufs, offset)).await
+        if hook::current().is_none() {
+            return Op::new(Writev::new(self.fd, bufs, offset)).await;
+        }
+        // Hooked: the hook sees (and may fault) one write of the joined bytes.
+        let joined: Vec<u8> = bufs.iter().flat_map(|b| b.init_slice()).copied().collect();
+        let (res, _) = self.write_at(joined, offset).await;
+        (res, bufs)
     }
 
     /// `fsync`.
     pub async fn sync_all(&self) -> io::Result<()> {
-        Op::new(Fsync::All(self.fd)).await
+        self.sync(false).await
     }
 
     /// `fdatasync`.
     pub async fn sync_data(&self) -> io::Result<()> {
-        Op::new(Fsync::Data(self.fd)).await
+        self.sync(true).await
+    }
+
+    async fn sync(&self, data_only: bool) -> io::Result<()> {
+        let op = FsOp::Sync {
+            fd: self.fd,
+            data_only,
+        };
+        hook::before(&hook::current(), &op).map_err(Fault::into_error)?;
+        let res = Op::new(if data_only {
+            Fsync::Data(self.fd)
+        } else {
+            Fsync::All(self.fd)
+        })
+        .await;
+        hook::after(&hook::current(), &op, &seen(&res, |_| 0));
+        res
     }
 
     /// `sync_file_range` with `SYNC_FILE_RANGE_*` flags.
@@ -410,7 +499,9 @@ impl File {
     pub async fn close(self) -> io::Result<()> {
         let fd = self.fd;
         std::mem::forget(self);
-        Op::new(Close { fd }).await
+        let res = Op::new(Close { fd }).await;
+        hook::after(&hook::current(), &FsOp::Close { fd }, &Ok(0));
+        res
     }
 }
 
@@ -442,6 +533,7 @@ impl From<File> for std::os::fd::OwnedFd {
 impl Drop for File {
     fn drop(&mut self) {
         let fd = self.fd;
+        hook::after(&hook::current(), &FsOp::Close { fd }, &Ok(0));
         if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };

@@ -9,6 +9,7 @@ pub(crate) mod connect;
 pub(crate) mod fallocate;
 pub(crate) mod fsync;
 pub(crate) mod open;
+pub(crate) mod path;
 pub(crate) mod raw;
 pub(crate) mod read_at;
 pub(crate) mod readv;

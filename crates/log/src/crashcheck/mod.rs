@@ -1,0 +1,438 @@
+//! The crash-state explorer: proof, state by state, that a crash never
+//! loses or changes an acknowledged record.
+//!
+//! A seeded workload appends to a log (one record or several at once,
+//! reopening it now and then) while a [`trace::Recorder`], installed as
+//! `ringkit::fs`'s hook, records every write with its bytes, every sync,
+//! `fallocate`, create, rename, removal and directory sync, and the
+//! workload notes each acknowledgement. Then, at every point of the trace,
+//! [`model::Model`] enumerates the states a crash there could leave on
+//! disk (every synced prefix, plus any subset of the writes since the last
+//! sync, each torn at sector boundaries, and unsynced names lost), each is
+//! written to a scratch directory, and recovery runs on it: read-only,
+//! read-write, then read-only again. A state passes when:
+//!
+//! - recovery succeeds (a state a crash can leave must open), never panics;
+//! - every record acknowledged before that point is there, byte for byte,
+//!   at its LSN;
+//! - every record there was appended by the workload, once, and the LSNs
+//!   run without a gap from the log's first;
+//! - the read-only and read-write recoveries agree, and the read-write
+//!   recovery's writes change nothing a later recovery reads.
+//!
+//! With a [`FaultPlan`], the k-th operation of one kind fails (`EIO`,
+//! `ENOSPC`, or a short write), deterministically; the run then also
+//! checks that every append resolves, that a log whose write or sync
+//! failed acknowledges nothing more until it is reopened, and the crash
+//! states explored are those of the faulted run.
+
+pub mod model;
+pub mod trace;
+
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::Duration;
+
+use crate::{Log, Options};
+use model::{Model, Rng};
+use trace::{Event, Recorder};
+pub use trace::{FaultPlan, OpKind};
+
+/// What to explore.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Workload steps (each appends 1-4 records).
+    pub ops: usize,
+    /// The seed of the workload and of the state draws.
+    pub seed: u64,
+    /// Write with `O_DIRECT`.
+    pub direct: bool,
+    /// The most states explored at one point of the trace.
+    pub budget: usize,
+    /// A scratch directory (best on tmpfs); the explorer works in a new
+    /// directory inside it and removes that when done.
+    pub scratch: PathBuf,
+    /// A fault to inject, if any.
+    pub fault: Option<FaultPlan>,
+}
+
+impl Config {
+    /// `ops` steps of seed `seed`, buffered, 64 states per point.
+    pub fn new(ops: usize, seed: u64, scratch: impl AsRef<Path>) -> Config {
+        Config {
+            ops,
+            seed,
+            direct: false,
+            budget: 64,
+            scratch: scratch.as_ref().to_path_buf(),
+            fault: None,
+        }
+    }
+}
+
+/// What an exploration found.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// Events in the trace.
+    pub events: usize,
+    /// Points of the trace where states were explored.
+    pub points: usize,
+    /// Crash states recovered and checked.
+    pub states: u64,
+    /// Records acknowledged by the workload.
+    pub acked: u64,
+    /// Whether the planned fault fired.
+    pub fault_fired: bool,
+    /// Everything that went wrong, each with how to replay it.
+    pub violations: Vec<String>,
+}
+
+/// The options of every explored log: small segments (rolls happen) and
+/// small batches (few sectors per write).
+pub fn options(direct: bool) -> Options {
+    Options {
+        direct,
+        segment_size: 64 << 10,
+        max_batch: 8 << 10,
+        registered_buffers: false,
+        first_lsn: 1,
+    }
+}
+
+/// The payload of append `id` of run `seed`: its id, then seeded bytes.
+pub fn payload(seed: u64, id: u64, len: usize) -> Vec<u8> {
+    let mut r = Rng((seed << 20 ^ id).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut out = Vec::with_capacity(16 + len);
+    out.extend_from_slice(&seed.to_le_bytes());
+    out.extend_from_slice(&id.to_le_bytes());
+    out.extend((0..len).map(|_| r.next() as u8));
+    out
+}
+
+/// Run the workload and explore its crash states. Must run inside a
+/// ringkit runtime (the backend under test); installs and removes the
+/// thread's `ringkit::fs` hook.
+pub async fn explore(cfg: &Config) -> io::Result<Report> {
+    static RUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let work = cfg.scratch.join(format!(
+        "ringkit-crashcheck-{}-{run}-{}",
+        std::process::id(),
+        cfg.seed
+    ));
+    if work.exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!("{} exists: not touching it", work.display()),
+        ));
+    }
+    std::fs::create_dir_all(work.join("run"))?;
+    let res = explore_in(cfg, &work).await;
+    let _ = std::fs::remove_dir_all(&work);
+    res
+}
+
+async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
+    let root = work.join("run");
+    let rec = Rc::new(Recorder::new(&root, cfg.fault));
+    let prev = ringkit::fs::hook::set_hook(Some(rec.clone()));
+    let mut report = Report::default();
+    let outcome = workload(cfg, &root.join("log"), &rec, &mut report).await;
+    ringkit::fs::hook::set_hook(prev);
+    report.fault_fired = rec.fired();
+    if let Err(v) = outcome {
+        report.violations.push(v);
+    }
+    let events = rec.events();
+    report.events = events.len();
+    check_poison(cfg, &events, &mut report);
+    explore_trace(cfg, &events, work, &mut report).await?;
+    Ok(report)
+}
+
+/// The workload: appends of 1-4 records at once, a reopen now and then.
+/// `Err` is a violation (an append that never resolved).
+async fn workload(
+    cfg: &Config,
+    dir: &Path,
+    rec: &Recorder,
+    report: &mut Report,
+) -> Result<(), String> {
+    let mut rng = Rng(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut id = 0u64;
+    let mut log = None;
+    let replay = || {
+        format!(
+            "(replay: seed {}, ops {}, direct {})",
+            cfg.seed, cfg.ops, cfg.direct
+        )
+    };
+    for step in 0..cfg.ops {
+        if log.is_none() || rng.below(25) == 0 {
+            drop(log.take());
+            rec.note(Event::Reopen);
+            let fired = rec.fired();
+            match Log::open(dir, options(cfg.direct)).await {
+                Ok(l) => log = Some(l),
+                Err(_) if !fired && rec.fired() => {
+                    // A fault in recovery: it failed cleanly; open again.
+                    rec.disarm();
+                    continue;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "step {step}: open failed without a fault: {e} {}",
+                        replay()
+                    ))
+                }
+            }
+        }
+        let l = log.as_ref().expect("open");
+        let n = 1 + rng.below(4);
+        let mut commits = Vec::new();
+        for _ in 0..n {
+            let len = rng.below(1500) as usize;
+            rec.note(Event::Appended { id });
+            commits.push((id, l.append(payload(cfg.seed, id, len))));
+            id += 1;
+        }
+        for (pid, c) in commits {
+            match ringkit::time::timeout(Duration::from_secs(20), c).await {
+                Ok(Ok(lsn)) => {
+                    rec.note(Event::Ack { lsn, id: pid });
+                    report.acked += 1;
+                }
+                Ok(Err(_)) => {}
+                Err(_) => {
+                    return Err(format!(
+                        "step {step}: an append never resolved {}",
+                        replay()
+                    ))
+                }
+            }
+        }
+    }
+    if let Some(l) = log {
+        l.close().await;
+    }
+    Ok(())
+}
+
+/// A log whose segment write or sync failed acknowledges nothing more
+/// until it is reopened.
+fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
+    let mut names: BTreeMap<usize, String> = BTreeMap::new();
+    let mut poisoned = None;
+    for e in events {
+        match e {
+            Event::Create { name, node, .. } => {
+                names.insert(*node, name.to_string_lossy().into_owned());
+            }
+            Event::Rename { to, .. } => {
+                // The spare becomes a segment: its node keeps its data.
+                for v in names.values_mut() {
+                    if v.ends_with(".seg.tmp") {
+                        *v = to.to_string_lossy().into_owned();
+                    }
+                }
+            }
+            Event::Faulted {
+                what,
+                node: Some(n),
+            } if (what.starts_with("write") || what.starts_with("fdatasync"))
+                && names.get(n).is_some_and(|s| s.ends_with(".seg")) =>
+            {
+                poisoned = Some(what.clone());
+            }
+            Event::Reopen => poisoned = None,
+            Event::Ack { lsn, .. } => {
+                if let Some(w) = &poisoned {
+                    report.violations.push(format!(
+                        "record {lsn} acknowledged after a failed {w} (seed {}, fault {:?})",
+                        cfg.seed, cfg.fault
+                    ));
+                    poisoned = None;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// What the workload had done at one point of the trace.
+#[derive(Default, Clone)]
+struct Seen {
+    acked: BTreeMap<u64, u64>,
+    appended: HashSet<u64>,
+}
+
+async fn explore_trace(
+    cfg: &Config,
+    events: &[Event],
+    work: &Path,
+    report: &mut Report,
+) -> io::Result<()> {
+    let mut model = Model::new();
+    let mut seen = Seen::default();
+    let mut rng = Rng(cfg.seed ^ 0xC0FF_EE00_D15C_0001);
+    let state_dir = work.join("state");
+    for (i, e) in events.iter().enumerate() {
+        model.apply(e);
+        match e {
+            Event::Ack { lsn, id } => {
+                seen.acked.insert(*lsn, *id);
+                continue;
+            }
+            Event::Appended { id } => {
+                seen.appended.insert(*id);
+                continue;
+            }
+            Event::Reopen | Event::Faulted { .. } => continue,
+            _ => {}
+        }
+        report.points += 1;
+        for choice in model.states(cfg.budget, &mut rng) {
+            report.states += 1;
+            let files = model.materialize(&choice);
+            if let Err(v) = check_state(cfg, &files, &seen, &state_dir).await? {
+                report.violations.push(format!(
+                    "after event {i} ({}), state [{}]: {v} (replay: ringkit log crashcheck --seed {} \
+                     --ops {}{})",
+                    short(e),
+                    choice.describe(),
+                    cfg.seed,
+                    cfg.ops,
+                    if cfg.direct { " --direct" } else { "" }
+                ));
+                if report.violations.len() >= 20 {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn short(e: &Event) -> String {
+    match e {
+        Event::Write { node, offset, data } => format!("write node {node} {}@{offset}", data.len()),
+        other => format!("{other:?}").chars().take(80).collect(),
+    }
+}
+
+/// Write the state, recover it three ways, check it. `Ok(Err(v))` is a
+/// violation; `Err` a failure of the explorer itself.
+async fn check_state(
+    cfg: &Config,
+    files: &[(PathBuf, Option<Vec<u8>>)],
+    seen: &Seen,
+    dir: &Path,
+) -> io::Result<Result<(), String>> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir)?;
+    for (path, data) in files {
+        match data {
+            None => std::fs::create_dir_all(dir.join(path))?,
+            Some(d) => std::fs::write(dir.join(path), d)?,
+        }
+    }
+    let log_dir = dir.join("log");
+    if !log_dir.is_dir() {
+        return Ok(match seen.acked.keys().next() {
+            Some(lsn) => Err(format!(
+                "the log directory is gone; record {lsn} was acknowledged"
+            )),
+            None => Ok(()),
+        });
+    }
+    let opts = options(cfg.direct);
+    let first = records_of(Log::open_read_only(&log_dir, opts.clone()).await).await;
+    let rw = records_of(Log::open(&log_dir, opts.clone()).await).await;
+    let again = records_of(Log::open_read_only(&log_dir, opts).await).await;
+    let recs = match (&first, &rw) {
+        (_, Err(e)) => {
+            return Ok(Err(format!(
+                "recovery refused a state a crash can leave: {e}"
+            )))
+        }
+        (Err(e), Ok(_)) if e.kind() != io::ErrorKind::NotFound => {
+            return Ok(Err(format!(
+                "read-only recovery refused what read-write accepted: {e}"
+            )))
+        }
+        (Ok(a), Ok(b)) if a != b => {
+            return Ok(Err(format!(
+                "read-only recovery read {} records, read-write {}",
+                a.len(),
+                b.len()
+            )))
+        }
+        (_, Ok(b)) => b,
+    };
+    match &again {
+        Ok(c) if c == recs => {}
+        Ok(c) => {
+            return Ok(Err(format!(
+                "after recovery a reopen reads {} records, not {}",
+                c.len(),
+                recs.len()
+            )))
+        }
+        Err(e) => return Ok(Err(format!("after recovery the log no longer opens: {e}"))),
+    }
+    Ok(verify(cfg, recs, seen))
+}
+
+/// The records of an opened log, in order.
+async fn records_of(log: io::Result<Log>) -> io::Result<Vec<(u64, Vec<u8>)>> {
+    let log = log?;
+    let mut out = Vec::new();
+    let mut next = log.first_lsn();
+    loop {
+        let got = log.read_from(next, 1024).await?;
+        let Some(&(last, _)) = got.last() else { break };
+        next = last + 1;
+        out.extend(got);
+    }
+    Ok(out)
+}
+
+fn verify(cfg: &Config, recs: &[(u64, Vec<u8>)], seen: &Seen) -> Result<(), String> {
+    let mut ids = HashSet::new();
+    for (i, (lsn, p)) in recs.iter().enumerate() {
+        if *lsn != 1 + i as u64 {
+            return Err(format!("LSN {lsn} where {} belongs: a gap", 1 + i));
+        }
+        if p.len() < 16 || p[..8] != cfg.seed.to_le_bytes() {
+            return Err(format!("record {lsn} was never appended"));
+        }
+        let id = u64::from_le_bytes(p[8..16].try_into().expect("8 bytes"));
+        if !seen.appended.contains(&id) || *p != payload(cfg.seed, id, p.len() - 16) {
+            return Err(format!(
+                "record {lsn} was never appended (payload {id} changed)"
+            ));
+        }
+        if !ids.insert(id) {
+            return Err(format!(
+                "record {lsn} repeats payload {id}: two LSNs name one record"
+            ));
+        }
+    }
+    for (&lsn, &id) in &seen.acked {
+        match recs.get(lsn as usize - 1) {
+            None => {
+                return Err(format!(
+                    "acknowledged record {lsn} is lost ({} records recovered)",
+                    recs.len()
+                ))
+            }
+            Some((_, p)) if p[8..16] != id.to_le_bytes() => {
+                return Err(format!("acknowledged record {lsn} now holds other data"))
+            }
+            Some(_) => {}
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,409 @@
+//! The crash-state model: what a Linux file system may hold after a crash,
+//! given the trace of what was asked of it.
+//!
+//! - A file's data is durable up to its last `fsync`/`fdatasync`. Each
+//!   write (or size change) since then may or may not have reached the
+//!   disk, independently, and a write may be torn at 512-byte sector
+//!   boundaries: any subset of its sectors persisted. Later writes land
+//!   over earlier ones where both persisted.
+//! - A directory's names are durable up to its last `fsync`. The changes
+//!   since then (creates, renames, removals) persist as a prefix, in
+//!   order: metadata goes through the journal in order (ext4, XFS), but a
+//!   change with no directory sync after it may be lost.
+//!
+//! [`Model::states`] enumerates the states at one point of the trace: all
+//! of them when there are at most `budget`, else `budget` drawn at random
+//! (seeded), always with the two extremes (nothing pending persisted,
+//! everything persisted).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+
+use super::trace::{Event, Node};
+
+/// Sector size of the tear model.
+pub const SECTOR: u64 = 512;
+
+#[derive(Debug, Clone)]
+enum Pending {
+    Write { offset: u64, data: Vec<u8> },
+    Alloc { end: u64 },
+    Truncate,
+}
+
+#[derive(Debug, Clone)]
+enum DirOp {
+    Add(OsString, Node),
+    Rename(OsString, OsString),
+    Remove(OsString),
+}
+
+#[derive(Debug, Clone, Default)]
+struct NodeState {
+    is_dir: bool,
+    data: Vec<u8>,
+    pending: Vec<Pending>,
+    entries: BTreeMap<OsString, Node>,
+    dir_pending: Vec<DirOp>,
+}
+
+/// One choice per pending change: for a directory, how many of its
+/// changes persisted; for a file write, which of its sectors.
+#[derive(Debug, Clone)]
+pub struct Choice {
+    dirs: Vec<(Node, usize)>,
+    writes: Vec<(Node, usize, Vec<bool>)>,
+}
+
+impl Choice {
+    /// A short description (for a violation report).
+    pub fn describe(&self) -> String {
+        let mut out = Vec::new();
+        for (d, k) in &self.dirs {
+            out.push(format!("dir {d}: {k} names"));
+        }
+        for (n, i, s) in &self.writes {
+            let kept = s.iter().filter(|&&x| x).count();
+            out.push(format!("node {n} change {i}: {kept}/{} sectors", s.len()));
+        }
+        out.join(", ")
+    }
+}
+
+/// The durable state and what is pending, as the trace is replayed.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    nodes: Vec<NodeState>,
+}
+
+/// A small seeded generator (xorshift64*).
+#[derive(Debug, Clone)]
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+fn sectors(offset: u64, len: usize) -> usize {
+    if len == 0 {
+        return 1;
+    }
+    let end = offset + len as u64;
+    (end.div_ceil(SECTOR) - offset / SECTOR) as usize
+}
+
+impl Model {
+    /// An empty root directory.
+    pub fn new() -> Model {
+        Model {
+            nodes: vec![NodeState {
+                is_dir: true,
+                ..NodeState::default()
+            }],
+        }
+    }
+
+    fn node(&mut self, n: Node) -> &mut NodeState {
+        if self.nodes.len() <= n {
+            self.nodes.resize_with(n + 1, NodeState::default);
+        }
+        &mut self.nodes[n]
+    }
+
+    /// Apply one event of the trace.
+    pub fn apply(&mut self, e: &Event) {
+        match e {
+            Event::Create {
+                dir,
+                name,
+                node,
+                is_dir,
+            } => {
+                self.node(*node).is_dir = *is_dir;
+                self.node(*dir)
+                    .dir_pending
+                    .push(DirOp::Add(name.clone(), *node));
+            }
+            Event::Truncate { node } => self.node(*node).pending.push(Pending::Truncate),
+            Event::Write { node, offset, data } => self.node(*node).pending.push(Pending::Write {
+                offset: *offset,
+                data: data.clone(),
+            }),
+            Event::Alloc { node, end } => {
+                self.node(*node).pending.push(Pending::Alloc { end: *end })
+            }
+            Event::SyncFile { node } => {
+                let n = self.node(*node);
+                let pending = std::mem::take(&mut n.pending);
+                for p in &pending {
+                    apply_change(&mut n.data, p, None);
+                }
+            }
+            Event::SyncDir { node } => {
+                let n = self.node(*node);
+                for op in std::mem::take(&mut n.dir_pending) {
+                    apply_dir(&mut n.entries, &op);
+                }
+            }
+            Event::Rename { dir, from, to } => self
+                .node(*dir)
+                .dir_pending
+                .push(DirOp::Rename(from.clone(), to.clone())),
+            Event::Remove { dir, name } => self
+                .node(*dir)
+                .dir_pending
+                .push(DirOp::Remove(name.clone())),
+            Event::Ack { .. } | Event::Appended { .. } | Event::Reopen | Event::Faulted { .. } => {}
+        }
+    }
+
+    /// Up to `budget` crash states of the model as it stands.
+    pub fn states(&self, budget: usize, rng: &mut Rng) -> Vec<Choice> {
+        let dirs: Vec<(Node, usize)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| !n.dir_pending.is_empty())
+            .map(|(i, n)| (i, n.dir_pending.len()))
+            .collect();
+        let writes: Vec<(Node, usize, usize)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(i, n)| {
+                n.pending.iter().enumerate().map(move |(j, p)| {
+                    let s = match p {
+                        Pending::Write { offset, data } => sectors(*offset, data.len()),
+                        _ => 1,
+                    };
+                    (i, j, s)
+                })
+            })
+            .collect();
+        // How many states in all (saturating).
+        let mut total: u128 = 1;
+        for (_, k) in &dirs {
+            total = total.saturating_mul(*k as u128 + 1);
+        }
+        for (_, _, s) in &writes {
+            total = total.saturating_mul(1u128.checked_shl(*s as u32).unwrap_or(u128::MAX));
+        }
+        let mut out = Vec::new();
+        if total <= budget as u128 {
+            for mut idx in 0..total {
+                let mut c = Choice {
+                    dirs: Vec::new(),
+                    writes: Vec::new(),
+                };
+                for (d, k) in &dirs {
+                    let r = *k as u128 + 1;
+                    c.dirs.push((*d, (idx % r) as usize));
+                    idx /= r;
+                }
+                for (n, j, s) in &writes {
+                    let mask: Vec<bool> = (0..*s).map(|b| idx >> b & 1 == 1).collect();
+                    idx >>= *s;
+                    c.writes.push((*n, *j, mask));
+                }
+                out.push(c);
+            }
+            return out;
+        }
+        // Too many: the extremes, then draws.
+        for all in [false, true] {
+            out.push(Choice {
+                dirs: dirs
+                    .iter()
+                    .map(|&(d, k)| (d, if all { k } else { 0 }))
+                    .collect(),
+                writes: writes
+                    .iter()
+                    .map(|&(n, j, s)| (n, j, vec![all; s]))
+                    .collect(),
+            });
+        }
+        while out.len() < budget {
+            let c = Choice {
+                dirs: dirs
+                    .iter()
+                    .map(|&(d, k)| (d, rng.below(k as u64 + 1) as usize))
+                    .collect(),
+                writes: writes
+                    .iter()
+                    .map(|&(n, j, s)| {
+                        let mask = match rng.below(4) {
+                            0 => vec![false; s],
+                            1 => vec![true; s],
+                            2 => {
+                                // A prefix (a write cut short by the crash).
+                                let k = rng.below(s as u64 + 1) as usize;
+                                (0..s).map(|b| b < k).collect()
+                            }
+                            _ => (0..s).map(|_| rng.below(2) == 1).collect(),
+                        };
+                        (n, j, mask)
+                    })
+                    .collect(),
+            };
+            out.push(c);
+        }
+        out
+    }
+
+    /// The files of state `c`: each reachable file's path under the root
+    /// (directories included, with `None`) and content.
+    pub fn materialize(&self, c: &Choice) -> Vec<(std::path::PathBuf, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        self.walk(0, std::path::PathBuf::new(), c, &mut out, 0);
+        out
+    }
+
+    fn walk(
+        &self,
+        dir: Node,
+        at: std::path::PathBuf,
+        c: &Choice,
+        out: &mut Vec<(std::path::PathBuf, Option<Vec<u8>>)>,
+        depth: usize,
+    ) {
+        if depth > 8 {
+            return;
+        }
+        let n = &self.nodes[dir];
+        let mut entries = n.entries.clone();
+        let k = c
+            .dirs
+            .iter()
+            .find(|(d, _)| *d == dir)
+            .map_or(0, |&(_, k)| k);
+        for op in &n.dir_pending[..k] {
+            apply_dir(&mut entries, op);
+        }
+        for (name, &node) in &entries {
+            let path = at.join(name);
+            if self.nodes[node].is_dir {
+                out.push((path.clone(), None));
+                self.walk(node, path, c, out, depth + 1);
+            } else {
+                let f = &self.nodes[node];
+                let mut data = f.data.clone();
+                for (j, p) in f.pending.iter().enumerate() {
+                    let mask = c
+                        .writes
+                        .iter()
+                        .find(|(wn, wj, _)| *wn == node && *wj == j)
+                        .map(|(_, _, m)| m.as_slice());
+                    apply_change(&mut data, p, Some(mask.unwrap_or(&[])));
+                }
+                out.push((path, Some(data)));
+            }
+        }
+    }
+}
+
+fn apply_dir(entries: &mut BTreeMap<OsString, Node>, op: &DirOp) {
+    match op {
+        DirOp::Add(name, node) => {
+            entries.insert(name.clone(), *node);
+        }
+        DirOp::Rename(from, to) => {
+            if let Some(node) = entries.remove(from) {
+                entries.insert(to.clone(), node);
+            }
+        }
+        DirOp::Remove(name) => {
+            entries.remove(name);
+        }
+    }
+}
+
+/// Apply a change to `data`: whole (`mask` `None`), or only the sectors
+/// the mask keeps (an empty mask keeps none).
+fn apply_change(data: &mut Vec<u8>, p: &Pending, mask: Option<&[bool]>) {
+    let keep = |i: usize| mask.is_none_or(|m| m.get(i).copied().unwrap_or(false));
+    match p {
+        Pending::Truncate => {
+            if keep(0) {
+                data.clear();
+            }
+        }
+        Pending::Alloc { end } => {
+            if keep(0) && (data.len() as u64) < *end {
+                data.resize(*end as usize, 0);
+            }
+        }
+        Pending::Write {
+            offset,
+            data: bytes,
+        } => {
+            let first = offset / SECTOR;
+            for (i, chunk_start) in
+                (0..sectors(*offset, bytes.len())).map(|i| (i, (first + i as u64) * SECTOR))
+            {
+                if !keep(i) {
+                    continue;
+                }
+                let from = chunk_start.max(*offset);
+                let to = (chunk_start + SECTOR).min(offset + bytes.len() as u64);
+                if from >= to {
+                    continue;
+                }
+                if (data.len() as u64) < to {
+                    data.resize(to as usize, 0);
+                }
+                let src = &bytes[(from - offset) as usize..(to - offset) as usize];
+                data[from as usize..to as usize].copy_from_slice(src);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsynced_writes_tear_and_unsynced_names_vanish() {
+        let mut m = Model::new();
+        m.apply(&Event::Create {
+            dir: 0,
+            name: "f".into(),
+            node: 1,
+            is_dir: false,
+        });
+        m.apply(&Event::Write {
+            node: 1,
+            offset: 0,
+            data: vec![1; 1024],
+        });
+        // Nothing synced: 2 name states x 4 sector subsets.
+        let states = m.states(1000, &mut Rng(1));
+        assert_eq!(states.len(), 8);
+        let files: Vec<_> = states.iter().map(|c| m.materialize(c)).collect();
+        assert!(files.iter().any(|f| f.is_empty()), "the create may be lost");
+        assert!(files
+            .iter()
+            .any(|f| f.len() == 1 && f[0].1.as_ref().unwrap().len() == 1024));
+        // Only the second sector persisted: the first reads as zeros.
+        assert!(files.iter().any(|f| f.len() == 1 && {
+            let d = f[0].1.as_ref().unwrap();
+            d.len() == 1024 && d[0] == 0 && d[600] == 1
+        }));
+        m.apply(&Event::SyncDir { node: 0 });
+        m.apply(&Event::SyncFile { node: 1 });
+        let states = m.states(1000, &mut Rng(1));
+        assert_eq!(states.len(), 1);
+        assert_eq!(
+            m.materialize(&states[0])[0].1.as_ref().unwrap(),
+            &vec![1u8; 1024]
+        );
+    }
+}

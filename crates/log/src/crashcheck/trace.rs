@@ -1,0 +1,356 @@
+//! The recorder: a [`FsHook`] that turns every change `ringkit::fs` makes
+//! under one root directory into a trace of events on nodes (files and
+//! directories, named by number, as inodes are), with the workload's
+//! acknowledgements between them. It can also fail the k-th operation of
+//! one kind (fault injection).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+
+use ringkit::fs::hook::{Fault, FsHook, FsOp};
+
+/// A file or directory, numbered in order of creation (0: the root).
+pub type Node = usize;
+
+/// One change, in the order the kernel saw it.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A new name `name` in directory `dir` for a new node.
+    Create {
+        dir: Node,
+        name: OsString,
+        node: Node,
+        is_dir: bool,
+    },
+    /// `O_TRUNC` of an existing file.
+    Truncate { node: Node },
+    /// Bytes written at `offset`.
+    Write {
+        node: Node,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// `fallocate` (mode 0: the size grows to cover the range).
+    Alloc { node: Node, end: u64 },
+    /// `fsync`/`fdatasync` of a file: its data so far is durable.
+    SyncFile { node: Node },
+    /// `fsync` of a directory: its names so far are durable.
+    SyncDir { node: Node },
+    /// `from` renamed to `to`, both in directory `dir`.
+    Rename {
+        dir: Node,
+        from: OsString,
+        to: OsString,
+    },
+    /// `name` removed from `dir`.
+    Remove { dir: Node, name: OsString },
+    /// The workload saw record `lsn` acknowledged (payload number `id`).
+    Ack { lsn: u64, id: u64 },
+    /// The workload appended payload `id` (acknowledged or not later).
+    Appended { id: u64 },
+    /// The workload reopened the log (a new recovery starts here).
+    Reopen,
+    /// An operation failed by fault injection.
+    Faulted { what: String, node: Option<Node> },
+}
+
+/// Which operations a fault plan counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpKind {
+    Open,
+    Read,
+    Write,
+    Sync,
+    Alloc,
+    Rename,
+    Remove,
+    Mkdir,
+}
+
+impl OpKind {
+    /// Every kind.
+    pub const ALL: [OpKind; 8] = [
+        OpKind::Open,
+        OpKind::Read,
+        OpKind::Write,
+        OpKind::Sync,
+        OpKind::Alloc,
+        OpKind::Rename,
+        OpKind::Remove,
+        OpKind::Mkdir,
+    ];
+
+    fn of(op: &FsOp<'_>) -> Option<OpKind> {
+        Some(match op {
+            FsOp::Open { .. } => OpKind::Open,
+            FsOp::Read { .. } => OpKind::Read,
+            FsOp::Write { .. } => OpKind::Write,
+            FsOp::Sync { .. } => OpKind::Sync,
+            FsOp::Allocate { .. } => OpKind::Alloc,
+            FsOp::Rename { .. } => OpKind::Rename,
+            FsOp::Remove { .. } => OpKind::Remove,
+            FsOp::CreateDir { .. } => OpKind::Mkdir,
+            FsOp::Close { .. } => return None,
+        })
+    }
+}
+
+/// What to fail: the `nth` (from 1) operation of `kind` under the root,
+/// with `error` (`None`: a short write of half the bytes, for writes).
+#[derive(Debug, Clone, Copy)]
+pub struct FaultPlan {
+    pub kind: OpKind,
+    pub nth: u64,
+    pub error: Option<i32>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    events: Vec<Event>,
+    names: HashMap<PathBuf, Node>,
+    dirs: Vec<bool>,
+    fds: HashMap<RawFd, Node>,
+    counts: HashMap<OpKind, u64>,
+    fault: Option<FaultPlan>,
+    fired: bool,
+}
+
+/// Records every change under `root` (which must exist and be empty).
+#[derive(Debug)]
+pub struct Recorder {
+    root: PathBuf,
+    st: RefCell<State>,
+}
+
+impl Recorder {
+    /// A recorder of `root`, failing as `fault` says.
+    pub fn new(root: &Path, fault: Option<FaultPlan>) -> Recorder {
+        let mut st = State {
+            fault,
+            ..State::default()
+        };
+        st.names.insert(PathBuf::new(), 0);
+        st.dirs.push(true);
+        Recorder {
+            root: root.to_path_buf(),
+            st: RefCell::new(st),
+        }
+    }
+
+    /// Add a workload event.
+    pub fn note(&self, e: Event) {
+        self.st.borrow_mut().events.push(e);
+    }
+
+    /// Whether the planned fault was injected.
+    pub fn fired(&self) -> bool {
+        self.st.borrow().fired
+    }
+
+    /// Stop injecting faults.
+    pub fn disarm(&self) {
+        self.st.borrow_mut().fault = None;
+    }
+
+    /// The trace so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.st.borrow().events.clone()
+    }
+
+    fn rel(&self, p: &Path) -> Option<PathBuf> {
+        p.strip_prefix(&self.root).ok().map(Path::to_path_buf)
+    }
+
+    /// The directory node and name of `rel`.
+    fn parent(st: &State, rel: &Path) -> Option<(Node, OsString)> {
+        let dir = rel.parent().unwrap_or(Path::new(""));
+        Some((*st.names.get(dir)?, rel.file_name()?.to_os_string()))
+    }
+
+    /// Whether `op` is under the root (a descriptor we track, or a path).
+    fn ours(&self, st: &State, op: &FsOp<'_>) -> bool {
+        match op {
+            FsOp::Open { path, .. } | FsOp::Remove { path } | FsOp::CreateDir { path } => {
+                self.rel(path).is_some()
+            }
+            FsOp::Rename { from, .. } => self.rel(from).is_some(),
+            FsOp::Read { fd, .. }
+            | FsOp::Write { fd, .. }
+            | FsOp::Sync { fd, .. }
+            | FsOp::Allocate { fd, .. }
+            | FsOp::Close { fd } => st.fds.contains_key(fd),
+        }
+    }
+
+    fn node_of(&self, st: &State, op: &FsOp<'_>) -> Option<Node> {
+        match op {
+            FsOp::Read { fd, .. }
+            | FsOp::Write { fd, .. }
+            | FsOp::Sync { fd, .. }
+            | FsOp::Allocate { fd, .. } => st.fds.get(fd).copied(),
+            _ => None,
+        }
+    }
+}
+
+impl FsHook for Recorder {
+    fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+        let mut st = self.st.borrow_mut();
+        if !self.ours(&st, op) {
+            return None;
+        }
+        let kind = OpKind::of(op)?;
+        let n = {
+            let c = st.counts.entry(kind).or_insert(0);
+            *c += 1;
+            *c
+        };
+        let plan = st.fault?;
+        if st.fired || plan.kind != kind || plan.nth != n {
+            return None;
+        }
+        st.fired = true;
+        let node = self.node_of(&st, op);
+        // A short write is not a failure (the rest is written after it):
+        // named apart, so a poisoned log is looked for only after errors.
+        let short = plan.error.is_none() && matches!(op, FsOp::Write { .. });
+        let what = if short {
+            format!("short {op}")
+        } else {
+            op.to_string()
+        };
+        st.events.push(Event::Faulted { what, node });
+        Some(match (plan.error, op) {
+            (None, FsOp::Write { data, .. }) => Fault::Short(data.len() / 2),
+            (Some(e), _) => Fault::Fail(io::Error::from_raw_os_error(e)),
+            (None, _) => Fault::Fail(io::Error::from_raw_os_error(libc::EIO)),
+        })
+    }
+
+    fn after(&self, op: &FsOp<'_>, res: &io::Result<u64>) {
+        let mut guard = self.st.borrow_mut();
+        let st = &mut *guard;
+        if !self.ours(st, op) {
+            return;
+        }
+        let Ok(n) = res else { return };
+        match op {
+            FsOp::Open {
+                path,
+                create,
+                truncate,
+                ..
+            } => {
+                let Some(rel) = self.rel(path) else { return };
+                let node = match st.names.get(&rel) {
+                    Some(&node) => {
+                        if *truncate && !st.dirs[node] {
+                            st.events.push(Event::Truncate { node });
+                        }
+                        node
+                    }
+                    None if *create => {
+                        let Some((dir, name)) = Self::parent(st, &rel) else {
+                            return;
+                        };
+                        let node = st.dirs.len();
+                        st.dirs.push(false);
+                        st.names.insert(rel, node);
+                        st.events.push(Event::Create {
+                            dir,
+                            name,
+                            node,
+                            is_dir: false,
+                        });
+                        node
+                    }
+                    None => return, // made outside the recorder's view
+                };
+                st.fds.insert(*n as RawFd, node);
+            }
+            FsOp::CreateDir { path } => {
+                let Some(rel) = self.rel(path) else { return };
+                let Some((dir, name)) = Self::parent(st, &rel) else {
+                    return;
+                };
+                let node = st.dirs.len();
+                st.dirs.push(true);
+                st.names.insert(rel, node);
+                st.events.push(Event::Create {
+                    dir,
+                    name,
+                    node,
+                    is_dir: true,
+                });
+            }
+            FsOp::Write { fd, offset, data } => {
+                let node = st.fds[fd];
+                st.events.push(Event::Write {
+                    node,
+                    offset: *offset,
+                    data: data.to_vec(),
+                });
+            }
+            FsOp::Sync { fd, .. } => {
+                let node = st.fds[fd];
+                st.events.push(if st.dirs[node] {
+                    Event::SyncDir { node }
+                } else {
+                    Event::SyncFile { node }
+                });
+            }
+            FsOp::Allocate {
+                fd,
+                mode,
+                offset,
+                len,
+            } => {
+                if *mode == 0 {
+                    let node = st.fds[fd];
+                    st.events.push(Event::Alloc {
+                        node,
+                        end: offset + len,
+                    });
+                }
+            }
+            FsOp::Rename { from, to } => {
+                let (Some(f), Some(t)) = (self.rel(from), self.rel(to)) else {
+                    return;
+                };
+                let (Some((dir, fname)), Some((tdir, tname))) =
+                    (Self::parent(st, &f), Self::parent(st, &t))
+                else {
+                    return;
+                };
+                assert_eq!(
+                    dir, tdir,
+                    "the recorder models renames within one directory"
+                );
+                if let Some(node) = st.names.remove(&f) {
+                    st.names.insert(t, node);
+                }
+                st.events.push(Event::Rename {
+                    dir,
+                    from: fname,
+                    to: tname,
+                });
+            }
+            FsOp::Remove { path } => {
+                let Some(rel) = self.rel(path) else { return };
+                let Some((dir, name)) = Self::parent(st, &rel) else {
+                    return;
+                };
+                st.names.remove(&rel);
+                st.events.push(Event::Remove { dir, name });
+            }
+            FsOp::Close { fd } => {
+                st.fds.remove(fd);
+            }
+            FsOp::Read { .. } => {}
+        }
+    }
+}

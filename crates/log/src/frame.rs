@@ -1,0 +1,258 @@
+//! The log's own framing on disk: the manifest, each segment's header and
+//! each batch's header. (A record's framing is in [`crate::record`].)
+//!
+//! ```text
+//! MANIFEST (64 bytes), written once, by rename:
+//!   0  u32  CRC32C of bytes 4..64
+//!   4  [8]  "RKLOGMAN"
+//!   12 u32  format version (2)
+//!   16 u64  log id (random, made with the log)
+//!   24 u64  the log's first LSN
+//!   32 ..   zeros
+//! segment header (the first 4096 bytes of every segment; 64 used):
+//!   0  u32  CRC32C of bytes 4..64
+//!   4  [8]  "RKLOGSEG"
+//!   12 u32  format version (2)
+//!   16 u64  log id
+//!   24 u64  the segment's first LSN
+//!   32 u32  window: the most bytes that may be unsynced at once, from the
+//!           start of the oldest unsynced batch
+//!   36 ..   zeros
+//! batch header (32 bytes, then the batch's records, then `pad` zeros):
+//!   0  u32  CRC32C of the log id (8 bytes LE), then bytes 4..32
+//!   4  [4]  "RKB2"
+//!   8  u64  the batch's first LSN
+//!   16 u32  records in the batch
+//!   20 u32  bytes of records
+//!   24 u32  zero bytes after them (`O_DIRECT`: to the next block)
+//!   28 u32  zero
+//! ```
+//!
+//! The batch header's checksum covers the log id, so a batch copied from
+//! another log never checks here.
+
+use std::io;
+
+/// Format version written in the manifest and every segment header.
+pub const VERSION: u32 = 2;
+/// Bytes of the manifest.
+pub const MANIFEST_LEN: usize = 64;
+/// Bytes a segment header occupies (records start here).
+pub const SEGMENT_HEADER: u64 = 4096;
+/// Bytes of a batch header.
+pub const BATCH_HEADER: usize = 32;
+
+const MANIFEST_MAGIC: &[u8; 8] = b"RKLOGMAN";
+const SEGMENT_MAGIC: &[u8; 8] = b"RKLOGSEG";
+/// The batch header's magic (at offset 4).
+pub const BATCH_MAGIC: &[u8; 4] = b"RKB2";
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, msg)
+}
+
+/// What the manifest says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Manifest {
+    /// The log's id.
+    pub log_id: u64,
+    /// The log's first LSN.
+    pub start: u64,
+}
+
+impl Manifest {
+    /// The manifest's bytes.
+    pub fn encode(&self) -> [u8; MANIFEST_LEN] {
+        let mut b = [0u8; MANIFEST_LEN];
+        b[4..12].copy_from_slice(MANIFEST_MAGIC);
+        b[12..16].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
+        b[24..32].copy_from_slice(&self.start.to_le_bytes());
+        let crc = crc32c::crc32c(&b[4..]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Parse a manifest file's bytes.
+    pub fn decode(b: &[u8]) -> io::Result<Manifest> {
+        if b.len() != MANIFEST_LEN || &b[4..12] != MANIFEST_MAGIC {
+            return Err(invalid(format!(
+                "MANIFEST is not a ringkit-log manifest ({} bytes)",
+                b.len()
+            )));
+        }
+        if crc32c::crc32c(&b[4..]) != u32_at(b, 0) {
+            return Err(invalid("MANIFEST does not check (damaged)".into()));
+        }
+        let version = u32_at(b, 12);
+        if version != VERSION {
+            return Err(invalid(format!(
+                "MANIFEST: format version {version}, this ringkit-log reads {VERSION}"
+            )));
+        }
+        Ok(Manifest {
+            log_id: u64_at(b, 16),
+            start: u64_at(b, 24),
+        })
+    }
+}
+
+/// What a segment header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentHeader {
+    /// The log's id.
+    pub log_id: u64,
+    /// The segment's first LSN.
+    pub first: u64,
+    /// The most bytes that may be unsynced at once (see the module doc).
+    pub window: u32,
+}
+
+impl SegmentHeader {
+    /// Write the header into the first 64 bytes of `out` (the rest of the
+    /// segment header's 4096 bytes stays zero).
+    pub fn encode_into(&self, out: &mut [u8]) {
+        let b = &mut out[..64];
+        b.fill(0);
+        b[4..12].copy_from_slice(SEGMENT_MAGIC);
+        b[12..16].copy_from_slice(&VERSION.to_le_bytes());
+        b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
+        b[24..32].copy_from_slice(&self.first.to_le_bytes());
+        b[32..36].copy_from_slice(&self.window.to_le_bytes());
+        let crc = crc32c::crc32c(&b[4..]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Parse the first bytes of a segment (its first 4096 if the file has
+    /// them: the unused part must be zeros); `None`: not a segment header.
+    pub fn decode(b: &[u8]) -> Option<SegmentHeader> {
+        if b.len() < 64 || &b[4..12] != SEGMENT_MAGIC || b[64..].iter().any(|&x| x != 0) {
+            return None;
+        }
+        if crc32c::crc32c(&b[4..64]) != u32_at(b, 0) || u32_at(b, 12) != VERSION {
+            return None;
+        }
+        Some(SegmentHeader {
+            log_id: u64_at(b, 16),
+            first: u64_at(b, 24),
+            window: u32_at(b, 32),
+        })
+    }
+}
+
+/// What a batch header says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// LSN of the batch's first record.
+    pub first: u64,
+    /// Records in the batch.
+    pub count: u32,
+    /// Bytes of records after the header.
+    pub len: u32,
+    /// Zero bytes after the records.
+    pub pad: u32,
+}
+
+impl BatchHeader {
+    /// Bytes from the header's start to the next batch's.
+    pub fn extent(&self) -> u64 {
+        BATCH_HEADER as u64 + u64::from(self.len) + u64::from(self.pad)
+    }
+
+    /// Write the header into the first 32 bytes of `out`.
+    pub fn encode_into(&self, log_id: u64, out: &mut [u8]) {
+        let b = &mut out[..BATCH_HEADER];
+        b[4..8].copy_from_slice(BATCH_MAGIC);
+        b[8..16].copy_from_slice(&self.first.to_le_bytes());
+        b[16..20].copy_from_slice(&self.count.to_le_bytes());
+        b[20..24].copy_from_slice(&self.len.to_le_bytes());
+        b[24..28].copy_from_slice(&self.pad.to_le_bytes());
+        b[28..32].fill(0);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Parse a batch header of log `log_id` at the start of `b`; `None`:
+    /// not one (zeros, damage, another log's).
+    pub fn decode(b: &[u8], log_id: u64) -> Option<BatchHeader> {
+        if b.len() < BATCH_HEADER || &b[4..8] != BATCH_MAGIC || u32_at(b, 28) != 0 {
+            return None;
+        }
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..BATCH_HEADER]);
+        (crc == u32_at(b, 0)).then(|| BatchHeader {
+            first: u64_at(b, 8),
+            count: u32_at(b, 16),
+            len: u32_at(b, 20),
+            pad: u32_at(b, 24),
+        })
+    }
+}
+
+/// A new log id: random, never 0.
+pub fn new_log_id() -> u64 {
+    let mut id = 0u64;
+    // SAFETY: getrandom fills the 8 bytes of a local.
+    let n = unsafe { libc::getrandom((&mut id as *mut u64).cast(), 8, 0) };
+    if n != 8 {
+        // No entropy source: time and pid are unique enough for an id.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        id = t ^ (u64::from(std::process::id()) << 32);
+    }
+    id.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_and_refuse_damage() {
+        let m = Manifest {
+            log_id: 7,
+            start: 300,
+        };
+        let mut b = m.encode();
+        assert_eq!(Manifest::decode(&b).unwrap(), m);
+        b[30] ^= 1;
+        assert_eq!(
+            Manifest::decode(&b).unwrap_err().kind(),
+            io::ErrorKind::InvalidData
+        );
+
+        let s = SegmentHeader {
+            log_id: 7,
+            first: 42,
+            window: 1 << 20,
+        };
+        let mut seg = vec![0u8; 4096];
+        s.encode_into(&mut seg);
+        assert_eq!(SegmentHeader::decode(&seg), Some(s));
+        seg[40] = 1;
+        assert_eq!(SegmentHeader::decode(&seg), None);
+
+        let h = BatchHeader {
+            first: 9,
+            count: 3,
+            len: 100,
+            pad: 12,
+        };
+        let mut b = [0u8; 32];
+        h.encode_into(7, &mut b);
+        assert_eq!(BatchHeader::decode(&b, 7), Some(h));
+        assert_eq!(BatchHeader::decode(&b, 8), None, "another log's batch");
+        assert_eq!(h.extent(), 144);
+        b[9] ^= 4;
+        assert_eq!(BatchHeader::decode(&b, 7), None);
+        assert_eq!(BatchHeader::decode(&[0u8; 32], 7), None);
+    }
+}

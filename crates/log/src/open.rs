@@ -1,0 +1,307 @@
+//! Opening a log: making a new one durably, recovering one that exists
+//! (read-write: a torn tail is cleared; read-only: nothing is written).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+use ringkit::fs::OpenOptions;
+
+use crate::batch::{BatchBuf, ALIGN};
+use crate::flush::flusher;
+use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER};
+use crate::log::{Inner, Log, Segment, State, Stats};
+use crate::recover::{self, Found, Layout, MANIFEST_TMP};
+use crate::segment;
+use crate::Options;
+
+/// The most bytes a log written with `opts` may have unsynced at once: one
+/// batch in flight, its header, its records and its padding.
+pub(crate) fn window(opts: &Options) -> u64 {
+    (BATCH_HEADER + opts.max_batch + ALIGN) as u64
+}
+
+impl Log {
+    /// Open the log in `dir` for appending, making it if `dir` holds none
+    /// (and `dir` itself if missing: its parent is synced so the new
+    /// directory is durable), and recover it.
+    ///
+    /// Recovery reads the manifest, every segment's header and every batch.
+    /// Records end at the first place that is not a whole batch of the next
+    /// LSN. What lies after them is a torn tail (the last batch, cut by a
+    /// crash before its sync: never acknowledged) only if it is in the last
+    /// segment, within the bytes one batch can span, and no whole batch of
+    /// this log lies after it; it is then zeroed. Anything else (damage
+    /// before acknowledged records, a missing, extra or foreign segment, a
+    /// damaged header) fails with `InvalidData` naming the segment and
+    /// offset, and nothing is written. One open log per directory (`LOCK`,
+    /// `flock`): a second open fails with `WouldBlock`. Must be called
+    /// inside a ringkit runtime; the log then lives on it.
+    pub async fn open(dir: impl AsRef<Path>, opts: Options) -> io::Result<Log> {
+        opts.check()?;
+        let dir = dir.as_ref().to_path_buf();
+        make_dir(&dir).await?;
+        let lock = lock_dir(&dir)?;
+        for stray in [segment::SPARE, MANIFEST_TMP] {
+            match ringkit::fs::remove_file(dir.join(stray)).await {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        let layout = match recover::recover(&dir, opts.direct).await? {
+            Layout::Empty => {
+                create(&dir, &opts, frame::new_log_id(), opts.first_lsn).await?;
+                recover::recover(&dir, opts.direct).await?
+            }
+            Layout::HalfMade(h) => {
+                // Made up to its first segment: finish it.
+                recover::write_manifest(
+                    &dir,
+                    &Manifest {
+                        log_id: h.log_id,
+                        start: h.first,
+                    },
+                )
+                .await?;
+                recover::recover(&dir, opts.direct).await?
+            }
+            log => log,
+        };
+        let Layout::Log {
+            manifest,
+            segments,
+            torn,
+        } = layout
+        else {
+            return Err(io::Error::other("a log just made is not there"));
+        };
+        let last = segments.last().expect("a log has a segment");
+        let w = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&last.path)
+            .await?;
+        let mut end = last.end;
+        if let Some(lastnz) = torn {
+            segment::zero_range(&w, end, lastnz).await?;
+            tracing::info!(
+                "ringkit-log: {}: torn tail after LSN {} cleared ({} bytes, never acknowledged)",
+                last.path.display(),
+                last.first + last.offsets.len() as u64 - 1,
+                lastnz + 1 - end
+            );
+        }
+        // What recovery found may have reached only the page cache (a crash
+        // between a batch's write and its sync): durable before anything is
+        // built on it.
+        w.sync_data().await?;
+        if opts.direct && end % ALIGN as u64 != 0 {
+            end = pad_to_block(
+                &w,
+                manifest.log_id,
+                last.first + last.offsets.len() as u64,
+                end,
+            )
+            .await?;
+        }
+        let writer = segment::open_write(&last.path, opts.direct).await?;
+        build(dir, Some(lock), opts, manifest, segments, end, Some(writer))
+    }
+
+    /// Open the log in `dir` to read it, writing nothing: no recovery
+    /// writes, no lock, no file made. It works on a log another process
+    /// has open and is appending to (it sees the records durable when it
+    /// scanned; a scan that raced an append is tried again). A torn tail
+    /// is left as it is (the records end before it); damage is
+    /// `InvalidData` as for [`Log::open`]. [`Log::append`] fails with
+    /// `PermissionDenied`.
+    pub async fn open_read_only(dir: impl AsRef<Path>, opts: Options) -> io::Result<Log> {
+        let dir = dir.as_ref().to_path_buf();
+        if !dir.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("no log at {}: not a directory", dir.display()),
+            ));
+        }
+        let mut tries = 0;
+        let layout = loop {
+            match recover::recover(&dir, false).await {
+                // A writer may have been mid-batch: look again.
+                Err(e) if e.kind() == io::ErrorKind::InvalidData && tries < 3 => {
+                    tries += 1;
+                    ringkit::time::sleep(Duration::from_millis(20)).await;
+                }
+                other => break other?,
+            }
+        };
+        let (manifest, segments, end) = match layout {
+            Layout::Empty => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("no log in {} (no MANIFEST, no segment)", dir.display()),
+                ))
+            }
+            Layout::HalfMade(h) => {
+                let m = Manifest {
+                    log_id: h.log_id,
+                    start: h.first,
+                };
+                return build(dir, None, opts, m, Vec::new(), 0, None);
+            }
+            Layout::Log {
+                manifest, segments, ..
+            } => {
+                let end = segments.last().map_or(0, |s| s.end);
+                (manifest, segments, end)
+            }
+        };
+        build(dir, None, opts, manifest, segments, end, None)
+    }
+}
+
+/// Make `dir` if missing, and sync its parent: always, not only when this
+/// call made it (a run that made it may have failed before its sync, and
+/// the directory's name is not durable until the parent is synced).
+async fn make_dir(dir: &Path) -> io::Result<()> {
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| io::Error::new(e.kind(), format!("log dir {}: {e}", parent.display())))?;
+        match ringkit::fs::create_dir(dir).await {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+    }
+    ringkit::fs::sync_dir(parent).await
+}
+
+/// Make a new log in `dir`: its first segment, then its manifest (a
+/// manifest always has a segment beside it).
+async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Result<()> {
+    segment::make_spare(dir, opts.segment_size).await?;
+    let spare = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.join(segment::SPARE))
+        .await?;
+    let header = SegmentHeader {
+        log_id,
+        first: start,
+        window: window(opts) as u32,
+    };
+    segment::install_spare(dir, &spare, &header).await?;
+    recover::write_manifest(dir, &Manifest { log_id, start }).await
+}
+
+/// Direct mode after a buffered one left the records ending mid-block: an
+/// empty batch whose padding reaches the next block, written and synced
+/// through the buffered descriptor. Returns the new end.
+async fn pad_to_block(w: &ringkit::fs::File, log_id: u64, next: u64, end: u64) -> io::Result<u64> {
+    let a = ALIGN as u64;
+    let next_block = (end + BATCH_HEADER as u64).div_ceil(a) * a;
+    let h = BatchHeader {
+        first: next,
+        count: 0,
+        len: 0,
+        pad: (next_block - end) as u32 - BATCH_HEADER as u32,
+    };
+    let mut b = vec![0u8; BATCH_HEADER];
+    h.encode_into(log_id, &mut b);
+    w.write_all_at_sync(b, end).await.0?;
+    Ok(next_block)
+}
+
+fn build(
+    dir: std::path::PathBuf,
+    lock: Option<std::fs::File>,
+    opts: Options,
+    manifest: Manifest,
+    found: Vec<Found>,
+    end: u64,
+    writer: Option<ringkit::fs::File>,
+) -> io::Result<Log> {
+    let (seg_size, seg_window) = found.last().map_or((0, 0), |s| (s.size, s.window));
+    let next_lsn = found
+        .last()
+        .map_or(manifest.start, |s| s.first + s.offsets.len() as u64);
+    let segments = found
+        .into_iter()
+        .map(|f| Segment {
+            first: f.first,
+            offsets: f.offsets,
+            end: f.end,
+            reader: Rc::new(f.file),
+        })
+        .collect();
+    let writing = writer.is_some();
+    let (buf, pool) = if writing {
+        let (b, p) = BatchBuf::new(
+            BATCH_HEADER + opts.max_batch + ALIGN,
+            opts.registered_buffers,
+        );
+        (Some(b), p)
+    } else {
+        (None, None)
+    };
+    let stats = Stats {
+        registered_buffer: buf.as_ref().is_some_and(|b| b.is_registered()),
+        ..Stats::default()
+    };
+    let inner = Rc::new(Inner {
+        dir,
+        _lock: lock,
+        opts,
+        log_id: manifest.log_id,
+        st: RefCell::new(State {
+            segments,
+            writer: writer.map(Rc::new),
+            seg_size,
+            seg_window,
+            end,
+            next_lsn,
+            queue: VecDeque::new(),
+            failed: None,
+            buf,
+            _pool: pool,
+            spare: None,
+            stats,
+            flushing: false,
+            idle_waiters: Vec::new(),
+        }),
+        flusher: RefCell::new(None),
+    });
+    if writing {
+        ringkit::spawn(flusher(Rc::downgrade(&inner)));
+    }
+    Ok(Log::from_inner(inner))
+}
+
+/// Hold `dir/LOCK` (`flock`, exclusive): one open log per directory, in
+/// this process or another; released when the log is dropped or the
+/// process dies.
+fn lock_dir(dir: &Path) -> io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.join("LOCK"))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!(
+                "log {} is already open (its LOCK is held): {e}",
+                dir.display()
+            ),
+        ));
+    }
+    Ok(f)
+}

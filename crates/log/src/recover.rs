@@ -1,0 +1,249 @@
+//! Reading a log directory back: the manifest, every segment's header, and
+//! every batch, with the rules of [`segment::scan`] for where the records
+//! end. Writes nothing: [`crate::Log::open`] acts on what this finds,
+//! [`crate::Log::open_read_only`] and `check` only report it.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ringkit::fs::{File, OpenOptions};
+
+use crate::frame::{Manifest, SegmentHeader, MANIFEST_LEN, SEGMENT_HEADER};
+use crate::segment::{self, Reader, Tail};
+
+/// The manifest's name.
+pub const MANIFEST: &str = "MANIFEST";
+/// The name a new manifest is written under before its rename.
+pub const MANIFEST_TMP: &str = "MANIFEST.tmp";
+
+/// One segment as found.
+#[derive(Debug)]
+pub struct Found {
+    pub first: u64,
+    pub path: PathBuf,
+    pub size: u64,
+    pub window: u64,
+    pub offsets: Vec<u32>,
+    pub end: u64,
+    /// An open descriptor (read-only) for reads.
+    pub file: File,
+}
+
+/// What a log directory holds.
+#[derive(Debug)]
+pub enum Layout {
+    /// No manifest and no segment: no log yet.
+    Empty,
+    /// One segment with a valid header and no records, and no manifest: a
+    /// log whose making was cut short (nothing was ever acknowledged).
+    HalfMade(SegmentHeader),
+    /// A log: its segments, and how the last one's records end.
+    Log {
+        manifest: Manifest,
+        segments: Vec<Found>,
+        /// Non-zero bytes after the last record, all within the window a
+        /// crash can leave unsynced (`Some(last non-zero offset)`).
+        torn: Option<u64>,
+    },
+}
+
+fn invalid(dir: &Path, msg: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "log {}: {msg}. Nothing was changed; `ringkit log check` reports what is there and \
+             `ringkit log salvage` copies the readable records out",
+            dir.display()
+        ),
+    )
+}
+
+/// The segments of `dir` by first LSN, and whether it has a manifest.
+pub fn list(dir: &Path) -> io::Result<(Vec<u64>, bool)> {
+    let mut firsts = Vec::new();
+    let mut manifest = false;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("log dir {}: {e}", dir.display())))?;
+    for e in entries {
+        let name = e?.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name == MANIFEST {
+            manifest = true;
+        } else if let Some(first) = segment::parse_name(name) {
+            firsts.push(first);
+        }
+    }
+    firsts.sort_unstable();
+    Ok((firsts, manifest))
+}
+
+/// Read the manifest of `dir`.
+pub async fn read_manifest(dir: &Path) -> io::Result<Manifest> {
+    let f = File::open(dir.join(MANIFEST)).await?;
+    let (r, b) = f.read_at(Vec::with_capacity(MANIFEST_LEN + 1), 0).await;
+    r?;
+    Manifest::decode(&b).map_err(|e| invalid(dir, e.to_string()))
+}
+
+/// Open segment `first` of `dir` for reading and read its header. With
+/// `direct`, also a second descriptor with `O_DIRECT` (where the filesystem
+/// allows) to scan it with: what the disk holds rather than the page cache
+/// (after a failed writeback the two can differ).
+async fn open_segment(
+    dir: &Path,
+    first: u64,
+    direct: bool,
+) -> io::Result<(File, Option<File>, u64, Option<SegmentHeader>)> {
+    let path = dir.join(segment::name(first));
+    let f = File::open(&path).await?;
+    let scan = if direct {
+        OpenOptions::new()
+            .read(true)
+            .direct(true)
+            .open(&path)
+            .await
+            .ok()
+    } else {
+        None
+    };
+    let size = f.metadata().await?.len();
+    let mut r = Reader::new(scan.as_ref().unwrap_or(&f), size);
+    let header = SegmentHeader::decode(r.get(0, SEGMENT_HEADER as usize).await?);
+    Ok((f, scan, size, header))
+}
+
+/// Read `dir` as a log. `direct`: scan the last segment with `O_DIRECT`.
+pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
+    let (firsts, has_manifest) = list(dir)?;
+    if !has_manifest {
+        return match firsts.as_slice() {
+            [] => Ok(Layout::Empty),
+            [first] => {
+                let (f, _, size, header) = open_segment(dir, *first, false).await?;
+                let mut r = Reader::new(&f, size);
+                match header {
+                    Some(h)
+                        if h.first == *first
+                            && r.last_nonzero(SEGMENT_HEADER, size).await?.is_none() =>
+                    {
+                        Ok(Layout::HalfMade(h))
+                    }
+                    _ => Err(invalid(
+                        dir,
+                        format!(
+                            "segment {} but no MANIFEST (not a log of this format, or damaged)",
+                            segment::name(*first)
+                        ),
+                    )),
+                }
+            }
+            _ => Err(invalid(
+                dir,
+                format!("{} segments but no MANIFEST", firsts.len()),
+            )),
+        };
+    }
+    let manifest = read_manifest(dir).await?;
+    let Some(&first) = firsts.first() else {
+        return Err(invalid(
+            dir,
+            "a MANIFEST but no segment: the segments were removed".into(),
+        ));
+    };
+    if first != manifest.start {
+        let why = if first > manifest.start {
+            format!(
+                "the log starts at LSN {} but its first segment is {}: records {}..{first} are missing",
+                manifest.start,
+                segment::name(first),
+                manifest.start
+            )
+        } else {
+            format!(
+                "segment {} lies before the log's start (LSN {}): a segment that is not this log's",
+                segment::name(first),
+                manifest.start
+            )
+        };
+        return Err(invalid(dir, why));
+    }
+    let mut segments = Vec::with_capacity(firsts.len());
+    let mut torn = None;
+    for (i, &first) in firsts.iter().enumerate() {
+        let last = i + 1 == firsts.len();
+        let name = segment::name(first);
+        let (file, scan_fd, size, header) = open_segment(dir, first, last && direct).await?;
+        let Some(h) = header else {
+            return Err(invalid(
+                dir,
+                format!("segment {name} has no valid header (damaged, or not a segment)"),
+            ));
+        };
+        if h.log_id != manifest.log_id {
+            return Err(invalid(
+                dir,
+                format!(
+                    "segment {name} belongs to another log (id {:016x}, this log is {:016x})",
+                    h.log_id, manifest.log_id
+                ),
+            ));
+        }
+        if h.first != first {
+            return Err(invalid(
+                dir,
+                format!("segment {name} says it starts at LSN {}", h.first),
+            ));
+        }
+        let mut r = Reader::new(scan_fd.as_ref().unwrap_or(&file), size);
+        let scan = segment::scan(&mut r, manifest.log_id, first, u64::from(h.window), last).await?;
+        match scan.tail {
+            Tail::Clean => {}
+            Tail::Torn { last } => torn = Some(last),
+            Tail::Corrupt { why } => return Err(invalid(dir, format!("segment {name}: {why}"))),
+        }
+        let next = first + scan.offsets.len() as u64;
+        if let Some(&following) = firsts.get(i + 1) {
+            if following != next {
+                return Err(invalid(
+                    dir,
+                    format!(
+                        "segment {name} holds LSNs {first}..{next} and the next segment starts \
+                         at {following}: records are missing, or a segment is not this log's"
+                    ),
+                ));
+            }
+        }
+        let path = dir.join(&name);
+        segments.push(Found {
+            first,
+            path,
+            size,
+            window: u64::from(h.window),
+            offsets: scan.offsets,
+            end: scan.end,
+            file,
+        });
+    }
+    Ok(Layout::Log {
+        manifest,
+        segments,
+        torn,
+    })
+}
+
+/// Write `dir/MANIFEST` durably: to a temporary name, synced, renamed,
+/// the directory synced.
+pub async fn write_manifest(dir: &Path, m: &Manifest) -> io::Result<()> {
+    let tmp = dir.join(MANIFEST_TMP);
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .await?;
+    f.write_all_at(m.encode().to_vec(), 0).await.0?;
+    f.sync_all().await?;
+    f.close().await?;
+    ringkit::fs::rename(&tmp, dir.join(MANIFEST)).await?;
+    ringkit::fs::sync_dir(dir).await
+}
