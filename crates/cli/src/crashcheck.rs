@@ -46,7 +46,7 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
     cfg.budget = a.budget.max(2);
     let rt = ringkit::Builder::new().backend(a.backend).build()?;
     let t = std::time::Instant::now();
-    let r = rt.block_on(crashcheck::explore(&cfg))??;
+    let r = rt.block_on(crashcheck::explore(&cfg))?;
     println!(
         "seed {} ops {} {} on {:?}: {} events, {} points, {} crash states explored in {:.1} s, {} records acknowledged",
         a.seed,

@@ -289,7 +289,7 @@ fn dump(a: DumpArgs) -> io::Result<()> {
 
 fn check(a: CheckArgs) -> io::Result<()> {
     let rt = ringkit::Builder::new().backend(a.backend).build()?;
-    let r = rt.block_on(ringkit_log::check(&a.dir))??;
+    let r = rt.block_on(ringkit_log::check(&a.dir))?;
     match r.manifest {
         Some((id, start)) => println!("MANIFEST: log {id:016x}, first LSN {start}"),
         None => println!("MANIFEST: missing or damaged"),
@@ -322,7 +322,7 @@ fn check(a: CheckArgs) -> io::Result<()> {
 
 fn salvage(a: SalvageArgs) -> io::Result<()> {
     let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
-    let r = rt.block_on(ringkit_log::salvage(&a.log.dir, &a.into, a.log.options()))??;
+    let r = rt.block_on(ringkit_log::salvage(&a.log.dir, &a.into, a.log.options()))?;
     for (old, n, new) in &r.runs {
         println!(
             "old LSNs {old}..={} -> new LSNs {new}..={}",

@@ -28,6 +28,8 @@ fn start(dir: &Path, backend: &str) -> Option<(Child, String)> {
             "serve",
             "--segment-mib",
             "1",
+            "--max-batch-kib",
+            "256",
             "--backend",
             backend,
             "--addr",
@@ -46,6 +48,11 @@ fn start(dir: &Path, backend: &str) -> Option<(Child, String)> {
         .unwrap();
     if !line.contains("serving") {
         let _ = child.wait();
+        // Only a kernel without io_uring is a reason to skip.
+        assert!(
+            backend == "uring" && line.contains("io_uring"),
+            "{backend}: {line}"
+        );
         eprintln!("skipped on {backend}: {line}");
         return None;
     }
@@ -151,5 +158,81 @@ fn serve_answers_lsns_in_order_and_dump_returns_every_acknowledged_record() {
             acked.len(),
             "{backend}: no record beyond those acknowledged"
         );
+    }
+}
+
+/// Every file of `dir` and its bytes.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let d = std::fs::read(&p).unwrap();
+            (p, d)
+        })
+        .collect()
+}
+
+/// `log bench` on a live log's directory refuses and touches nothing (it
+/// ran `remove_dir_all` on it); `dump` beside the live server reads, and
+/// after the server is gone leaves every byte of the directory as it was
+/// (it recovered through a writing open, zeroing what it took for a tail).
+#[test]
+fn bench_refuses_a_live_log_and_dump_changes_no_byte() {
+    for backend in ["uring", "epoll"] {
+        let t = tempfile::tempdir().unwrap();
+        let Some((mut server, addr)) = start(t.path(), backend) else {
+            continue;
+        };
+        let acked = client(&addr, 1, 50);
+        let before = snapshot(t.path());
+        let out = Command::new(env!("CARGO_BIN_EXE_ringkit"))
+            .args([
+                "log",
+                "bench",
+                "--secs",
+                "0.2",
+                "--backend",
+                backend,
+                "--dir",
+            ])
+            .arg(t.path())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{backend}: bench ran on a live log");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refusing") && err.contains("not empty"),
+            "{backend}: {err}"
+        );
+        assert_eq!(
+            snapshot(t.path()),
+            before,
+            "{backend}: bench touched the log"
+        );
+        // The server goes on, and a dump beside it sees what was acknowledged.
+        let more = client(&addr, 2, 20);
+        let live = dump(t.path());
+        for (lsn, r) in acked.iter().chain(&more) {
+            assert_eq!(live.get(lsn), Some(r), "{backend}: LSN {lsn}");
+        }
+        // SAFETY: signalling our own, not yet reaped, child by its pid.
+        unsafe { libc::kill(server.id() as i32, libc::SIGKILL) };
+        server.wait().unwrap();
+        let before = snapshot(t.path());
+        assert_eq!(dump(t.path()).len(), 70);
+        assert_eq!(snapshot(t.path()), before, "{backend}: dump wrote");
+        // check agrees.
+        let out = Command::new(env!("CARGO_BIN_EXE_ringkit"))
+            .args(["log", "check", "--dir"])
+            .arg(t.path())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && said.contains("70 durable records"),
+            "{said}"
+        );
+        assert_eq!(snapshot(t.path()), before, "{backend}: check wrote");
     }
 }

@@ -219,14 +219,14 @@ async fn read_all(
             let hay = r.get(from, 1 << 20).await?.to_vec();
             for (i, w) in hay.windows(4).enumerate() {
                 let p = from + i as u64;
-                if w == BATCH_MAGIC && p >= pos + 5 {
-                    if segment::batch_at(r, p - 4, log_id, None, max)
+                if w == BATCH_MAGIC
+                    && p >= pos + 5
+                    && segment::batch_at(r, p - 4, log_id, None, max)
                         .await?
                         .is_some()
-                    {
-                        next = Some(p - 4);
-                        break 'search;
-                    }
+                {
+                    next = Some(p - 4);
+                    break 'search;
                 }
             }
             if hay.len() < 4 {

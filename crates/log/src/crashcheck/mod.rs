@@ -107,7 +107,7 @@ pub fn payload(seed: u64, id: u64, len: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(16 + len);
     out.extend_from_slice(&seed.to_le_bytes());
     out.extend_from_slice(&id.to_le_bytes());
-    out.extend((0..len).map(|_| r.next() as u8));
+    out.extend((0..len).map(|_| r.next_u64() as u8));
     out
 }
 

@@ -1,0 +1,220 @@
+//! The defects an outside review reproduced, each a test that failed on the
+//! format-1 log (both backends, buffered and `O_DIRECT`):
+//!
+//! 1. one flipped bit in acknowledged records erased every later record;
+//! 2. reading a log (`dump`) wrote to it;
+//! 3. a missing first segment opened as a log that starts later;
+//!
+//! and what replaces them: a refusal that names the segment and offset and
+//! writes nothing, read-only opening beside a live writer, `check`, and
+//! `salvage` into a new log. (Item 3 of the review, `log bench` deleting a
+//! live log, is tested with the CLI in `crates/cli/tests/log.rs`.)
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use ringkit_log::{Log, Options};
+
+fn opts(direct: bool) -> Options {
+    Options {
+        direct,
+        segment_size: 256 << 10,
+        max_batch: 16 << 10,
+        ..Options::default()
+    }
+}
+
+fn rec(i: u64) -> Vec<u8> {
+    (0..200 + i % 300).map(|k| (k ^ (i * 31)) as u8).collect()
+}
+
+/// Every file of `dir` and its bytes.
+fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let d = std::fs::read(&p).unwrap();
+            (p, d)
+        })
+        .collect()
+}
+
+fn segments(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// 200 records, each awaited alone (200 batches, each synced).
+async fn two_hundred(dir: &Path, direct: bool) -> Log {
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    for i in 1..=200 {
+        assert_eq!(log.append(rec(i)).await.unwrap(), i);
+    }
+    log
+}
+
+/// The segment that holds record `lsn`'s payload, its bytes, and where.
+fn find(dir: &Path, lsn: u64) -> (PathBuf, Vec<u8>, usize) {
+    let needle = rec(lsn);
+    for seg in segments(dir) {
+        let data = std::fs::read(&seg).unwrap();
+        if let Some(at) = data.windows(needle.len()).position(|w| w == needle) {
+            return (seg, data, at);
+        }
+    }
+    panic!("record {lsn} not on disk");
+}
+
+async fn a_flipped_bit_in_acknowledged_records_is_refused_not_erased(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    drop(two_hundred(t.path(), direct).await);
+    let (seg, mut data, at) = find(t.path(), 3);
+    let seg = &seg;
+    data[at + 5] ^= 0x10;
+    std::fs::write(seg, &data).unwrap();
+    let before = snapshot(t.path());
+    for read_only in [false, true] {
+        let e = if read_only {
+            Log::open_read_only(t.path(), opts(direct))
+                .await
+                .unwrap_err()
+        } else {
+            Log::open(t.path(), opts(direct)).await.unwrap_err()
+        };
+        assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+        let msg = e.to_string();
+        let name = seg.file_name().unwrap().to_str().unwrap();
+        assert!(
+            msg.contains(name) && msg.contains("offset") && msg.contains("record 3"),
+            "{msg}"
+        );
+    }
+    // Nothing written: every byte of every file is as it was (LOCK too).
+    assert_eq!(snapshot(t.path()), before);
+    // check reports it; salvage copies the 199 readable records out.
+    let r = ringkit_log::check(t.path()).await.unwrap();
+    assert!(
+        r.error.is_some() && r.segments[0].tail.as_ref().unwrap().starts_with("CORRUPT"),
+        "{r:?}"
+    );
+    let out = tempfile::tempdir().unwrap();
+    let into = out.path().join("salvaged");
+    let s = ringkit_log::salvage(t.path(), &into, opts(direct))
+        .await
+        .unwrap();
+    assert_eq!(s.copied, 199);
+    assert_eq!(s.runs, vec![(1, 2, 1), (4, 197, 3)]);
+    let log = Log::open(&into, opts(direct)).await.unwrap();
+    assert_eq!(log.read(2).await.unwrap(), rec(2));
+    assert_eq!(log.read(3).await.unwrap(), rec(4));
+    assert_eq!(log.read(199).await.unwrap(), rec(200));
+    drop(log);
+    assert_eq!(snapshot(t.path()), before, "salvage only reads");
+}
+
+async fn reading_writes_nothing_even_beside_a_live_writer(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let log = two_hundred(t.path(), direct).await;
+    // The writer holds the log open (and its LOCK); a reader opens anyway.
+    let before = snapshot(t.path());
+    let ro = Log::open_read_only(t.path(), opts(direct)).await.unwrap();
+    assert_eq!(ro.durable_lsn(), 200);
+    assert_eq!(ro.read(200).await.unwrap(), rec(200));
+    assert_eq!(
+        ro.append(&b"no"[..]).await.unwrap_err().kind(),
+        ErrorKind::PermissionDenied
+    );
+    assert_eq!(snapshot(t.path()), before);
+    drop(ro);
+    // A torn tail: read-only reads to before it and leaves it in place.
+    drop(log);
+    let (seg, mut data, at) = find(t.path(), 200);
+    data[at + 3] ^= 1;
+    std::fs::write(&seg, &data).unwrap();
+    let before = snapshot(t.path());
+    let ro = Log::open_read_only(t.path(), opts(direct)).await.unwrap();
+    assert_eq!(ro.durable_lsn(), 199);
+    drop(ro);
+    assert_eq!(snapshot(t.path()), before);
+    // The read-write open clears it (the last batch: never acknowledged).
+    let log = Log::open(t.path(), opts(direct)).await.unwrap();
+    assert_eq!(log.durable_lsn(), 199);
+}
+
+async fn a_missing_extra_or_foreign_segment_is_refused(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let log = Log::open(
+        t.path(),
+        Options {
+            segment_size: 64 << 10,
+            ..opts(direct)
+        },
+    )
+    .await
+    .unwrap();
+    for i in 1..=600 {
+        drop(log.append(rec(i)));
+    }
+    log.close().await;
+    let segs = segments(t.path());
+    assert!(segs.len() >= 3, "{segs:?}");
+    let small = Options {
+        segment_size: 64 << 10,
+        ..opts(direct)
+    };
+    // The first segment gone.
+    let first = std::fs::read(&segs[0]).unwrap();
+    std::fs::remove_file(&segs[0]).unwrap();
+    let e = Log::open(t.path(), small.clone()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+    assert!(e.to_string().contains("missing"), "{e}");
+    std::fs::write(&segs[0], &first).unwrap();
+    // A segment of another log, under a name that fits.
+    let other = tempfile::tempdir().unwrap();
+    let o = Log::open(other.path(), small.clone()).await.unwrap();
+    o.append(&b"x"[..]).await.unwrap();
+    drop(o);
+    let middle = std::fs::read(&segs[1]).unwrap();
+    std::fs::copy(&segments(other.path())[0], &segs[1]).unwrap();
+    let e = Log::open(t.path(), small.clone()).await.unwrap_err();
+    assert!(e.to_string().contains("another log"), "{e}");
+    std::fs::write(&segs[1], &middle).unwrap();
+    // An extra segment past the end.
+    let extra = t.path().join(format!("{:020}.seg", 100_000));
+    std::fs::copy(&segs[2], &extra).unwrap();
+    let e = Log::open(t.path(), small.clone()).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+    std::fs::remove_file(&extra).unwrap();
+    // Put back, it opens with everything.
+    let log = Log::open(t.path(), small).await.unwrap();
+    assert_eq!(log.durable_lsn(), 600);
+    assert_eq!(log.read(1).await.unwrap(), rec(1));
+}
+
+ringkit::test_all! {
+    async fn flipped_bit_buffered() {
+        a_flipped_bit_in_acknowledged_records_is_refused_not_erased(false).await;
+    }
+    async fn flipped_bit_direct() {
+        a_flipped_bit_in_acknowledged_records_is_refused_not_erased(true).await;
+    }
+    async fn read_only_buffered() {
+        reading_writes_nothing_even_beside_a_live_writer(false).await;
+    }
+    async fn read_only_direct() {
+        reading_writes_nothing_even_beside_a_live_writer(true).await;
+    }
+    async fn segments_buffered() {
+        a_missing_extra_or_foreign_segment_is_refused(false).await;
+    }
+    async fn segments_direct() {
+        a_missing_extra_or_foreign_segment_is_refused(true).await;
+    }
+}
