@@ -38,7 +38,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
 ringkit::test_all! {
     async fn every_crash_state_keeps_every_acknowledged_record_buffered() {
         let mut states = 0;
-        for seed in 1..=6 {
+        for seed in 1..=7 {
             states += explore(60, seed, false, 96).await.states;
         }
         assert!(states >= 25_000, "{states} states");
@@ -46,14 +46,14 @@ ringkit::test_all! {
 
     async fn every_crash_state_keeps_every_acknowledged_record_direct() {
         let mut states = 0;
-        for seed in 11..=16 {
+        for seed in 11..=17 {
             states += explore(60, seed, true, 96).await.states;
         }
         assert!(states >= 25_000, "{states} states");
     }
 }
 
-/// Every kind of operation failing at the 1st, 3rd and 12th time, with
+/// Every kind of operation failing at the 1st, 3rd, 12th and 30th time, with
 /// `EIO`, `ENOSPC` and (writes) a short write: every append resolves, a
 /// failed segment write or sync poisons the log until it is reopened, and
 /// every crash state of the faulted run keeps every acknowledged record.
@@ -61,14 +61,15 @@ async fn faults(direct: bool) {
     let mut fired = 0;
     let mut runs = 0;
     for (i, kind) in OpKind::ALL.into_iter().enumerate() {
-        for nth in [1, 3, 12] {
+        for nth in [1, 3, 12, 30] {
             let mut errors = vec![Some(libc::EIO), Some(libc::ENOSPC)];
             if kind == OpKind::Write {
                 errors.push(None);
             }
             for error in errors {
                 let seed = 100 + i as u64 * 10 + nth;
-                let mut cfg = Config::new(16, seed, scratch());
+                // 40 steps: a segment roll and a reopen or two happen.
+                let mut cfg = Config::new(40, seed, scratch());
                 cfg.direct = direct;
                 cfg.budget = 4;
                 cfg.fault = Some(FaultPlan { kind, nth, error });

@@ -113,6 +113,10 @@ pub struct LogBenchResult {
     pub max_us: f64,
     /// CPU seconds of the process (all threads) in the window.
     pub cpu_s: f64,
+    /// Files in the log's directory at the end (segments and the rest),
+    /// counted before the directory is removed.
+    #[serde(default)]
+    pub files: u64,
 }
 
 impl LogBenchResult {
@@ -167,6 +171,7 @@ fn finish(
         p999_us: h.value_at_quantile(0.999) as f64,
         max_us: h.max() as f64,
         cpu_s: cpu.user + cpu.system,
+        files: 0,
     }
 }
 
@@ -182,11 +187,13 @@ pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
         ));
     }
     let _dir = crate::harness::made_dir::MadeDir::new(&cfg.dir)?;
-    match cfg.engine {
+    let mut r = match cfg.engine {
         LogEngine::Ringkit(b) => run_ringkit(cfg, b),
         LogEngine::Tokio => peers::run_tokio(cfg),
         LogEngine::Std => peers::run_std(cfg),
-    }
+    }?;
+    r.files = std::fs::read_dir(&cfg.dir)?.count() as u64;
+    Ok(r)
 }
 
 fn run_ringkit(cfg: &LogBenchConfig, backend: Backend) -> io::Result<LogBenchResult> {
