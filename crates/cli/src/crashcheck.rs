@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ringkit::Backend;
-use ringkit_log::crashcheck::{self, Config};
+use ringkit_log::crashcheck::{self, Config, FaultPlan, OpKind};
 
 /// `ringkit log crashcheck`.
 #[derive(Args, Debug)]
@@ -27,9 +27,43 @@ pub struct CrashcheckArgs {
     /// a new directory is made in it and removed after.
     #[arg(long)]
     scratch: Option<PathBuf>,
+    /// Fail one operation: KIND:N:ERR, the Nth operation of KIND (open,
+    /// read, write, sync, alloc, rename, remove, mkdir) fails with ERR (eio,
+    /// enospc, or short: a short write).
+    #[arg(long, value_parser = parse_fault)]
+    fault: Option<FaultPlan>,
+    /// Print the trace (every recorded event) to stderr.
+    #[arg(long)]
+    trace: bool,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     backend: Backend,
+}
+
+fn parse_fault(s: &str) -> Result<FaultPlan, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let [kind, nth, err] = parts[..] else {
+        return Err(format!("{s}: want KIND:N:ERR, e.g. sync:3:eio"));
+    };
+    let kind = match kind {
+        "open" => OpKind::Open,
+        "read" => OpKind::Read,
+        "write" => OpKind::Write,
+        "sync" => OpKind::Sync,
+        "alloc" => OpKind::Alloc,
+        "rename" => OpKind::Rename,
+        "remove" => OpKind::Remove,
+        "mkdir" => OpKind::Mkdir,
+        k => return Err(format!("{k}: not an operation kind")),
+    };
+    let nth = nth.parse().map_err(|e| format!("{nth}: {e}"))?;
+    let error = match err {
+        "eio" => Some(libc::EIO),
+        "enospc" => Some(libc::ENOSPC),
+        "short" => None,
+        e => return Err(format!("{e}: want eio, enospc or short")),
+    };
+    Ok(FaultPlan { kind, nth, error })
 }
 
 pub fn run(a: CrashcheckArgs) -> io::Result<()> {
@@ -44,15 +78,21 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
     let mut cfg = Config::new(a.ops, a.seed, scratch);
     cfg.direct = a.direct;
     cfg.budget = a.budget.max(2);
+    cfg.fault = a.fault;
+    cfg.print_trace = a.trace;
     let rt = ringkit::Builder::new().backend(a.backend).build()?;
     let t = std::time::Instant::now();
     let r = rt.block_on(crashcheck::explore(&cfg))?;
     println!(
-        "seed {} ops {} {} on {:?}: {} events, {} points, {} crash states explored in {:.1} s, {} records acknowledged",
+        "seed {} ops {} {} on {:?}{}: {} events, {} points, {} crash states explored in {:.1} s, {} records acknowledged",
         a.seed,
         a.ops,
         if a.direct { "O_DIRECT" } else { "buffered" },
         ringkit::backend_report().chosen,
+        match (a.fault, r.fault_fired) {
+            (None, _) => String::new(),
+            (Some(f), fired) => format!(", fault {f:?} {}", if fired { "fired" } else { "never reached" }),
+        },
         r.events,
         r.points,
         r.states,

@@ -12,10 +12,11 @@ use ringkit::buf::IoBuf;
 use ringkit::fs::OpenOptions;
 
 use crate::batch::ALIGN;
-use crate::frame::{BatchHeader, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
+use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::{failed, Inner, Segment, State};
 use crate::open::window;
 use crate::record::{self, HEADER};
+use crate::recover;
 use crate::segment;
 
 /// The flusher task: while the log lives, take what is queued as one batch.
@@ -165,11 +166,13 @@ async fn flush_one(inner: &Rc<Inner>) {
 }
 
 /// Whether a batch of `bytes` record bytes fits the last segment (with
-/// its header and, in direct mode, its padding).
+/// its header and, in direct mode, its padding). In direct mode a batch
+/// must start on a block: an end left unaligned (a buffered log reopened
+/// direct, with no room left to pad) fits nothing, so a new segment starts.
 fn fits(inner: &Inner, st: &State, bytes: usize) -> bool {
     let end = st.end + (BATCH_HEADER + bytes) as u64;
     let align = if inner.opts.direct { ALIGN as u64 } else { 1 };
-    end.div_ceil(align) * align <= st.seg_size
+    st.end % align == 0 && end.div_ceil(align) * align <= st.seg_size
 }
 
 /// Fail every queued append with `err`.
@@ -211,8 +214,27 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
         log_id: inner.log_id,
         first,
         window: window as u32,
+        size,
     };
-    if let Err(e) = segment::install_spare(&inner.dir, &reader, &header).await {
+    let start = inner
+        .st
+        .borrow()
+        .segments
+        .first()
+        .map_or(first, |s| s.first);
+    let manifest = Manifest {
+        log_id: inner.log_id,
+        start,
+        newest: first,
+    };
+    // The segment, then the manifest naming it as the newest: a crash
+    // between leaves a segment newer than the manifest says (allowed);
+    // never a manifest naming a segment that is not there.
+    let installed = match segment::install_spare(&inner.dir, &reader, &header).await {
+        Ok(_) => recover::write_manifest(&inner.dir, &manifest).await,
+        Err(e) => Err(e),
+    };
+    if let Err(e) = installed {
         // Renamed or not, the directory is in a state this log can no
         // longer vouch for: refuse appends until it is opened again.
         inner.st.borrow_mut().failed = Some((e.kind(), format!("starting a segment: {e}")));

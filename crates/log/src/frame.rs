@@ -8,7 +8,9 @@
 //!   12 u32  format version (2)
 //!   16 u64  log id (random, made with the log)
 //!   24 u64  the log's first LSN
-//!   32 ..   zeros
+//!   32 u64  the first LSN of the newest segment made (rewritten, by
+//!           rename, after each new segment: a lost last segment shows)
+//!   40 ..   zeros
 //! segment header (the first 4096 bytes of every segment; 64 used):
 //!   0  u32  CRC32C of bytes 4..64
 //!   4  [8]  "RKLOGSEG"
@@ -17,7 +19,9 @@
 //!   24 u64  the segment's first LSN
 //!   32 u32  window: the most bytes that may be unsynced at once, from the
 //!           start of the oldest unsynced batch
-//!   36 ..   zeros
+//!   36 u64  the segment file's size (zero-filled to it when made: a
+//!           shorter or longer file is damage)
+//!   44 ..   zeros
 //! batch header (32 bytes, then the batch's records, then `pad` zeros):
 //!   0  u32  CRC32C of the log id (8 bytes LE), then bytes 4..32
 //!   4  [4]  "RKB2"
@@ -66,6 +70,8 @@ pub struct Manifest {
     pub log_id: u64,
     /// The log's first LSN.
     pub start: u64,
+    /// The first LSN of the newest segment made.
+    pub newest: u64,
 }
 
 impl Manifest {
@@ -76,6 +82,7 @@ impl Manifest {
         b[12..16].copy_from_slice(&VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
         b[24..32].copy_from_slice(&self.start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.newest.to_le_bytes());
         let crc = crc32c::crc32c(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
         b
@@ -101,6 +108,7 @@ impl Manifest {
         Ok(Manifest {
             log_id: u64_at(b, 16),
             start: u64_at(b, 24),
+            newest: u64_at(b, 32),
         })
     }
 }
@@ -114,6 +122,8 @@ pub struct SegmentHeader {
     pub first: u64,
     /// The most bytes that may be unsynced at once (see the module doc).
     pub window: u32,
+    /// The segment file's size.
+    pub size: u64,
 }
 
 impl SegmentHeader {
@@ -127,6 +137,7 @@ impl SegmentHeader {
         b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
         b[24..32].copy_from_slice(&self.first.to_le_bytes());
         b[32..36].copy_from_slice(&self.window.to_le_bytes());
+        b[36..44].copy_from_slice(&self.size.to_le_bytes());
         let crc = crc32c::crc32c(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
     }
@@ -144,6 +155,7 @@ impl SegmentHeader {
             log_id: u64_at(b, 16),
             first: u64_at(b, 24),
             window: u32_at(b, 32),
+            size: u64_at(b, 36),
         })
     }
 }
@@ -220,6 +232,7 @@ mod tests {
         let m = Manifest {
             log_id: 7,
             start: 300,
+            newest: 900,
         };
         let mut b = m.encode();
         assert_eq!(Manifest::decode(&b).unwrap(), m);
@@ -233,6 +246,7 @@ mod tests {
             log_id: 7,
             first: 42,
             window: 1 << 20,
+            size: 64 << 20,
         };
         let mut seg = vec![0u8; 4096];
         s.encode_into(&mut seg);

@@ -45,30 +45,32 @@ impl Log {
         let dir = dir.as_ref().to_path_buf();
         make_dir(&dir).await?;
         let lock = lock_dir(&dir)?;
-        for stray in [segment::SPARE, MANIFEST_TMP] {
-            match ringkit::fs::remove_file(dir.join(stray)).await {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                _ => {}
-            }
-        }
-        let layout = match recover::recover(&dir, opts.direct).await? {
+        // The last segment is scanned with O_DIRECT whatever the log's mode:
+        // after a failed writeback the page cache may hold a batch the disk
+        // does not, and recovery must build on what the disk holds.
+        let layout = match recover::recover(&dir, true).await? {
             Layout::Empty => {
+                remove_strays(&dir).await?;
                 create(&dir, &opts, frame::new_log_id(), opts.first_lsn).await?;
-                recover::recover(&dir, opts.direct).await?
+                recover::recover(&dir, true).await?
             }
             Layout::HalfMade(h) => {
                 // Made up to its first segment: finish it.
-                recover::write_manifest(
-                    &dir,
-                    &Manifest {
-                        log_id: h.log_id,
-                        start: h.first,
-                    },
-                )
-                .await?;
-                recover::recover(&dir, opts.direct).await?
+                remove_strays(&dir).await?;
+                let m = Manifest {
+                    log_id: h.log_id,
+                    start: h.first,
+                    newest: h.first,
+                };
+                recover::write_manifest(&dir, &m).await?;
+                recover::recover(&dir, true).await?
             }
-            log => log,
+            log => {
+                // Only once the log is known sound: a refused open writes
+                // nothing (but `LOCK`, made if missing).
+                remove_strays(&dir).await?;
+                log
+            }
         };
         let Layout::Log {
             manifest,
@@ -85,7 +87,12 @@ impl Log {
             .open(&last.path)
             .await?;
         let mut end = last.end;
-        if let Some(lastnz) = torn {
+        // The page cache may hold bytes past the end that the disk does not
+        // (a batch whose writeback failed): they go too.
+        let cached = segment::Reader::new(&w, last.size)
+            .last_nonzero(end, (end + last.window).min(last.size))
+            .await?;
+        if let Some(lastnz) = torn.max(cached) {
             segment::zero_range(&w, end, lastnz).await?;
             tracing::info!(
                 "ringkit-log: {}: torn tail after LSN {} cleared ({} bytes, never acknowledged)",
@@ -99,13 +106,13 @@ impl Log {
         // built on it.
         w.sync_data().await?;
         if opts.direct && end % ALIGN as u64 != 0 {
-            end = pad_to_block(
-                &w,
-                manifest.log_id,
-                last.first + last.offsets.len() as u64,
-                end,
-            )
-            .await?;
+            // Pad to the next block if that fits the segment; if not, the
+            // end stays unaligned and the first batch starts a new segment.
+            let next_block = (end + BATCH_HEADER as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+            if next_block < last.size {
+                let next = last.first + last.offsets.len() as u64;
+                end = pad_to_block(&w, manifest.log_id, next, end).await?;
+            }
         }
         let writer = segment::open_write(&last.path, opts.direct).await?;
         build(dir, Some(lock), opts, manifest, segments, end, Some(writer))
@@ -148,6 +155,7 @@ impl Log {
                 let m = Manifest {
                     log_id: h.log_id,
                     start: h.first,
+                    newest: h.first,
                 };
                 return build(dir, None, opts, m, Vec::new(), 0, None);
             }
@@ -160,6 +168,17 @@ impl Log {
         };
         build(dir, None, opts, manifest, segments, end, None)
     }
+}
+
+/// Remove what a cut-short segment or manifest making left.
+async fn remove_strays(dir: &Path) -> io::Result<()> {
+    for stray in [segment::SPARE, MANIFEST_TMP] {
+        match ringkit::fs::remove_file(dir.join(stray)).await {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Make `dir` if missing, and sync its parent: always, not only when this
@@ -194,9 +213,15 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
         log_id,
         first: start,
         window: window(opts) as u32,
+        size: opts.segment_size,
     };
     segment::install_spare(dir, &spare, &header).await?;
-    recover::write_manifest(dir, &Manifest { log_id, start }).await
+    let m = Manifest {
+        log_id,
+        start,
+        newest: start,
+    };
+    recover::write_manifest(dir, &m).await
 }
 
 /// Direct mode after a buffered one left the records ending mid-block: an

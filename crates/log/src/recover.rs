@@ -167,6 +167,18 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
         };
         return Err(invalid(dir, why));
     }
+    let newest = *firsts.last().expect("a segment");
+    if newest < manifest.newest {
+        return Err(invalid(
+            dir,
+            format!(
+                "the newest segment made starts at LSN {} but the last one here is {}: \
+                 segments at the end are missing",
+                manifest.newest,
+                segment::name(newest)
+            ),
+        ));
+    }
     let mut segments = Vec::with_capacity(firsts.len());
     let mut torn = None;
     for (i, &first) in firsts.iter().enumerate() {
@@ -192,6 +204,16 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             return Err(invalid(
                 dir,
                 format!("segment {name} says it starts at LSN {}", h.first),
+            ));
+        }
+        if h.size != size {
+            return Err(invalid(
+                dir,
+                format!(
+                    "segment {name} is {size} bytes but was made {} bytes long: cut short or \
+                     extended",
+                    h.size
+                ),
             ));
         }
         let mut r = Reader::new(scan_fd.as_ref().unwrap_or(&file), size);

@@ -347,6 +347,40 @@ async fn classify(
             ),
         });
     }
+    // What a crash can leave where the last batch starts: each 512-byte
+    // sector of it either written or not, and one not written still holds
+    // zeros (segments are zero-filled and no write covers bytes before the
+    // end of the records). So a batch header that is non-zero in every
+    // sector it spans is whole, or damaged; and a whole header whose
+    // records do not check, with every sector of them written, is damage.
+    let head = r.get(end, BATCH_HEADER).await?.to_vec();
+    if head.iter().any(|&b| b != 0) {
+        match BatchHeader::decode(&head, log_id) {
+            Some(h)
+                if h.first == want && end + h.extent() <= r.size && u64::from(h.len) <= window =>
+            {
+                let body = r.get(end, BATCH_HEADER + h.len as usize).await?.to_vec();
+                if !has_zero_sector(end, &body) {
+                    return Ok(Tail::Corrupt {
+                        why: format!(
+                            "a batch {at} whose records do not check though every sector of it \
+                             was written: damage, not a torn write"
+                        ),
+                    });
+                }
+            }
+            _ => {
+                if !has_zero_sector(end, &head) {
+                    return Ok(Tail::Corrupt {
+                        why: format!(
+                            "bytes {at} that are neither zeros nor a whole batch header: damage, \
+                             not a torn write"
+                        ),
+                    });
+                }
+            }
+        }
+    }
     // A whole batch of this log after the damage: the damage is not the
     // last batch in flight (one batch is in flight at a time).
     let stop = (end + window).min(r.size);
@@ -380,6 +414,21 @@ async fn classify(
         from += (hay.len() - 3) as u64;
     }
     Ok(Tail::Torn { last: lastnz })
+}
+
+/// Whether some 512-byte sector's part of `bytes` (which start at file
+/// offset `at`) is all zeros: a sector a torn write may not have written.
+fn has_zero_sector(at: u64, bytes: &[u8]) -> bool {
+    let mut i = 0usize;
+    while i < bytes.len() {
+        let off = at + i as u64;
+        let n = ((512 - off % 512) as usize).min(bytes.len() - i);
+        if bytes[i..i + n].iter().all(|&b| b == 0) {
+            return true;
+        }
+        i += n;
+    }
+    false
 }
 
 /// Zero `from..=last` of `f` and sync: nothing past the recovered end may

@@ -137,8 +137,7 @@ ringkit::test_all! {
         assert_eq!(log.stats().batches, 5);
         drop(log);
         let seg = t.path().join(&segments(t.path())[0]);
-        // A byte flipped inside record 6, in the last batch: a torn write
-        // of the last batch looks the same, so the batch goes.
+        // Record 6 lies in the last batch.
         let data = std::fs::read(&seg).unwrap();
         let mut off = 4096;
         for i in 0..4 {
@@ -146,9 +145,19 @@ ringkit::test_all! {
         }
         // Past the batch header, record 5 (seed 4: 148 bytes) and a header.
         let rec6 = off + 32 + 16 + 148 + 16;
+        // A flipped byte in the last batch, every sector of it written:
+        // no crash does that, so it is damage, refused.
         let mut damaged = data.clone();
         damaged[rec6 + 3] ^= 0x40;
         std::fs::write(&seg, &damaged).unwrap();
+        let e = Log::open(t.path(), small()).await.unwrap_err();
+        assert!(e.to_string().contains("every sector"), "{e}");
+        // The last batch torn: the sector holding record 6 never written
+        // (its part of the batch still zeros), the rest written.
+        let mut torn = data.clone();
+        let sector = (rec6 + 3) / 512 * 512;
+        torn[sector.max(off)..sector + 512].fill(0);
+        std::fs::write(&seg, &torn).unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
         assert_eq!(log.durable_lsn(), 4);
         check_all(&log, &lsns[..4], 0).await;
@@ -160,13 +169,14 @@ ringkit::test_all! {
         assert_eq!(log.durable_lsn(), 5);
         assert_eq!(log.read(5).await.unwrap(), b"new five");
         drop(log);
-        // A file cut in the middle of the last batch.
+        // A file cut short: segments are made full size, so it is damage.
         let data = std::fs::read(&seg).unwrap();
         std::fs::write(&seg, &data[..off + 40]).unwrap();
+        let e = Log::open(t.path(), small()).await.unwrap_err();
+        assert!(e.to_string().contains("cut short"), "{e}");
+        std::fs::write(&seg, &data).unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
-        assert_eq!(log.durable_lsn(), 4);
-        assert_eq!(log.append(&b"again"[..]).await.unwrap(), 5);
-        assert_eq!(log.read(5).await.unwrap(), b"again");
+        assert_eq!(log.durable_lsn(), 5);
     }
 
     async fn damage_before_the_tail_is_an_error_not_a_loss() {

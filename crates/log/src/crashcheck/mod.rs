@@ -56,6 +56,8 @@ pub struct Config {
     pub scratch: PathBuf,
     /// A fault to inject, if any.
     pub fault: Option<FaultPlan>,
+    /// Print every event of the trace to stderr.
+    pub print_trace: bool,
 }
 
 impl Config {
@@ -68,6 +70,7 @@ impl Config {
             budget: 64,
             scratch: scratch.as_ref().to_path_buf(),
             fault: None,
+            print_trace: false,
         }
     }
 }
@@ -147,6 +150,11 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     }
     let events = rec.events();
     report.events = events.len();
+    if cfg.print_trace {
+        for (i, e) in events.iter().enumerate() {
+            eprintln!("{i:5} {}", short(e));
+        }
+    }
     check_poison(cfg, &events, &mut report);
     explore_trace(cfg, &events, work, &mut report).await?;
     Ok(report)
@@ -220,40 +228,78 @@ async fn workload(
     Ok(())
 }
 
-/// A log whose segment write or sync failed acknowledges nothing more
-/// until it is reopened.
+/// A log whose segment write or sync failed writes no batch and
+/// acknowledges no record of the failed batch or later until it is
+/// reopened. (Acknowledgements are noted when the workload's task runs,
+/// which may be after the flusher went on, so they are judged by LSN: the
+/// failed batch's first LSN is in its header.)
 fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
     let mut names: BTreeMap<usize, String> = BTreeMap::new();
-    let mut poisoned = None;
+    let mut last_write: BTreeMap<usize, Vec<u8>> = BTreeMap::new();
+    // (what failed, the failed batch's first LSN)
+    let mut poisoned: Option<(String, u64)> = None;
+    let batch_lsn = |d: &[u8]| -> u64 {
+        if d.len() >= 16 && &d[4..8] == crate::frame::BATCH_MAGIC {
+            u64::from_le_bytes(d[8..16].try_into().expect("8 bytes"))
+        } else {
+            0
+        }
+    };
+    let fail = |msg: String, report: &mut Report| {
+        report
+            .violations
+            .push(format!("{msg} (seed {}, fault {:?})", cfg.seed, cfg.fault));
+    };
     for e in events {
         match e {
             Event::Create { name, node, .. } => {
                 names.insert(*node, name.to_string_lossy().into_owned());
             }
-            Event::Rename { to, .. } => {
-                // The spare becomes a segment: its node keeps its data.
+            Event::Rename { from, to, .. } => {
                 for v in names.values_mut() {
-                    if v.ends_with(".seg.tmp") {
+                    if **v == *from.to_string_lossy() {
                         *v = to.to_string_lossy().into_owned();
                     }
                 }
             }
+            Event::Write { node, data, .. }
+                if names.get(node).is_some_and(|s| s.ends_with(".seg")) =>
+            {
+                if let Some((w, _)) = &poisoned {
+                    if data.iter().any(|&b| b != 0) {
+                        fail(format!("a batch written after a failed {w}"), report);
+                        poisoned = None;
+                    }
+                }
+                last_write.insert(*node, data.clone());
+            }
             Event::Faulted {
                 what,
                 node: Some(n),
+                data,
             } if (what.starts_with("write") || what.starts_with("fdatasync"))
                 && names.get(n).is_some_and(|s| s.ends_with(".seg")) =>
             {
-                poisoned = Some(what.clone());
+                let d = if what.starts_with("write") {
+                    data.as_slice()
+                } else {
+                    last_write.get(n).map_or(&[][..], |v| v)
+                };
+                let first = batch_lsn(d);
+                if first > 0 {
+                    poisoned = Some((what.clone(), first));
+                }
             }
             Event::Reopen => poisoned = None,
             Event::Ack { lsn, .. } => {
-                if let Some(w) = &poisoned {
-                    report.violations.push(format!(
-                        "record {lsn} acknowledged after a failed {w} (seed {}, fault {:?})",
-                        cfg.seed, cfg.fault
-                    ));
-                    poisoned = None;
+                if let Some((w, first)) = &poisoned {
+                    if lsn >= first {
+                        fail(
+                            format!("record {lsn} acknowledged after a failed {w}"),
+                            report,
+                        );
+                        poisoned = None;
+                    }
                 }
             }
             _ => {}

@@ -55,7 +55,11 @@ pub enum Event {
     /// The workload reopened the log (a new recovery starts here).
     Reopen,
     /// An operation failed by fault injection.
-    Faulted { what: String, node: Option<Node> },
+    Faulted {
+        what: String,
+        node: Option<Node>,
+        data: Vec<u8>,
+    },
 }
 
 /// Which operations a fault plan counts.
@@ -223,7 +227,11 @@ impl FsHook for Recorder {
         } else {
             op.to_string()
         };
-        st.events.push(Event::Faulted { what, node });
+        let data = match op {
+            FsOp::Write { data, .. } => data.to_vec(),
+            _ => Vec::new(),
+        };
+        st.events.push(Event::Faulted { what, node, data });
         Some(match (plan.error, op) {
             (None, FsOp::Write { data, .. }) => Fault::Short(data.len() / 2),
             (Some(e), _) => Fault::Fail(io::Error::from_raw_os_error(e)),
