@@ -32,9 +32,9 @@ pub enum LogCmd {
     /// torn tail, and any damage (segment and offset); exit status 1 if
     /// the log would not open.
     Check(CheckArgs),
-    /// Copy every record that still checks into a new log at --into (which
-    /// must not exist, or be empty), reading past damage; the damaged log
-    /// is only read.
+    /// Copy the records that still check into a new log at --into (which
+    /// must not exist, or be empty), keeping their LSNs up to the first
+    /// gap (--renumber: past it too); the damaged log is only read.
     Salvage(SalvageArgs),
     /// Explore crash states: run a seeded workload on a log while
     /// recording every write, sync, rename and directory sync, then
@@ -62,13 +62,18 @@ pub struct SalvageArgs {
     /// The new log to copy into (must not exist, or be empty).
     #[arg(long)]
     into: PathBuf,
+    /// Also copy the readable records past a gap, each moved down by the
+    /// records missing before it (their LSNs then differ from the old
+    /// log's). Without it the copy stops at the first gap and keeps LSNs.
+    #[arg(long)]
+    renumber: bool,
 }
 
 /// How the log is written (shared by the commands).
 #[derive(Args, Debug, Clone)]
 pub struct LogOpts {
     /// The log's directory (`serve` makes it if missing; `bench` wants a
-    /// new or empty one and removes it after).
+    /// path that does not exist, and removes what it made there).
     #[arg(long)]
     dir: PathBuf,
     /// Write with O_DIRECT.
@@ -322,12 +327,23 @@ fn check(a: CheckArgs) -> io::Result<()> {
 
 fn salvage(a: SalvageArgs) -> io::Result<()> {
     let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
-    let r = rt.block_on(ringkit_log::salvage(&a.log.dir, &a.into, a.log.options()))?;
+    let r = rt.block_on(ringkit_log::salvage(
+        &a.log.dir,
+        &a.into,
+        a.log.options(),
+        a.renumber,
+    ))?;
     for (old, n, new) in &r.runs {
         println!(
             "old LSNs {old}..={} -> new LSNs {new}..={}",
             old + n - 1,
             new + n - 1
+        );
+    }
+    for (first, n) in &r.left {
+        println!(
+            "not copied (past a gap; --renumber copies them): old LSNs {first}..={}",
+            first + n - 1
         );
     }
     println!("{} records copied into {}", r.copied, r.into.display());

@@ -202,7 +202,7 @@ fn bench_refuses_a_live_log_and_dump_changes_no_byte() {
         assert!(!out.status.success(), "{backend}: bench ran on a live log");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("refusing") && err.contains("not empty"),
+            err.contains("refusing") && err.contains("exists"),
             "{backend}: {err}"
         );
         assert_eq!(

@@ -110,21 +110,31 @@ pub struct SalvageReport {
     /// Records copied.
     pub copied: u64,
     /// Runs of consecutive old LSNs copied: (first old LSN, count, first
-    /// new LSN). The new log starts at the first LSN read; after a gap the
-    /// records move down by the number missing.
+    /// new LSN). The new log starts at the first LSN read, so records keep
+    /// their LSNs up to the first gap; with `renumber`, the records after
+    /// a gap move down by the number missing.
     pub runs: Vec<(u64, u64, u64)>,
+    /// Runs of readable records not copied (past a gap, without
+    /// `renumber`): (first LSN, count).
+    pub left: Vec<(u64, u64)>,
     /// Where the new log is.
     pub into: PathBuf,
 }
 
-/// Copy every record of the log in `dir` that still checks, in LSN order,
+/// Copy the records of the log in `dir` that still check, in LSN order,
 /// into a new log at `into` (which must not exist, or be empty), made with
-/// `opts`. Reads past damage: after a place that is not a whole batch it
-/// looks for the next whole batch of the log. Writes nothing in `dir`.
+/// `opts` and starting at the first LSN read. Records keep their LSNs: the
+/// copy stops at the first gap (a record lost to damage) and reports what
+/// lies after it, unless `renumber`, which copies those too, each moved
+/// down by the records missing before it (an LSN then names another
+/// record than it did: only for a reader that does not care). Reads past
+/// damage: after a place that is not a whole batch it looks for the next
+/// whole batch of the log. Writes nothing in `dir`.
 pub async fn salvage(
     dir: impl AsRef<Path>,
     into: impl AsRef<Path>,
     opts: Options,
+    renumber: bool,
 ) -> io::Result<SalvageReport> {
     let (dir, into) = (dir.as_ref(), into.as_ref());
     if into.exists() && std::fs::read_dir(into)?.next().is_some() {
@@ -161,6 +171,20 @@ pub async fn salvage(
     let Some(&(start, _)) = records.first() else {
         return Ok(report);
     };
+    if !renumber {
+        // Up to the first gap; the rest is reported, not copied.
+        let keep = records
+            .iter()
+            .enumerate()
+            .take_while(|(i, (lsn, _))| *lsn == start + *i as u64)
+            .count();
+        for (lsn, _) in records.drain(keep..) {
+            match report.left.last_mut() {
+                Some((f, n)) if *f + *n == lsn => *n += 1,
+                _ => report.left.push((lsn, 1)),
+            }
+        }
+    }
     let log = Log::open(
         into,
         Options {
@@ -217,10 +241,9 @@ async fn read_all(
         let mut from = pos + 1;
         'search: while from + BATCH_HEADER as u64 <= r.size {
             let hay = r.get(from, 1 << 20).await?.to_vec();
-            for (i, w) in hay.windows(4).enumerate() {
+            for i in memchr::memmem::find_iter(&hay, BATCH_MAGIC) {
                 let p = from + i as u64;
-                if w == BATCH_MAGIC
-                    && p >= pos + 5
+                if p >= pos + 5
                     && segment::batch_at(r, p - 4, log_id, None, max)
                         .await?
                         .is_some()

@@ -34,8 +34,12 @@
 //! [`Log::open_read_only`] writes nothing at all (for dumps, checks and
 //! readers beside a live writer); [`check()`] reports every problem of a
 //! directory and [`salvage()`] copies the readable records into a new log.
-//! Damage inside the very last batch cannot be told from a torn write
-//! (PostgreSQL's WAL has the same limit); that batch is treated as torn.
+//! A crash leaves each 512-byte sector of the last batch written or still
+//! zero, so a batch header, or a batch whose every sector was written, that
+//! does not check is damage too. What cannot be told from a crash is
+//! damage that zeroes whole sectors at the very end of the log (the last
+//! records then read as never written: PostgreSQL's WAL has the same
+//! limit), or that leaves some sector of the last batch zero.
 //!
 //! # Failures
 //! A segment that cannot be made (a full disk) fails the appends waiting

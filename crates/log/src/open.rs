@@ -120,9 +120,12 @@ impl Log {
 
     /// Open the log in `dir` to read it, writing nothing: no recovery
     /// writes, no lock, no file made. It works on a log another process
-    /// has open and is appending to (it sees the records durable when it
-    /// scanned; a scan that raced an append is tried again). A torn tail
-    /// is left as it is (the records end before it); damage is
+    /// has open and is appending to: it sees what the segment files held
+    /// when it scanned (a scan that raced an append is tried again), which
+    /// is every record durable by then and possibly the batch being
+    /// written, whose sync has not returned (its appends have not resolved;
+    /// after a failed sync they never will, and recovery may drop it). A
+    /// torn tail is left as it is (the records end before it); damage is
     /// `InvalidData` as for [`Log::open`]. [`Log::append`] fails with
     /// `PermissionDenied`.
     pub async fn open_read_only(dir: impl AsRef<Path>, opts: Options) -> io::Result<Log> {
@@ -181,23 +184,38 @@ async fn remove_strays(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Make `dir` if missing, and sync its parent: always, not only when this
-/// call made it (a run that made it may have failed before its sync, and
-/// the directory's name is not durable until the parent is synced).
+/// Make `dir` (and any missing ancestor) if missing, each made directory's
+/// parent synced so its name is durable; and sync `dir`'s parent always,
+/// not only when this call made it (a run that made it may have failed
+/// before its sync).
 async fn make_dir(dir: &Path) -> io::Result<()> {
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
+    let parent_of = |d: &Path| match d.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
     };
-    if !dir.is_dir() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| io::Error::new(e.kind(), format!("log dir {}: {e}", parent.display())))?;
-        match ringkit::fs::create_dir(dir).await {
-            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+    let mut missing = Vec::new();
+    let mut d = dir.to_path_buf();
+    while !d.is_dir() {
+        missing.push(d.clone());
+        let p = parent_of(&d);
+        if p == d || missing.len() > 64 {
+            break;
+        }
+        d = p;
+    }
+    for d in missing.iter().rev() {
+        match ringkit::fs::create_dir(d).await {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+                return Err(io::Error::new(e.kind(), format!("log dir: {e}")))
+            }
             _ => {}
         }
+        ringkit::fs::sync_dir(parent_of(d)).await?;
     }
-    ringkit::fs::sync_dir(parent).await
+    if missing.is_empty() {
+        ringkit::fs::sync_dir(parent_of(dir)).await?;
+    }
+    Ok(())
 }
 
 /// Make a new log in `dir`: its first segment, then its manifest (a

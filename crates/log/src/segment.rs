@@ -389,8 +389,8 @@ async fn classify(
         let n = (stop - from).min(CHUNK as u64) as usize;
         let hay = r.get(from, n).await?.to_vec();
         let mut found = None;
-        for (i, w) in hay.windows(4).enumerate() {
-            if w == BATCH_MAGIC && from + i as u64 >= end + 5 {
+        for i in memchr::memmem::find_iter(&hay, BATCH_MAGIC) {
+            if from + i as u64 >= end + 5 {
                 let p = from + i as u64 - 4;
                 if let Some((h, _)) = batch_at(r, p, log_id, None, window).await? {
                     found = Some((p, h));

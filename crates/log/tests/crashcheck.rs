@@ -24,11 +24,12 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     cfg.budget = budget;
     let r = crashcheck::explore(&cfg).await.unwrap();
     println!(
-        "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states, {} acked",
+        "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), {} acked",
         ringkit::backend_report().chosen,
         r.events,
         r.points,
         r.states,
+        r.distinct,
         r.acked
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);

@@ -98,7 +98,7 @@ async fn a_flipped_bit_in_acknowledged_records_is_refused_not_erased(direct: boo
     }
     // Nothing written: every byte of every file is as it was (LOCK too).
     assert_eq!(snapshot(t.path()), before);
-    // check reports it; salvage copies the 199 readable records out.
+    // check reports it; salvage copies the readable records out.
     let r = ringkit_log::check(t.path()).await.unwrap();
     assert!(
         r.error.is_some() && r.segments[0].tail.as_ref().unwrap().starts_with("CORRUPT"),
@@ -106,7 +106,19 @@ async fn a_flipped_bit_in_acknowledged_records_is_refused_not_erased(direct: boo
     );
     let out = tempfile::tempdir().unwrap();
     let into = out.path().join("salvaged");
-    let s = ringkit_log::salvage(t.path(), &into, opts(direct))
+    // LSNs kept: up to the gap, the rest reported.
+    let s = ringkit_log::salvage(t.path(), &into, opts(direct), false)
+        .await
+        .unwrap();
+    assert_eq!(s.copied, 2);
+    assert_eq!((s.runs, s.left), (vec![(1, 2, 1)], vec![(4, 197)]));
+    let log = Log::open(&into, opts(direct)).await.unwrap();
+    assert_eq!(log.durable_lsn(), 2);
+    assert_eq!(log.read(2).await.unwrap(), rec(2));
+    drop(log);
+    // Renumbered on request: every readable record.
+    let into = out.path().join("renumbered");
+    let s = ringkit_log::salvage(t.path(), &into, opts(direct), true)
         .await
         .unwrap();
     assert_eq!(s.copied, 199);

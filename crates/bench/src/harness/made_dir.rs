@@ -1,29 +1,62 @@
 //! A scratch directory that a run makes and removes, and nothing else: a
-//! directory that exists and is not empty may hold someone's data (a live
-//! log, a served tree, results), so it is refused, never cleared.
+//! path that exists may hold someone's data (a live log, a served tree,
+//! results), so it is refused, never cleared.
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
-/// A directory made (or found empty) by this run; dropping it removes it
-/// with everything the run put in it.
+/// A directory made by this run; dropping it removes it with everything
+/// the run put in it.
 #[derive(Debug)]
 pub struct MadeDir {
     path: PathBuf,
+    /// `LOCK` inside it, held (`flock`) from before the directory had its
+    /// name: a ringkit-log opened there by anyone else fails, so nothing
+    /// but this run can have put anything in it.
+    _lock: Option<std::fs::File>,
 }
 
 impl MadeDir {
-    /// Make `path` (and its parents), or take it if it exists and is
-    /// empty. A file, or a directory with anything in it, is refused with
-    /// `AlreadyExists`, and nothing is touched.
+    /// Make `path` (its parents if missing); a path that exists, even an
+    /// empty directory, is refused with `AlreadyExists` and not touched.
     pub fn new(path: impl AsRef<Path>) -> io::Result<MadeDir> {
         let path = path.as_ref().to_path_buf();
-        if let Some(e) = refuse(&path)? {
+        make_parent(&path)?;
+        std::fs::create_dir(&path).map_err(|e| refused(&path, e))?;
+        Ok(MadeDir { path, _lock: None })
+    }
+
+    /// Like [`new`](Self::new), and the directory appears under its name
+    /// with `LOCK` in it already held, as a ringkit-log holds it: made
+    /// under a temporary name, locked, then renamed without replacing
+    /// anything (`RENAME_NOREPLACE`). For a run that puts a log beside it
+    /// (in a subdirectory): a `ringkit log serve` started on the same path
+    /// meanwhile cannot open a log there for this run to delete.
+    pub fn new_locked(path: impl AsRef<Path>) -> io::Result<MadeDir> {
+        let path = path.as_ref().to_path_buf();
+        make_parent(&path)?;
+        if path.symlink_metadata().is_ok() {
+            return Err(refused(&path, io::ErrorKind::AlreadyExists.into()));
+        }
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let tmp = path.with_file_name(format!(".{name}.making-{}", std::process::id()));
+        std::fs::create_dir(&tmp).map_err(|e| refused(&tmp, e))?;
+        let lock = std::fs::File::create(tmp.join("LOCK"))?;
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            let _ = std::fs::remove_dir_all(&tmp);
             return Err(e);
         }
-        std::fs::create_dir_all(&path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-        Ok(MadeDir { path })
+        if let Err(e) = rename_noreplace(&tmp, &path) {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(refused(&path, e));
+        }
+        Ok(MadeDir {
+            path,
+            _lock: Some(lock),
+        })
     }
 
     /// Its path.
@@ -32,36 +65,71 @@ impl MadeDir {
     }
 }
 
-/// Fail with `AlreadyExists` if `path` is a file or a directory with
-/// anything in it: for scratch directories that a run fills and removes.
-pub fn must_be_new_or_empty(path: &Path) -> io::Result<()> {
-    match refuse(path)? {
-        Some(e) => Err(e),
-        None => Ok(()),
+fn make_parent(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => std::fs::create_dir_all(p),
+        _ => Ok(()),
     }
 }
 
-/// Why `path` may not be used as a scratch directory, if it may not.
-fn refuse(path: &Path) -> io::Result<Option<io::Error>> {
+fn refused(path: &Path, e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::AlreadyExists {
+        io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "refusing {}: it exists (it may hold a live log or other data); give a path \
+                 that does not exist yet",
+                path.display()
+            ),
+        )
+    } else {
+        io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+    }
+}
+
+fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths that outlive the call.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Fail with `AlreadyExists` if `path` is a file or a directory with
+/// anything in it: for scratch directories that a run fills and removes.
+pub fn must_be_new_or_empty(path: &Path) -> io::Result<()> {
     let meta = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
         Ok(m) => m,
     };
-    let why = if !meta.is_dir() {
-        "is not a directory"
-    } else if std::fs::read_dir(path)?.next().is_some() {
-        "exists and is not empty (it may hold a live log or other data)"
-    } else {
-        return Ok(None);
-    };
-    Ok(Some(io::Error::new(
+    if meta.is_dir() && std::fs::read_dir(path)?.next().is_none() {
+        return Ok(());
+    }
+    Err(io::Error::new(
         io::ErrorKind::AlreadyExists,
         format!(
-            "refusing {}: it {why}; give a new or empty directory",
+            "refusing {}: it exists and is not an empty directory (it may hold a live log or \
+             other data); give a new or empty directory",
             path.display()
         ),
-    )))
+    ))
 }
 
 impl Drop for MadeDir {
@@ -80,19 +148,33 @@ mod tests {
         let full = t.path().join("full");
         std::fs::create_dir(&full).unwrap();
         std::fs::write(full.join("data"), b"keep").unwrap();
-        let e = MadeDir::new(&full).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
-        assert_eq!(std::fs::read(full.join("data")).unwrap(), b"keep");
-        let file = t.path().join("file");
-        std::fs::write(&file, b"x").unwrap();
-        assert!(MadeDir::new(&file).is_err());
+        for locked in [false, true] {
+            let e = if locked {
+                MadeDir::new_locked(&full).unwrap_err()
+            } else {
+                MadeDir::new(&full).unwrap_err()
+            };
+            assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+            assert_eq!(std::fs::read(full.join("data")).unwrap(), b"keep");
+        }
+        // An empty directory that was there is not this run's either.
+        let empty = t.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(MadeDir::new(&empty).is_err());
+        drop(MadeDir::new_locked(&empty).unwrap_err());
+        assert!(empty.is_dir());
         let made = t.path().join("a/b");
         let d = MadeDir::new(&made).unwrap();
         std::fs::write(d.path().join("scratch"), b"x").unwrap();
         drop(d);
         assert!(!made.exists());
-        // An empty one is taken.
-        std::fs::create_dir(&made).unwrap();
-        drop(MadeDir::new(&made).unwrap());
+        // Locked: LOCK is held, as a log's is.
+        let d = MadeDir::new_locked(&made).unwrap();
+        let f = std::fs::File::open(made.join("LOCK")).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_ne!(r, 0, "LOCK must be held");
+        drop(d);
+        assert!(!made.exists());
     }
 }

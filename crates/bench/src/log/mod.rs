@@ -175,10 +175,11 @@ fn finish(
     }
 }
 
-/// Run one contender for `cfg.secs` and measure it. The log directory must
-/// be new or empty (a directory with anything in it is refused: it may
-/// hold a live log); it is made, its file made (and, for the peers,
-/// zero-filled) before the window opens, and removed after.
+/// Run one contender for `cfg.secs` and measure it. `cfg.dir` must not
+/// exist (a path that does is refused: it may hold a live log); it is
+/// made (with its `LOCK` held, so no log can be started there meanwhile),
+/// the contender's files are made in `cfg.dir/log` (and, for the peers,
+/// zero-filled) before the window opens, and all of it is removed after.
 pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     if cfg.writers == 0 || cfg.record == 0 {
         return Err(io::Error::new(
@@ -186,13 +187,20 @@ pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
             "want at least one writer and a record of at least one byte",
         ));
     }
-    let _dir = crate::harness::made_dir::MadeDir::new(&cfg.dir)?;
+    // `dir` appears with its LOCK held (a log started there meanwhile
+    // fails); the contender writes in `dir/log`; all of it goes after.
+    let made = crate::harness::made_dir::MadeDir::new_locked(&cfg.dir)?;
+    let inner = LogBenchConfig {
+        dir: made.path().join("log"),
+        ..cfg.clone()
+    };
+    std::fs::create_dir(&inner.dir)?;
     let mut r = match cfg.engine {
-        LogEngine::Ringkit(b) => run_ringkit(cfg, b),
-        LogEngine::Tokio => peers::run_tokio(cfg),
-        LogEngine::Std => peers::run_std(cfg),
+        LogEngine::Ringkit(b) => run_ringkit(&inner, b),
+        LogEngine::Tokio => peers::run_tokio(&inner),
+        LogEngine::Std => peers::run_std(&inner),
     }?;
-    r.files = std::fs::read_dir(&cfg.dir)?.count() as u64;
+    r.files = std::fs::read_dir(&inner.dir)?.count() as u64;
     Ok(r)
 }
 

@@ -82,8 +82,12 @@ pub struct Report {
     pub events: usize,
     /// Points of the trace where states were explored.
     pub points: usize,
-    /// Crash states recovered and checked.
+    /// Crash states checked.
     pub states: u64,
+    /// Distinct states among them, each written out and recovered (the
+    /// same files give the same recovery, so a state seen before is judged
+    /// by its recovery then, against what the workload had seen now).
+    pub distinct: u64,
     /// Records acknowledged by the workload.
     pub acked: u64,
     /// Whether the planned fault fired.
@@ -324,6 +328,7 @@ async fn explore_trace(
     let mut seen = Seen::default();
     let mut rng = Rng(cfg.seed ^ 0xC0FF_EE00_D15C_0001);
     let state_dir = work.join("state");
+    let mut cache = std::collections::HashMap::new();
     for (i, e) in events.iter().enumerate() {
         model.apply(e);
         match e {
@@ -342,7 +347,7 @@ async fn explore_trace(
         for choice in model.states(cfg.budget, &mut rng) {
             report.states += 1;
             let files = model.materialize(&choice);
-            if let Err(v) = check_state(cfg, &files, &seen, &state_dir).await? {
+            if let Err(v) = check_state(cfg, &files, &seen, &state_dir, &mut cache).await? {
                 report.violations.push(format!(
                     "after event {i} ({}), state [{}]: {v} (replay: ringkit log crashcheck --seed {} \
                      --ops {}{})",
@@ -353,11 +358,13 @@ async fn explore_trace(
                     if cfg.direct { " --direct" } else { "" }
                 ));
                 if report.violations.len() >= 20 {
+                    report.distinct = cache.len() as u64;
                     return Ok(());
                 }
             }
         }
     }
+    report.distinct = cache.len() as u64;
     Ok(())
 }
 
@@ -368,6 +375,19 @@ fn short(e: &Event) -> String {
     }
 }
 
+/// What recovery made of one state (the same files always give the same
+/// outcome, so outcomes are kept by a hash of the files).
+#[derive(Debug, Clone)]
+enum Outcome {
+    /// No log directory in the state.
+    NoDir,
+    /// Recovery refused, or its three runs disagreed: why.
+    Bad(String),
+    /// The records recovered: LSN and payload number (`None`: a payload
+    /// this workload never made).
+    Records(Vec<(u64, Option<u64>)>),
+}
+
 /// Write the state, recover it three ways, check it. `Ok(Err(v))` is a
 /// violation; `Err` a failure of the explorer itself.
 async fn check_state(
@@ -375,7 +395,40 @@ async fn check_state(
     files: &[(PathBuf, Option<Vec<u8>>)],
     seen: &Seen,
     dir: &Path,
+    cache: &mut std::collections::HashMap<u64, Outcome>,
 ) -> io::Result<Result<(), String>> {
+    // Two CRC32Cs (different seeds) of every name and content: a 64-bit key.
+    let (mut lo, mut hi) = (0u32, 0x9E37_79B9u32);
+    for (path, data) in files {
+        let name = path.as_os_str().as_encoded_bytes();
+        let body = data.as_deref().unwrap_or(b"/");
+        for part in [
+            name,
+            &[0u8][..],
+            body,
+            &(body.len() as u64).to_le_bytes()[..],
+        ] {
+            lo = crc32c::crc32c_append(lo, part);
+            hi = crc32c::crc32c_append(hi ^ 0x5bd1_e995, part);
+        }
+    }
+    let key = u64::from(lo) | u64::from(hi) << 32;
+    let outcome = match cache.get(&key) {
+        Some(o) => o.clone(),
+        None => {
+            let o = recover_state(cfg, files, dir).await?;
+            cache.insert(key, o.clone());
+            o
+        }
+    };
+    Ok(judge(&outcome, seen))
+}
+
+async fn recover_state(
+    cfg: &Config,
+    files: &[(PathBuf, Option<Vec<u8>>)],
+    dir: &Path,
+) -> io::Result<Outcome> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     for (path, data) in files {
@@ -386,49 +439,50 @@ async fn check_state(
     }
     let log_dir = dir.join("log");
     if !log_dir.is_dir() {
-        return Ok(match seen.acked.keys().next() {
-            Some(lsn) => Err(format!(
-                "the log directory is gone; record {lsn} was acknowledged"
-            )),
-            None => Ok(()),
-        });
+        return Ok(Outcome::NoDir);
     }
     let opts = options(cfg.direct);
     let first = records_of(Log::open_read_only(&log_dir, opts.clone()).await).await;
     let rw = records_of(Log::open(&log_dir, opts.clone()).await).await;
     let again = records_of(Log::open_read_only(&log_dir, opts).await).await;
+    let bad = |m: String| Ok(Outcome::Bad(m));
     let recs = match (&first, &rw) {
-        (_, Err(e)) => {
-            return Ok(Err(format!(
-                "recovery refused a state a crash can leave: {e}"
-            )))
-        }
+        (_, Err(e)) => return bad(format!("recovery refused a state a crash can leave: {e}")),
         (Err(e), Ok(_)) if e.kind() != io::ErrorKind::NotFound => {
-            return Ok(Err(format!(
+            return bad(format!(
                 "read-only recovery refused what read-write accepted: {e}"
-            )))
+            ))
         }
         (Ok(a), Ok(b)) if a != b => {
-            return Ok(Err(format!(
+            return bad(format!(
                 "read-only recovery read {} records, read-write {}",
                 a.len(),
                 b.len()
-            )))
+            ))
         }
         (_, Ok(b)) => b,
     };
     match &again {
         Ok(c) if c == recs => {}
         Ok(c) => {
-            return Ok(Err(format!(
+            return bad(format!(
                 "after recovery a reopen reads {} records, not {}",
                 c.len(),
                 recs.len()
-            )))
+            ))
         }
-        Err(e) => return Ok(Err(format!("after recovery the log no longer opens: {e}"))),
+        Err(e) => return bad(format!("after recovery the log no longer opens: {e}")),
     }
-    Ok(verify(cfg, recs, seen))
+    let ids = recs
+        .iter()
+        .map(|(lsn, p)| {
+            let id = (p.len() >= 16 && p[..8] == cfg.seed.to_le_bytes())
+                .then(|| u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")))
+                .filter(|&id| *p == payload(cfg.seed, id, p.len() - 16));
+            (*lsn, id)
+        })
+        .collect();
+    Ok(Outcome::Records(ids))
 }
 
 /// The records of an opened log, in order.
@@ -445,21 +499,28 @@ async fn records_of(log: io::Result<Log>) -> io::Result<Vec<(u64, Vec<u8>)>> {
     Ok(out)
 }
 
-fn verify(cfg: &Config, recs: &[(u64, Vec<u8>)], seen: &Seen) -> Result<(), String> {
+/// Judge a recovery's outcome against what the workload had seen.
+fn judge(outcome: &Outcome, seen: &Seen) -> Result<(), String> {
+    let recs = match outcome {
+        Outcome::NoDir => {
+            return match seen.acked.keys().next() {
+                Some(lsn) => Err(format!(
+                    "the log directory is gone; record {lsn} was acknowledged"
+                )),
+                None => Ok(()),
+            }
+        }
+        Outcome::Bad(why) => return Err(why.clone()),
+        Outcome::Records(r) => r,
+    };
     let mut ids = HashSet::new();
-    for (i, (lsn, p)) in recs.iter().enumerate() {
-        if *lsn != 1 + i as u64 {
+    for (i, &(lsn, id)) in recs.iter().enumerate() {
+        if lsn != 1 + i as u64 {
             return Err(format!("LSN {lsn} where {} belongs: a gap", 1 + i));
         }
-        if p.len() < 16 || p[..8] != cfg.seed.to_le_bytes() {
+        let Some(id) = id.filter(|id| seen.appended.contains(id)) else {
             return Err(format!("record {lsn} was never appended"));
-        }
-        let id = u64::from_le_bytes(p[8..16].try_into().expect("8 bytes"));
-        if !seen.appended.contains(&id) || *p != payload(cfg.seed, id, p.len() - 16) {
-            return Err(format!(
-                "record {lsn} was never appended (payload {id} changed)"
-            ));
-        }
+        };
         if !ids.insert(id) {
             return Err(format!(
                 "record {lsn} repeats payload {id}: two LSNs name one record"
@@ -474,7 +535,7 @@ fn verify(cfg: &Config, recs: &[(u64, Vec<u8>)], seen: &Seen) -> Result<(), Stri
                     recs.len()
                 ))
             }
-            Some((_, p)) if p[8..16] != id.to_le_bytes() => {
+            Some((_, got)) if *got != Some(id) => {
                 return Err(format!("acknowledged record {lsn} now holds other data"))
             }
             Some(_) => {}

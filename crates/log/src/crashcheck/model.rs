@@ -6,6 +6,13 @@
 //!   disk, independently, and a write may be torn at 512-byte sector
 //!   boundaries: any subset of its sectors persisted. Later writes land
 //!   over earlier ones where both persisted.
+//! - A failed `fsync` leaves the writes it covered in limbo: the kernel may
+//!   have dropped them, and later syncs of the file do not bring them back,
+//!   until a reopen's recovery reads the file (the last segment with
+//!   `O_DIRECT`, so as the disk holds it) and syncs what it found. (The
+//!   explorer has no page cache apart from the disk: that the log never
+//!   builds on bytes only the page cache holds after a failed writeback is
+//!   shown by reading with `O_DIRECT`, not by this model.)
 //! - A directory's names are durable up to its last `fsync`. The changes
 //!   since then (creates, renames, removals) persist as a prefix, in
 //!   order: metadata goes through the journal in order (ext4, XFS), but a
@@ -38,11 +45,24 @@ enum DirOp {
     Remove(OsString),
 }
 
+/// Where a file change stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Not synced yet: may or may not be on disk.
+    Pending,
+    /// A sync covering it failed: the kernel may have dropped it, and no
+    /// later sync brings it back, so it stays may-or-may-not for good.
+    Limbo,
+    /// Synced after a change in limbo (kept in order so it lands over it).
+    Durable,
+}
+
 #[derive(Debug, Clone, Default)]
 struct NodeState {
     is_dir: bool,
     data: Vec<u8>,
-    pending: Vec<Pending>,
+    /// Changes since `data`, in order.
+    pending: Vec<(Pending, Fate)>,
     entries: BTreeMap<OsString, Node>,
     dir_pending: Vec<DirOp>,
 }
@@ -132,19 +152,44 @@ impl Model {
                     .dir_pending
                     .push(DirOp::Add(name.clone(), *node));
             }
-            Event::Truncate { node } => self.node(*node).pending.push(Pending::Truncate),
-            Event::Write { node, offset, data } => self.node(*node).pending.push(Pending::Write {
-                offset: *offset,
-                data: data.clone(),
-            }),
-            Event::Alloc { node, end } => {
-                self.node(*node).pending.push(Pending::Alloc { end: *end })
-            }
+            Event::Truncate { node } => self
+                .node(*node)
+                .pending
+                .push((Pending::Truncate, Fate::Pending)),
+            Event::Write { node, offset, data } => self.node(*node).pending.push((
+                Pending::Write {
+                    offset: *offset,
+                    data: data.clone(),
+                },
+                Fate::Pending,
+            )),
+            Event::Alloc { node, end } => self
+                .node(*node)
+                .pending
+                .push((Pending::Alloc { end: *end }, Fate::Pending)),
             Event::SyncFile { node } => {
                 let n = self.node(*node);
-                let pending = std::mem::take(&mut n.pending);
-                for p in &pending {
-                    apply_change(&mut n.data, p, None);
+                if n.pending.iter().any(|(_, f)| *f == Fate::Limbo) {
+                    for (_, f) in &mut n.pending {
+                        if *f == Fate::Pending {
+                            *f = Fate::Durable;
+                        }
+                    }
+                } else {
+                    for (p, _) in std::mem::take(&mut n.pending) {
+                        apply_change(&mut n.data, &p, None);
+                    }
+                }
+            }
+            Event::Faulted {
+                what,
+                node: Some(node),
+                ..
+            } if what.starts_with("fsync") || what.starts_with("fdatasync") => {
+                for (_, f) in &mut self.node(*node).pending {
+                    if *f == Fate::Pending {
+                        *f = Fate::Limbo;
+                    }
                 }
             }
             Event::SyncDir { node } => {
@@ -161,7 +206,20 @@ impl Model {
                 .node(*dir)
                 .dir_pending
                 .push(DirOp::Remove(name.clone())),
-            Event::Ack { .. } | Event::Appended { .. } | Event::Reopen | Event::Faulted { .. } => {}
+            // A reopen's recovery reads the file as the disk holds it (the
+            // last segment with O_DIRECT) and syncs it: what a failed sync
+            // left in limbo is settled by that sync, one way or the other,
+            // as in the run.
+            Event::Reopen => {
+                for n in &mut self.nodes {
+                    for (_, f) in &mut n.pending {
+                        if *f == Fate::Limbo {
+                            *f = Fate::Pending;
+                        }
+                    }
+                }
+            }
+            Event::Ack { .. } | Event::Appended { .. } | Event::Faulted { .. } => {}
         }
     }
 
@@ -179,13 +237,17 @@ impl Model {
             .iter()
             .enumerate()
             .flat_map(|(i, n)| {
-                n.pending.iter().enumerate().map(move |(j, p)| {
-                    let s = match p {
-                        Pending::Write { offset, data } => sectors(*offset, data.len()),
-                        _ => 1,
-                    };
-                    (i, j, s)
-                })
+                n.pending
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (_, f))| *f != Fate::Durable)
+                    .map(move |(j, (p, _))| {
+                        let s = match p {
+                            Pending::Write { offset, data } => sectors(*offset, data.len()),
+                            _ => 1,
+                        };
+                        (i, j, s)
+                    })
             })
             .collect();
         // How many states in all (saturating).
@@ -295,7 +357,11 @@ impl Model {
             } else {
                 let f = &self.nodes[node];
                 let mut data = f.data.clone();
-                for (j, p) in f.pending.iter().enumerate() {
+                for (j, (p, fate)) in f.pending.iter().enumerate() {
+                    if *fate == Fate::Durable {
+                        apply_change(&mut data, p, None);
+                        continue;
+                    }
                     let mask = c
                         .writes
                         .iter()
