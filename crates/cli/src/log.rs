@@ -2,11 +2,9 @@
 //! append log (`ringkit-log`) from the command line.
 
 use std::io::{self, Write as _};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use ringkit::net::TcpStream;
 use ringkit::Backend;
 use ringkit_bench::log::{LogBenchConfig, LogEngine};
 use ringkit_log::{Log, Options};
@@ -23,7 +21,7 @@ pub enum LogCmd {
     /// is durable. Many connections at once, pipelining allowed. A record
     /// that cannot be made durable closes its connection (nothing after the
     /// last LSN answered is acknowledged).
-    Serve(ServeArgs),
+    Serve(crate::log_serve::ServeArgs),
     /// Write every record to stdout as an 8-byte LE LSN, a 4-byte LE
     /// length and the bytes, in LSN order. Opens the log read-only: writes
     /// nothing, takes no lock, works beside a running `log serve`.
@@ -48,10 +46,10 @@ pub enum LogCmd {
 pub struct CheckArgs {
     /// The log's directory.
     #[arg(long)]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
-    backend: Backend,
+    pub(crate) backend: Backend,
 }
 
 /// `ringkit log salvage`.
@@ -75,7 +73,7 @@ pub struct LogOpts {
     /// The log's directory (`serve` makes it if missing; `bench` wants a
     /// path that does not exist, and removes what it made there).
     #[arg(long)]
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// Write with O_DIRECT.
     #[arg(long)]
     direct: bool,
@@ -87,11 +85,11 @@ pub struct LogOpts {
     max_batch_kib: usize,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
-    backend: Backend,
+    pub(crate) backend: Backend,
 }
 
 impl LogOpts {
-    fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         Options {
             direct: self.direct,
             segment_size: self.segment_mib << 20,
@@ -127,16 +125,6 @@ pub struct BenchArgs {
     json: bool,
 }
 
-/// `ringkit log serve`.
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    #[command(flatten)]
-    log: LogOpts,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:7400")]
-    addr: SocketAddr,
-}
-
 /// `ringkit log dump`.
 #[derive(Args, Debug)]
 pub struct DumpArgs {
@@ -147,7 +135,7 @@ pub struct DumpArgs {
 pub fn log(cmd: LogCmd) -> io::Result<()> {
     match cmd {
         LogCmd::Bench(a) => bench(a),
-        LogCmd::Serve(a) => serve(a),
+        LogCmd::Serve(a) => crate::log_serve::serve(a),
         LogCmd::Dump(a) => dump(a),
         LogCmd::Check(a) => check(a),
         LogCmd::Salvage(a) => salvage(a),
@@ -196,68 +184,6 @@ fn bench(a: BenchArgs) -> io::Result<()> {
         println!("{}", serde_json::to_string(&r)?);
     }
     Ok(())
-}
-
-fn serve(a: ServeArgs) -> io::Result<()> {
-    let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
-    rt.block_on(async {
-        let log = Log::open(&a.log.dir, a.log.options()).await?;
-        let l = ringkit::net::TcpListener::bind(a.addr)?;
-        eprintln!(
-            "ringkit log: serving {} on {} ({}), next LSN {}",
-            a.log.dir.display(),
-            l.local_addr()?,
-            ringkit::backend_report(),
-            log.next_lsn()
-        );
-        loop {
-            let (s, peer) = l.accept().await?;
-            let log = log.clone();
-            ringkit::spawn(async move {
-                if let Err(e) = serve_conn(&log, &s).await {
-                    eprintln!("ringkit log: {peer}: {e}");
-                }
-            });
-        }
-    })
-}
-
-/// Read framed records as they come; answer each with its LSN, in order.
-async fn serve_conn(log: &Log, s: &TcpStream) -> io::Result<()> {
-    let max = log.max_record();
-    let mut inbuf: Vec<u8> = Vec::new();
-    loop {
-        let (n, chunk) = s.read(Vec::with_capacity(64 << 10)).await;
-        if n? == 0 {
-            return Ok(());
-        }
-        inbuf.extend_from_slice(&chunk);
-        // Queue every whole record now (LSNs in arrival order), then answer.
-        let mut commits = Vec::new();
-        let mut at = 0;
-        while inbuf.len() - at >= 4 {
-            let len = u32::from_le_bytes(inbuf[at..at + 4].try_into().expect("4 bytes")) as usize;
-            if len > max {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("record of {len} bytes: at most {max}"),
-                ));
-            }
-            if inbuf.len() - at - 4 < len {
-                break;
-            }
-            commits.push(log.append(&inbuf[at + 4..at + 4 + len]));
-            at += 4 + len;
-        }
-        inbuf.drain(..at);
-        let mut out = Vec::with_capacity(commits.len() * 8);
-        for c in commits {
-            out.extend_from_slice(&c.await?.to_le_bytes());
-        }
-        if !out.is_empty() {
-            s.write_all(out).await.0?;
-        }
-    }
 }
 
 fn dump(a: DumpArgs) -> io::Result<()> {

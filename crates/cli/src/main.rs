@@ -8,6 +8,7 @@ mod crashcheck;
 mod echo;
 mod http;
 mod log;
+mod log_serve;
 mod probe;
 mod progress;
 mod studies;

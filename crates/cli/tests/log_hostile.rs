@@ -1,0 +1,274 @@
+//! `ringkit log serve` against hostile clients, on both backends: clients
+//! that connect and reset at once, fd exhaustion, idle and half-sent
+//! connections, records trickled and never finished, a flood of large
+//! partial records, and a client that pipelines and never reads its LSNs.
+//! After each, the server is up and a well-behaved client is answered.
+//! (It died on the first reset on io_uring, on EMFILE, and held every
+//! connection and partial record forever.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own, not yet reaped, child by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+}
+
+/// Start `log serve` with `extra` flags; `nofile`: the child's fd limit
+/// (soft and hard), so fd exhaustion comes early.
+fn start(dir: &Path, backend: &str, extra: &[&str], nofile: Option<u64>) -> Server {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringkit"));
+    cmd.args([
+        "log",
+        "serve",
+        "--segment-mib",
+        "1",
+        "--max-batch-kib",
+        "256",
+    ])
+    .args(["--backend", backend, "--addr", &addr, "--dir"])
+    .arg(dir)
+    .args(extra)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if let Some(n) = nofile {
+        // SAFETY: setrlimit is async-signal-safe; it runs in the child
+        // between fork and exec and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let r = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("serving"), "{backend}: {line}");
+    // Keep draining its stderr so it never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = err.read_to_end(&mut sink);
+    });
+    Server { child, addr }
+}
+
+/// One record appended and its LSN read, within 5 s.
+fn good_client(addr: &str) -> u64 {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let rec = b"well-behaved";
+    c.write_all(&(rec.len() as u32).to_le_bytes()).unwrap();
+    c.write_all(rec).unwrap();
+    let mut lsn = [0u8; 8];
+    c.read_exact(&mut lsn).unwrap();
+    u64::from_le_bytes(lsn)
+}
+
+/// Whether the server closed `c` within `within`.
+fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
+    c.set_read_timeout(Some(within)).unwrap();
+    let mut b = [0u8; 64];
+    loop {
+        match c.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Connect, then close with SO_LINGER 0: a reset, often before the server
+/// has accepted.
+fn reset_at_once(addr: &str) {
+    use std::os::fd::AsRawFd;
+    let c = TcpStream::connect(addr).unwrap();
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a linger struct of the
+    // size we pass.
+    let r = unsafe {
+        libc::setsockopt(
+            c.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0);
+    drop(c);
+}
+
+#[test]
+fn log_serve_survives_hostile_clients() {
+    for backend in ["uring", "epoll"] {
+        let t = tempfile::tempdir().unwrap();
+        // Short limits so the test sees them act.
+        let mut srv = start(
+            t.path(),
+            backend,
+            &[
+                "--idle-timeout-secs",
+                "2",
+                "--frame-timeout-secs",
+                "2",
+                "--max-partial-mib",
+                "4",
+                "--max-connections",
+                "50",
+            ],
+            None,
+        );
+        let addr = srv.addr.clone();
+        assert_eq!(good_client(&addr), 1);
+
+        // Connect and reset at once, many times.
+        for _ in 0..300 {
+            reset_at_once(&addr);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(srv.alive(), "{backend}: died on resets");
+        good_client(&addr);
+
+        // Half-sent records: a 1 MB length prefix and most of the bytes,
+        // from 20 connections: past the 4 MiB budget, the server closes
+        // them rather than grow.
+        let mut half: Vec<TcpStream> = (0..20)
+            .map(|_| {
+                let mut c = TcpStream::connect(&addr).unwrap();
+                let _ = c.write_all(&1_000_000u32.to_le_bytes());
+                let _ = c.write_all(&vec![7u8; 999_000]);
+                c
+            })
+            .collect();
+        good_client(&addr);
+        let t0 = Instant::now();
+        let closed = half
+            .iter_mut()
+            .map(|c| closed_within(c, Duration::from_secs(6)))
+            .filter(|&x| x)
+            .count();
+        assert_eq!(
+            closed,
+            20,
+            "{backend}: half-sent records still held after {:?}",
+            t0.elapsed()
+        );
+
+        // Idle, and trickled: closed by the timeouts.
+        let mut idle = TcpStream::connect(&addr).unwrap();
+        let mut trickle = TcpStream::connect(&addr).unwrap();
+        trickle.write_all(&[5, 0]).unwrap();
+        assert!(
+            closed_within(&mut idle, Duration::from_secs(6)),
+            "{backend}: idle kept"
+        );
+        assert!(
+            closed_within(&mut trickle, Duration::from_secs(6)),
+            "{backend}: half frame kept"
+        );
+
+        // Past the connection cap: the one over is closed, and once the
+        // idle ones time out the server takes clients again.
+        let mut idle: Vec<TcpStream> = (0..50)
+            .map(|_| TcpStream::connect(&addr).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut over = TcpStream::connect(&addr).unwrap();
+        assert!(
+            closed_within(&mut over, Duration::from_secs(2)),
+            "{backend}: cap not enforced"
+        );
+        for c in &mut idle {
+            assert!(
+                closed_within(c, Duration::from_secs(6)),
+                "{backend}: idle kept"
+            );
+        }
+        good_client(&addr);
+
+        // Pipelines records and never reads its LSNs: closed once its
+        // socket is full and the write makes no progress.
+        let mut greedy = TcpStream::connect(&addr).unwrap();
+        greedy
+            .set_write_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        // Empty records (a zero length prefix each): 8 bytes of LSN come
+        // back for every 4 sent, so the unread replies fill the sockets.
+        let frame = vec![0u8; 1 << 20];
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(8) {
+            if greedy.write_all(&frame).is_err() {
+                break;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(8),
+            "{backend}: a client that never reads is never cut off"
+        );
+        good_client(&addr);
+        assert!(srv.alive(), "{backend}: server died");
+    }
+}
+
+#[test]
+fn log_serve_keeps_serving_through_fd_exhaustion() {
+    for backend in ["uring", "epoll"] {
+        let t = tempfile::tempdir().unwrap();
+        let mut srv = start(t.path(), backend, &[], Some(64));
+        let addr = srv.addr.clone();
+        assert_eq!(good_client(&addr), 1);
+        // More connections than the server has fds: accept fails with
+        // EMFILE for a while (the kernel still completes the handshakes).
+        let hold: Vec<TcpStream> = (0..100)
+            .map(|_| TcpStream::connect(&addr).unwrap())
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(srv.alive(), "{backend}: died on EMFILE");
+        drop(hold);
+        std::thread::sleep(Duration::from_millis(500));
+        let t0 = Instant::now();
+        good_client(&addr);
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "{backend}: slow after EMFILE"
+        );
+        assert!(srv.alive(), "{backend}: died");
+    }
+}
