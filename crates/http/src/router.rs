@@ -221,7 +221,12 @@ fn percent_decode(s: &str) -> Option<String> {
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
+            // Two hex digits, nothing else (`from_str_radix` alone would
+            // take `%+1` as byte 1 and `%+0` as NUL).
             let hex = b.get(i + 1..i + 3)?;
+            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                return None;
+            }
             let hex = std::str::from_utf8(hex).ok()?;
             out.push(u8::from_str_radix(hex, 16).ok()?);
             i += 3;
@@ -277,6 +282,15 @@ impl Handler for Router {
 mod tests {
     use super::*;
     use crate::{Limits, Parsed};
+
+    #[test]
+    fn percent_decoding_takes_two_hex_digits_only() {
+        assert_eq!(percent_decode("a%20b%2F").as_deref(), Some("a b/"));
+        // A sign is not a digit: these were byte 1 and NUL.
+        for bad in ["%+1", "%+0", "%-1", "% 1", "%1", "%", "%G0", "%0g"] {
+            assert_eq!(percent_decode(bad), None, "{bad}");
+        }
+    }
 
     fn req(raw: &str) -> Request {
         match Request::parse(raw.as_bytes(), &Limits::default()) {
