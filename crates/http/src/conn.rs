@@ -327,6 +327,7 @@ impl<H: Handler> Conn<H> {
             close,
             keep_alive_10: http10 && !close,
         };
+        let head_at = self.out.len();
         write_head(&mut self.out, &resp, framing);
         if head_only || resp.status().is_bodiless() {
             return Ok(close);
@@ -343,14 +344,15 @@ impl<H: Handler> Conn<H> {
                 self.flush().await?;
                 self.stream.write_all(b).await.0?;
             }
-            Body::File(f) => self.send_file(f).await?,
+            Body::File(f) => self.send_file(f, head_at).await?,
         }
         Ok(close)
     }
 
     /// Append a file body (small: into the output buffer; large: in pieces
-    /// after flushing what precedes it, as [`FileSend`] says).
-    async fn send_file(&mut self, f: FileBody) -> io::Result<()> {
+    /// after flushing what precedes it, as [`FileSend`] says). `head_at`:
+    /// where this response's head starts in the output buffer.
+    async fn send_file(&mut self, f: FileBody, head_at: usize) -> io::Result<()> {
         let inline = f.len <= INLINE_BODY as u64;
         match self.shared.config.file_send {
             // No kTLS: under TLS a body is read and encrypted like any other.
@@ -415,6 +417,13 @@ impl<H: Handler> Conn<H> {
         .await;
         buf.clear();
         self.file_buf = Some(buf);
+        if res.is_err() && inline {
+            // The file shrank: this response goes (its head promised more
+            // than there is), the complete responses before it still leave,
+            // then the connection closes.
+            self.out.truncate(head_at);
+            let _ = self.flush().await;
+        }
         res
     }
 
