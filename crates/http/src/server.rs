@@ -109,11 +109,24 @@ impl Server {
         self
     }
 
-    /// Serve TLS with this configuration (`ringkit_tls::server_config`;
-    /// ALPN `http/1.1`). File bodies are then read and encrypted, not sent
-    /// with `sendfile` (no kTLS).
+    /// Serve TLS with this configuration (`ringkit_tls::server_config`).
+    /// This server speaks HTTP/1.x only: any other protocol the
+    /// configuration offers in ALPN (`h2`) is taken out of this server's
+    /// copy, so a client that prefers h2 negotiates `http/1.1` (a client
+    /// that offers only h2 is refused in the handshake) instead of sending
+    /// h2 frames to an HTTP/1 parser. (ringkit-hyper's `serve` speaks h2.)
+    /// File bodies are read and encrypted, not sent with `sendfile` (no
+    /// kTLS).
     #[cfg(feature = "tls")]
     pub fn tls(mut self, config: crate::TlsConfig) -> Server {
+        let http1 = |p: &Vec<u8>| p.as_slice() == b"http/1.1" || p.as_slice() == b"http/1.0";
+        let config = if config.alpn_protocols.iter().all(http1) {
+            config
+        } else {
+            let mut c = (*config).clone();
+            c.alpn_protocols.retain(http1);
+            std::sync::Arc::new(c)
+        };
         self.tls = Some(config);
         self
     }

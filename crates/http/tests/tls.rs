@@ -104,6 +104,29 @@ fn curl(addr: SocketAddr, cert: &Path, args: &[&str], path: &str) -> (bool, Vec<
 }
 
 ringkit::test_all! {
+    async fn a_config_offering_h2_still_serves_http1_clients_that_prefer_h2() {
+        if !have("curl") {
+            return;
+        }
+        // ringkit-tls's own example list: h2 first. curl then asks for h2
+        // (its default over TLS) and got an empty reply.
+        let (s, _) = site();
+        let cfg = ringkit_tls::server_config(
+            &s.cert,
+            &s.dir.path().join("key.pem"),
+            &[b"h2", b"http/1.1"],
+        )
+        .unwrap();
+        let addr = start(&s, cfg);
+        let cert = s.cert.clone();
+        client(move || {
+            let (ok, out, err) = curl(addr, &cert, &["--http2"], "/hello.txt");
+            assert!(ok, "{err}");
+            assert_eq!(out, b"hello over tls\n");
+        })
+        .await;
+    }
+
     async fn files_over_tls_with_curl_and_python() {
         if !have("curl") {
             return;

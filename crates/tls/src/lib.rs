@@ -23,7 +23,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 
 /// A server configuration from a PEM certificate chain and a PEM private
-/// key, TLS 1.2 and 1.3, offering ALPN `alpn` (e.g. `[b"h2", b"http/1.1"]`).
+/// key, TLS 1.2 and 1.3, offering ALPN `alpn`: `[b"http/1.1"]` for
+/// ringkit-http's `Server::tls` (HTTP/1 only: it drops any h2 offer),
+/// `[b"h2", b"http/1.1"]` for ringkit-hyper, which speaks both.
 pub fn server_config(cert: &Path, key: &Path, alpn: &[&[u8]]) -> io::Result<Arc<ServerConfig>> {
     let bad = |path: &Path, what: String| {
         io::Error::new(
