@@ -24,7 +24,8 @@
 //! - a method longer than [`MAX_METHOD_LEN`].
 //!
 //! Limits ([`Limits`]) give 414 (target), 431 (head bytes or field count),
-//! 413 (declared body length), 505 (version other than 1.0/1.1).
+//! 413 (declared body length), 505 (version other than 1.x; HTTP/1.2 and
+//! up are read as 1.1, RFC 9112 §2.3).
 
 use std::mem::MaybeUninit;
 
@@ -56,7 +57,16 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return partial(buf, limits),
         Err(httparse::Error::TooManyHeaders) => return Err(Error::HeadersTooLarge),
-        Err(httparse::Error::Version) => return Err(version_error(window)),
+        Err(httparse::Error::Version) => {
+            // HTTP/1.x with x above 1 is read as HTTP/1.1 (RFC 9112 §2.3):
+            // parsed again from a copy whose minor digit says 1.
+            if let Some(at) = higher_minor(window) {
+                let mut copy = buf.to_vec();
+                copy[at] = b'1';
+                return parse_head(&copy, limits);
+            }
+            return Err(version_error(window));
+        }
         Err(httparse::Error::Token) => {
             return Err(Error::BadRequest("invalid token in the request line"))
         }
@@ -105,7 +115,12 @@ pub fn parse_head(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
             .push((Span::of(buf, name.as_bytes()), Span::of(buf, value)));
         // Dispatch on length first: most fields are none of these.
         match name.len() {
-            4 if name.eq_ignore_ascii_case("host") => hosts += 1,
+            4 if name.eq_ignore_ascii_case("host") => {
+                if !valid_host(value) {
+                    return Err(Error::BadRequest("invalid Host"));
+                }
+                hosts += 1
+            }
             6 if name.eq_ignore_ascii_case("expect") => {
                 if value.eq_ignore_ascii_case(b"100-continue") {
                     expect_continue = true;
@@ -211,11 +226,66 @@ fn partial(buf: &[u8], limits: &Limits) -> Result<Parsed<Head>, Error> {
     Ok(Parsed::Partial)
 }
 
-/// httparse says "bad version": 505 for a well-formed `HTTP/x.y` that is not
-/// 1.0 or 1.1, 400 for anything else.
-fn version_error(buf: &[u8]) -> Error {
+/// The request line of `buf` (without its line ending).
+fn request_line(buf: &[u8]) -> &[u8] {
     let line = buf.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// Where the minor digit of an `HTTP/1.x` version with x above 1 is, in a
+/// request line of exactly three parts.
+fn higher_minor(buf: &[u8]) -> Option<usize> {
+    let line = request_line(buf);
+    if line.split(|&b| b == b' ').count() != 3 {
+        return None;
+    }
+    match line.rsplit(|&b| b == b' ').next()? {
+        [b'H', b'T', b'T', b'P', b'/', b'1', b'.', minor] if (b'2'..=b'9').contains(minor) => {
+            Some(line.len() - 1)
+        }
+        _ => None,
+    }
+}
+
+/// A `Host` value: `uri-host [ ":" port ]` (RFC 9110 §7.2), empty allowed:
+/// the bytes of a reg-name, an IP literal or an IPv4 address and a port.
+fn valid_host(v: &[u8]) -> bool {
+    v.iter().all(|&b| {
+        b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b':'
+                    | b'%'
+                    | b'['
+                    | b']'
+            )
+    })
+}
+
+/// httparse says "bad version": 505 for a well-formed `HTTP/x.y` that is not
+/// 1.0 or 1.1 at the end of a request line of three parts, 400 for anything
+/// else (a space in the request target among it).
+fn version_error(buf: &[u8]) -> Error {
+    let line = request_line(buf);
+    if line.split(|&b| b == b' ').count() != 3 {
+        return Error::BadRequest(
+            "a request line of more than three parts (a space in the target?)",
+        );
+    }
     let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
     match version {
         [b'H', b'T', b'T', b'P', b'/', major, b'.', minor]

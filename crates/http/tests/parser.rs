@@ -48,7 +48,18 @@ fn refusal_statuses() {
         (b"GET / HTTP/1.1\r\nHost: a\r\n", 0),
         (b"GET / HTTP/1.0\r\n\r\n", 200),
         (b"GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505),
-        (b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", 505),
+        // A higher minor version is read as 1.1 (RFC 9112 §2.3).
+        (b"GET / HTTP/1.2\r\nHost: a\r\n\r\n", 200),
+        (b"GET / HTTP/1.9\r\n\r\n", 400), // so it needs a Host
+        // A space in the target is a bad request, not a bad version.
+        (b"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", 400),
+        (b"GET /a HTTP/1.1 x\r\nHost: a\r\n\r\n", 400),
+        // Host must be a host and port.
+        (b"GET / HTTP/1.1\r\nHost: a b\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a/b\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: u@a\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200),
+        (b"GET / HTTP/1.1\r\nHost: \r\n\r\n", 200),
         (b"GET / HTTP/3\r\nHost: a\r\n\r\n", 505),
         (b"GET / FOO/1.1\r\nHost: a\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\n\r\n", 400), // no Host
