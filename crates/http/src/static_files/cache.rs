@@ -1,6 +1,7 @@
 //! The open-file cache (nginx's `open_file_cache`): per runtime thread, a
 //! request path maps to the file it resolved to, held open, with its
-//! metadata. A hit costs no syscall: no lookup, no open, no close.
+//! metadata. A hit costs one `statx` of the open descriptor (on the ring):
+//! no lookup, no open, no close.
 //!
 //! - An entry is made only from a successful [`Root::find`] (the same
 //!   contained `openat2(RESOLVE_BENEATH)` lookup, or the realpath
@@ -22,9 +23,15 @@
 //!   10 000 connections asking for a cold or just-expired file would
 //!   otherwise open it 10 000 times at once (`EMFILE`, then 500s).
 //!
-//! Between revalidations a file changed in place is served with the old
-//! metadata: a body that comes out shorter than its `Content-Length`
-//! closes the connection (see [`crate::FileBody`]), never a wrong length.
+//! A file changed in place (same inode: edited, truncated, appended to) is
+//! caught at the next hit: the `statx` of each hit compares its size and
+//! modification time with the entry's, and a change sends the request to
+//! the lookup. Only a change between that `statx` and the read (as between
+//! nginx's `fstat` and its read without a cache) can still be served; a
+//! body that comes out shorter than its `Content-Length` then closes the
+//! connection (see [`crate::FileBody`]), never a wrong length. A change
+//! that keeps both size and modification time (within the filesystem's
+//! time resolution) is not seen until the entry is revalidated.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -200,6 +207,19 @@ fn same_content(a: &Stat, b: &Stat) -> bool {
     a.dev == b.dev && a.ino == b.ino && a.size == b.size && a.mtime == b.mtime
 }
 
+/// Whether the open file still has the size and modification time its
+/// entry was made with (`IORING_OP_STATX` on io_uring).
+async fn unchanged(open: &OpenFile) -> bool {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    // SAFETY: the descriptor belongs to `open.file`, which outlives this
+    // borrow (it is held by `open` across the await).
+    let fd = unsafe { BorrowedFd::borrow_raw(open.file.as_raw_fd()) };
+    match ringkit::fs::fd_metadata(fd).await {
+        Ok(m) => m.len() == open.stat.size && m.modified() == open.stat.mtime,
+        Err(_) => false,
+    }
+}
+
 /// Run `f` on `id`'s cache on this thread.
 fn with_cache<R>(id: u64, f: impl FnOnce(&mut Cache) -> R) -> R {
     CACHES.with(|c| f(c.borrow_mut().entry(id).or_default()))
@@ -236,7 +256,16 @@ pub(crate) async fn open(
             (cached, filling)
         });
         match cached {
-            (Some((open, true)), _) => return Opened::Ready(open),
+            (Some((open, true)), _) => {
+                // One statx on the open descriptor: a file changed in place
+                // (same inode) must not be served under the head the
+                // cache built from its old size and time.
+                if unchanged(&open).await {
+                    return Opened::Ready(open);
+                }
+                with_cache(id, |cache| cache.maps[slash].remove(bytes));
+                continue;
+            }
             // Being revalidated by another request: the stale entry will do.
             (Some((open, false)), Some(_)) => return Opened::Ready(open),
             // Being looked up by another request: wait, then look again.

@@ -138,9 +138,21 @@ impl StaticFiles {
         self
     }
 
-    /// The open-file cache: at most `max` files per thread kept open with
-    /// their metadata (default 1000; 0 turns it off). See the `cache`
-    /// module docs. Configure before cloning (panics otherwise).
+    /// The open-file cache (nginx's `open_file_cache`, which nginx ships
+    /// off): at most `max` files per thread kept open with their metadata
+    /// (default 1000; 0 turns it off). A hit costs one `statx` of the open
+    /// descriptor instead of a lookup, an open and a close.
+    ///
+    /// What it changes: a path is looked up again only after
+    /// [`open_file_cache_valid`](Self::open_file_cache_valid) (so a file
+    /// replaced by rename, deleted, or made unreadable, or a symlink
+    /// swapped, is seen after up to that long; containment is checked at
+    /// every lookup). A file changed in place is seen at the next hit,
+    /// which compares size and modification time; a change between that
+    /// check and the read is served as without a cache (a body shorter
+    /// than its head closes the connection), and one that keeps both size
+    /// and modification time is not seen until the path is looked up
+    /// again. Configure before cloning (panics otherwise).
     pub fn open_file_cache(mut self, max: usize) -> StaticFiles {
         self.inner_mut().cache.max = max;
         self
