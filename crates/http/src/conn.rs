@@ -58,6 +58,11 @@ const INLINE_BODY: usize = 16 * 1024;
 const FILE_CHUNK: usize = 64 * 1024;
 /// Lingering close: at most this long, and this many bytes discarded.
 const LINGER_TIME: Duration = Duration::from_secs(2);
+/// Lingering close of an idle keep-alive connection at shutdown: long
+/// enough for a request already on its way to be read and dropped rather
+/// than reset, short enough that a drain never waits on idle clients
+/// (hyper waits 20 ms; this was the full `LINGER_TIME` per connection).
+const IDLE_LINGER_TIME: Duration = Duration::from_millis(100);
 const LINGER_BYTES: usize = 1 << 20;
 
 /// State shared by the accept loop and the connections of one server on one
@@ -212,7 +217,7 @@ impl<H: Handler> Conn<H> {
                     Input::Shutdown => {
                         // A request may be in flight towards us: closing
                         // with unread bytes would reset the connection.
-                        self.linger().await;
+                        self.linger(IDLE_LINGER_TIME).await;
                         return Ok(());
                     }
                     Input::TimedOut => {
@@ -262,7 +267,7 @@ impl<H: Handler> Conn<H> {
                 let unread =
                     unanswered > 0 || more || !self.pending.is_empty() || self.decoder.in_body();
                 if linger || unread || self.shared.shutting_down() {
-                    self.linger().await;
+                    self.linger(LINGER_TIME).await;
                 }
                 return Ok(());
             }
@@ -464,7 +469,7 @@ impl<H: Handler> Conn<H> {
     async fn refuse(&mut self, status: StatusCode) -> io::Result<()> {
         self.error_response(status);
         self.flush().await?;
-        self.linger().await;
+        self.linger(LINGER_TIME).await;
         Ok(())
     }
 
@@ -480,9 +485,9 @@ impl<H: Handler> Conn<H> {
     }
 
     /// Half-close, then discard input for a while (see the module docs).
-    async fn linger(&mut self) {
+    async fn linger(&mut self, time: Duration) {
         let _ = self.stream.shutdown(std::net::Shutdown::Write).await;
-        let until = Instant::now() + LINGER_TIME;
+        let until = Instant::now() + time;
         let mut discarded = 0;
         while discarded < LINGER_BYTES {
             let left = until.saturating_duration_since(Instant::now());

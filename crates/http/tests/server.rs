@@ -307,6 +307,45 @@ ringkit::test_all! {
         .await;
     }
 
+    async fn a_drain_does_not_wait_on_idle_keep_alive_clients() {
+        let listener = ringkit::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let server = ringkit::spawn(
+            Server::from_listener(listener)
+                .with_shutdown(async move {
+                    while !stop2.load(Ordering::SeqCst) {
+                        ringkit::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+                .serve(app()),
+        );
+        // Ten clients, one request each, then idle: they neither read nor
+        // close (a connection pool). The drain waited 2 s for each.
+        let idle = std::thread::spawn(move || {
+            (0..10)
+                .map(|_| {
+                    let mut c = connect(addr);
+                    let mut carry = Vec::new();
+                    c.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                    assert_eq!(read_response(&mut c, false, &mut carry).status, 200);
+                    c
+                })
+                .collect::<Vec<_>>()
+        });
+        while !idle.is_finished() {
+            ringkit::time::sleep(Duration::from_millis(2)).await;
+        }
+        let held = idle.join().unwrap();
+        let t0 = std::time::Instant::now();
+        stop.store(true, Ordering::SeqCst);
+        let served = ringkit::time::timeout(Duration::from_secs(10), server).await;
+        served.unwrap().unwrap().unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(1), "drain took {:?}", t0.elapsed());
+        drop(held);
+    }
+
     async fn graceful_shutdown() {
         let listener = ringkit::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
