@@ -31,8 +31,8 @@ pub enum LogCmd {
     /// the log would not open.
     Check(CheckArgs),
     /// Copy the records that still check into a new log at --into (which
-    /// must not exist, or be empty), keeping their LSNs up to the first
-    /// gap (--renumber: past it too); the damaged log is only read.
+    /// must not exist, or be empty), each at its old LSN; LSNs lost to the
+    /// damage become holes (never reused). The damaged log is only read.
     Salvage(SalvageArgs),
     /// Explore crash states: run a seeded workload on a log while
     /// recording every write, sync, rename and directory sync, then
@@ -60,11 +60,6 @@ pub struct SalvageArgs {
     /// The new log to copy into (must not exist, or be empty).
     #[arg(long)]
     into: PathBuf,
-    /// Also copy the readable records past a gap, each moved down by the
-    /// records missing before it (their LSNs then differ from the old
-    /// log's). Without it the copy stops at the first gap and keeps LSNs.
-    #[arg(long)]
-    renumber: bool,
 }
 
 /// How the log is written (shared by the commands).
@@ -198,7 +193,7 @@ fn dump(a: DumpArgs) -> io::Result<()> {
         let log = Log::open_read_only(&a.log.dir, a.log.options()).await?;
         let mut out = io::BufWriter::new(io::stdout().lock());
         let mut next = log.first_lsn();
-        let first = next;
+        let mut count = 0u64;
         loop {
             let got = log.read_from(next, 4096).await?;
             if got.is_empty() {
@@ -209,11 +204,12 @@ fn dump(a: DumpArgs) -> io::Result<()> {
                 out.write_all(&(p.len() as u32).to_le_bytes())?;
                 out.write_all(&p)?;
                 next = lsn + 1;
+                count += 1;
             }
         }
         out.flush()?;
         drop(out);
-        eprintln!("ringkit log: {} records", next - first);
+        eprintln!("ringkit log: {count} records");
         Ok(())
     })
 }
@@ -253,25 +249,20 @@ fn check(a: CheckArgs) -> io::Result<()> {
 
 fn salvage(a: SalvageArgs) -> io::Result<()> {
     let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
-    let r = rt.block_on(ringkit_log::salvage(
-        &a.log.dir,
-        &a.into,
-        a.log.options(),
-        a.renumber,
-    ))?;
-    for (old, n, new) in &r.runs {
+    let r = rt.block_on(ringkit_log::salvage(&a.log.dir, &a.into, a.log.options()))?;
+    for (first, n) in &r.holes {
         println!(
-            "old LSNs {old}..={} -> new LSNs {new}..={}",
-            old + n - 1,
-            new + n - 1
-        );
-    }
-    for (first, n) in &r.left {
-        println!(
-            "not copied (past a gap; --renumber copies them): old LSNs {first}..={}",
+            "lost to damage, kept as a hole: LSNs {first}..={}",
             first + n - 1
         );
     }
-    println!("{} records copied into {}", r.copied, r.into.display());
+    println!(
+        "{} records copied into {} at their LSNs ({}..{}); the next append gets {}",
+        r.copied,
+        r.into.display(),
+        r.first,
+        r.next,
+        r.next
+    );
     Ok(())
 }

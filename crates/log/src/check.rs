@@ -107,34 +107,31 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
 /// What [`salvage`] copied.
 #[derive(Debug, Clone, Default)]
 pub struct SalvageReport {
-    /// Records copied.
+    /// Records copied, each at its old LSN.
     pub copied: u64,
-    /// Runs of consecutive old LSNs copied: (first old LSN, count, first
-    /// new LSN). The new log starts at the first LSN read, so records keep
-    /// their LSNs up to the first gap; with `renumber`, the records after
-    /// a gap move down by the number missing.
-    pub runs: Vec<(u64, u64, u64)>,
-    /// Runs of readable records not copied (past a gap, without
-    /// `renumber`): (first LSN, count).
-    pub left: Vec<(u64, u64)>,
+    /// LSNs lost to damage, written as holes: (first, count). A read of
+    /// one is `NotFound`; `read_from` skips them; no append reuses them.
+    pub holes: Vec<(u64, u64)>,
+    /// The new log's first and next LSN.
+    pub first: u64,
+    /// The LSN the new log's next append gets (past every LSN the old log
+    /// held that could be read).
+    pub next: u64,
     /// Where the new log is.
     pub into: PathBuf,
 }
 
-/// Copy the records of the log in `dir` that still check, in LSN order,
-/// into a new log at `into` (which must not exist, or be empty), made with
-/// `opts` and starting at the first LSN read. Records keep their LSNs: the
-/// copy stops at the first gap (a record lost to damage) and reports what
-/// lies after it, unless `renumber`, which copies those too, each moved
-/// down by the records missing before it (an LSN then names another
-/// record than it did: only for a reader that does not care). Reads past
-/// damage: after a place that is not a whole batch it looks for the next
-/// whole batch of the log. Writes nothing in `dir`.
+/// Copy every record of the log in `dir` that still checks into a new log
+/// at `into` (which must not exist, or be empty), made with `opts`, each at
+/// its old LSN: the new log starts at the first LSN read, and LSNs lost to
+/// damage between readable records are written as holes, so no later
+/// append is given an LSN the old log used. Reads past damage: after a
+/// place that is not a whole batch it looks for the next whole batch of
+/// the log. Writes nothing in `dir`. Must run inside a ringkit runtime.
 pub async fn salvage(
     dir: impl AsRef<Path>,
     into: impl AsRef<Path>,
     opts: Options,
-    renumber: bool,
 ) -> io::Result<SalvageReport> {
     let (dir, into) = (dir.as_ref(), into.as_ref());
     if into.exists() && std::fs::read_dir(into)?.next().is_some() {
@@ -171,20 +168,6 @@ pub async fn salvage(
     let Some(&(start, _)) = records.first() else {
         return Ok(report);
     };
-    if !renumber {
-        // Up to the first gap; the rest is reported, not copied.
-        let keep = records
-            .iter()
-            .enumerate()
-            .take_while(|(i, (lsn, _))| *lsn == start + *i as u64)
-            .count();
-        for (lsn, _) in records.drain(keep..) {
-            match report.left.last_mut() {
-                Some((f, n)) if *f + *n == lsn => *n += 1,
-                _ => report.left.push((lsn, 1)),
-            }
-        }
-    }
     let log = Log::open(
         into,
         Options {
@@ -193,15 +176,22 @@ pub async fn salvage(
         },
     )
     .await?;
-    let commits: Vec<_> = records.iter().map(|(_, p)| log.append(p.clone())).collect();
-    for ((old, _), c) in records.iter().zip(commits) {
-        let new = c.await?;
-        match report.runs.last_mut() {
-            Some((o, n, nw)) if *o + *n == *old && *nw + *n == new => *n += 1,
-            _ => report.runs.push((*old, 1, new)),
+    let mut commits = Vec::with_capacity(records.len());
+    let mut next = start;
+    for (lsn, p) in &records {
+        if *lsn > next {
+            report.holes.push((next, lsn - next));
+            commits.push(log.append_hole(lsn - next));
         }
-        report.copied += 1;
+        commits.push(log.append(p.clone()));
+        next = lsn + 1;
     }
+    for c in commits {
+        c.await?;
+    }
+    report.copied = records.len() as u64;
+    report.first = start;
+    report.next = log.next_lsn();
     log.close().await;
     Ok(report)
 }

@@ -13,7 +13,7 @@ use ringkit::fs::OpenOptions;
 
 use crate::batch::ALIGN;
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
-use crate::log::{failed, Inner, Segment, State};
+use crate::log::{failed, Inner, Pending, Segment, State};
 use crate::open::window;
 use crate::record::{self, HEADER};
 use crate::recover;
@@ -83,41 +83,58 @@ async fn flush_one(inner: &Rc<Inner>) {
             return;
         }
     }
-    let (batch, buf, start, writer) = {
+    let (batch, hole, buf, start, writer) = {
         let mut st = inner.st.borrow_mut();
         let limit = batch_limit(inner, &st);
         let mut bytes = 0usize;
         let mut batch = Vec::new();
         while let Some(p) = st.queue.front() {
+            // A hole goes alone, in a batch of its own.
+            if !batch.is_empty() && p.hole > 0 {
+                break;
+            }
             let need = HEADER + p.payload.len();
             if !batch.is_empty() && (bytes + need > limit || !fits(inner, &st, bytes + need)) {
                 break;
             }
             bytes += need;
+            let hole = p.hole > 0;
             batch.push(st.queue.pop_front().expect("front exists"));
+            if hole {
+                break;
+            }
         }
+        let hole = batch.first().map_or(0, |p: &Pending| p.hole);
         let mut buf = st.buf.take().expect("one batch at a time");
         let start = st.end;
         let space = buf.space();
         let mut at = BATCH_HEADER;
         for (lsn, p) in (st.next_lsn..).zip(&batch) {
+            if hole > 0 {
+                break;
+            }
             let n = HEADER + p.payload.len();
             record::encode_into(lsn, &p.payload, &mut space[at..at + n]);
             at += n;
         }
         let align = if inner.opts.direct { ALIGN } else { 1 };
-        let len = at.div_ceil(align) * align;
+        let len = no_straddle(start, at.div_ceil(align) * align);
         space[at..len].fill(0);
         let h = BatchHeader {
             first: st.next_lsn,
-            count: batch.len() as u32,
+            count: if hole > 0 {
+                hole as u32
+            } else {
+                batch.len() as u32
+            },
             len: (at - BATCH_HEADER) as u32,
             pad: (len - at) as u32,
+            hole: hole > 0,
         };
         h.encode_into(inner.log_id, space);
         buf.set_len(len);
         let writer = st.writer.clone().expect("a log open for writing");
-        (batch, buf, start, writer)
+        (batch, hole, buf, start, writer)
     };
     let (res, buf) = writer.write_all_at_sync(buf, start).await;
     let mut st = inner.st.borrow_mut();
@@ -128,13 +145,21 @@ async fn flush_one(inner: &Rc<Inner>) {
             let mut off = start + BATCH_HEADER as u64;
             let first = st.next_lsn;
             let seg = st.segments.last_mut().expect("a segment");
-            for p in &batch {
-                seg.offsets.push(off as u32);
-                off += (HEADER + p.payload.len()) as u64;
-            }
+            let lsns = if hole > 0 {
+                // A hole's LSNs all sit at its own offset.
+                seg.holes.push((first, hole));
+                seg.offsets.extend((0..hole).map(|_| start as u32));
+                hole
+            } else {
+                for p in &batch {
+                    seg.offsets.push(off as u32);
+                    off += (HEADER + p.payload.len()) as u64;
+                }
+                batch.len() as u64
+            };
             st.end = start + buf.bytes_init() as u64;
-            st.next_lsn += batch.len() as u64;
-            st.stats.records += batch.len() as u64;
+            st.next_lsn += lsns;
+            st.stats.records += lsns;
             st.buf = Some(buf);
             let half = st.seg_size / 2;
             if st.spare.is_none() && st.end > half {
@@ -172,7 +197,21 @@ async fn flush_one(inner: &Rc<Inner>) {
 fn fits(inner: &Inner, st: &State, bytes: usize) -> bool {
     let end = st.end + (BATCH_HEADER + bytes) as u64;
     let align = if inner.opts.direct { ALIGN as u64 } else { 1 };
-    st.end % align == 0 && end.div_ceil(align) * align <= st.seg_size
+    let len = no_straddle(st.end, (end.div_ceil(align) * align - st.end) as usize);
+    st.end % align == 0 && st.end + len as u64 <= st.seg_size
+}
+
+/// The length of a batch of `len` bytes at `start`, padded so that the
+/// next batch's header does not straddle a 512-byte sector: a header then
+/// lies in one sector, which a crash leaves whole or zero, so a header
+/// that is neither is damage (see `segment::classify`).
+pub(crate) fn no_straddle(start: u64, len: usize) -> usize {
+    let next = (start + len as u64) % 512;
+    if next > 512 - BATCH_HEADER as u64 {
+        len + (512 - next) as usize
+    } else {
+        len
+    }
 }
 
 /// Fail every queued append with `err`.
@@ -250,6 +289,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
         offsets: Vec::new(),
         end: SEGMENT_HEADER,
         reader: std::rc::Rc::new(reader),
+        holes: Vec::new(),
     });
     st.writer = Some(Rc::new(writer));
     st.seg_size = size;

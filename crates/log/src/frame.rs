@@ -29,7 +29,8 @@
 //!   16 u32  records in the batch
 //!   20 u32  bytes of records
 //!   24 u32  zero bytes after them (`O_DIRECT`: to the next block)
-//!   28 u32  zero
+//!   28 u32  flags: 1 = a hole (the `count` LSNs from `first` were lost to
+//!           damage; `salvage` writes it, so no LSN is ever reused)
 //! ```
 //!
 //! The batch header's checksum covers the log id, so a batch copied from
@@ -171,6 +172,8 @@ pub struct BatchHeader {
     pub len: u32,
     /// Zero bytes after the records.
     pub pad: u32,
+    /// A hole: `count` LSNs lost to damage, no records.
+    pub hole: bool,
 }
 
 impl BatchHeader {
@@ -187,7 +190,7 @@ impl BatchHeader {
         b[16..20].copy_from_slice(&self.count.to_le_bytes());
         b[20..24].copy_from_slice(&self.len.to_le_bytes());
         b[24..28].copy_from_slice(&self.pad.to_le_bytes());
-        b[28..32].fill(0);
+        b[28..32].copy_from_slice(&u32::from(self.hole).to_le_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
     }
@@ -195,7 +198,7 @@ impl BatchHeader {
     /// Parse a batch header of log `log_id` at the start of `b`; `None`:
     /// not one (zeros, damage, another log's).
     pub fn decode(b: &[u8], log_id: u64) -> Option<BatchHeader> {
-        if b.len() < BATCH_HEADER || &b[4..8] != BATCH_MAGIC || u32_at(b, 28) != 0 {
+        if b.len() < BATCH_HEADER || &b[4..8] != BATCH_MAGIC || u32_at(b, 28) > 1 {
             return None;
         }
         let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..BATCH_HEADER]);
@@ -204,6 +207,7 @@ impl BatchHeader {
             count: u32_at(b, 16),
             len: u32_at(b, 20),
             pad: u32_at(b, 24),
+            hole: u32_at(b, 28) == 1,
         })
     }
 }
@@ -259,6 +263,7 @@ mod tests {
             count: 3,
             len: 100,
             pad: 12,
+            hole: false,
         };
         let mut b = [0u8; 32];
         h.encode_into(7, &mut b);

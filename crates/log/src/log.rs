@@ -51,11 +51,15 @@ pub(crate) struct Segment {
     pub(crate) end: u64,
     /// A buffered handle for reads.
     pub(crate) reader: Rc<File>,
+    /// LSNs lost to damage that `salvage` left as holes: (first, count).
+    pub(crate) holes: Vec<(u64, u64)>,
 }
 
 #[derive(Debug)]
 pub(crate) struct Pending {
     pub(crate) payload: Vec<u8>,
+    /// Not a record: a hole of this many LSNs (see `salvage`); 0 for a record.
+    pub(crate) hole: u64,
     pub(crate) done: oneshot::Sender<io::Result<u64>>,
 }
 
@@ -141,7 +145,32 @@ impl Log {
             return Commit::ready(Err(err));
         }
         let (tx, rx) = oneshot::channel();
-        st.queue.push_back(Pending { payload, done: tx });
+        st.queue.push_back(Pending {
+            payload,
+            hole: 0,
+            done: tx,
+        });
+        drop(st);
+        if let Some(w) = self.inner.flusher.borrow_mut().take() {
+            w.wake();
+        }
+        Commit(CommitState::Waiting(rx))
+    }
+
+    /// Mark the next `count` LSNs as lost (a hole: no records), durably;
+    /// resolves with the first. For `salvage`, which keeps every LSN it
+    /// copies and must never let a later append reuse one that was lost.
+    pub(crate) fn append_hole(&self, count: u64) -> Commit {
+        let mut st = self.inner.st.borrow_mut();
+        if let Some(err) = failed(&st) {
+            return Commit::ready(Err(err));
+        }
+        let (tx, rx) = oneshot::channel();
+        st.queue.push_back(Pending {
+            payload: Vec::new(),
+            hole: count.clamp(1, u64::from(u32::MAX)),
+            done: tx,
+        });
         drop(st);
         if let Some(w) = self.inner.flusher.borrow_mut().take() {
             w.wake();
@@ -189,7 +218,11 @@ impl Log {
     /// wrong bytes.
     pub async fn read(&self, lsn: u64) -> io::Result<Vec<u8>> {
         match self.read_from(lsn, 1).await?.pop() {
-            Some((_, payload)) => Ok(payload),
+            Some((at, payload)) if at == lsn => Ok(payload),
+            Some(_) => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("record {lsn} was lost to damage (a hole left by salvage)"),
+            )),
             None => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
@@ -202,9 +235,20 @@ impl Log {
 
     /// Up to `max` durable records from `from` on, in order, as (LSN,
     /// payload); empty at the end of the log. Each checksum is checked.
+    /// LSNs lost to damage that `salvage` left as holes are skipped (their
+    /// LSNs are missing from the result).
     pub async fn read_from(&self, from: u64, max: usize) -> io::Result<Vec<(u64, Vec<u8>)>> {
+        let mut from = from;
         let (reader, offsets) = {
             let st = self.inner.st.borrow();
+            // Past any hole `from` falls in.
+            for s in &st.segments {
+                for &(h, n) in &s.holes {
+                    if (h..h + n).contains(&from) {
+                        from = h + n;
+                    }
+                }
+            }
             let durable = st.next_lsn - 1;
             if max == 0 || from == st.next_lsn {
                 return Ok(Vec::new());
@@ -222,7 +266,11 @@ impl Log {
             let last = i == st.segments.len();
             let s = &st.segments[i - 1];
             let k = (from - s.first) as usize;
-            let n = max.min(s.offsets.len() - k);
+            // Up to the next hole (a later call skips it).
+            let next_hole = s.holes.iter().map(|&(h, _)| h).filter(|&h| h > from).min();
+            let n = max
+                .min(s.offsets.len() - k)
+                .min(next_hole.map_or(usize::MAX, |h| (h - from) as usize));
             // The offsets of the records to read, then where the last ends.
             let mut offs: Vec<u64> = s.offsets[k..k + n].iter().map(|&o| u64::from(o)).collect();
             offs.push(match s.offsets.get(k + n) {

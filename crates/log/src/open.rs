@@ -45,6 +45,11 @@ impl Log {
         let dir = dir.as_ref().to_path_buf();
         make_dir(&dir).await?;
         let lock = lock_dir(&dir)?;
+        // Whatever names the directory holds are made durable before
+        // anything is built on them: a run whose directory sync failed
+        // (after a segment's rename, a manifest's) left them in the page
+        // cache only, and this open is about to append into them.
+        ringkit::fs::sync_dir(&dir).await?;
         // The last segment is scanned with O_DIRECT whatever the log's mode:
         // after a failed writeback the page cache may hold a batch the disk
         // does not, and recovery must build on what the disk holds.
@@ -81,6 +86,17 @@ impl Log {
             return Err(io::Error::other("a log just made is not there"));
         };
         let last = segments.last().expect("a log has a segment");
+        if last.first > manifest.newest {
+            // A roll whose manifest write failed, or a crash between the
+            // two: the manifest names the newest segment before anything
+            // is appended to it.
+            let m = Manifest {
+                newest: last.first,
+                ..manifest
+            };
+            remove_strays(&dir).await?;
+            recover::write_manifest(&dir, &m).await?;
+        }
         let w = OpenOptions::new()
             .read(true)
             .write(true)
@@ -253,6 +269,7 @@ async fn pad_to_block(w: &ringkit::fs::File, log_id: u64, next: u64, end: u64) -
         count: 0,
         len: 0,
         pad: (next_block - end) as u32 - BATCH_HEADER as u32,
+        hole: false,
     };
     let mut b = vec![0u8; BATCH_HEADER];
     h.encode_into(log_id, &mut b);
@@ -280,6 +297,7 @@ fn build(
             offsets: f.offsets,
             end: f.end,
             reader: Rc::new(f.file),
+            holes: f.holes,
         })
         .collect();
     let writing = writer.is_some();

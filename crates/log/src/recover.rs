@@ -24,6 +24,7 @@ pub struct Found {
     pub size: u64,
     pub window: u64,
     pub offsets: Vec<u32>,
+    pub holes: Vec<(u64, u64)>,
     pub end: u64,
     /// An open descriptor (read-only) for reads.
     pub file: File,
@@ -124,6 +125,7 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
                 match header {
                     Some(h)
                         if h.first == *first
+                            && h.size == size
                             && r.last_nonzero(SEGMENT_HEADER, size).await?.is_none() =>
                     {
                         Ok(Layout::HalfMade(h))
@@ -242,6 +244,7 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             size,
             window: u64::from(h.window),
             offsets: scan.offsets,
+            holes: scan.holes,
             end: scan.end,
             file,
         });

@@ -239,6 +239,12 @@ pub async fn batch_at(
     {
         return Ok(None);
     }
+    if h.hole {
+        // LSNs lost to damage, left by salvage: no records, each LSN at
+        // the hole's own offset (where the record before it ends).
+        let ok = h.len == 0 && h.count > 0;
+        return Ok(ok.then(|| (h, vec![pos as u32; h.count as usize])));
+    }
     let body_at = pos + BATCH_HEADER as u64;
     let body = r.get(body_at, h.len as usize).await?;
     if body.len() != h.len as usize {
@@ -276,6 +282,8 @@ pub enum Tail {
 pub struct Scan {
     /// Offset of each record, in LSN order from the segment's first.
     pub offsets: Vec<u32>,
+    /// Holes salvage left: (first LSN, count).
+    pub holes: Vec<(u64, u64)>,
     /// Where the records end (where the next batch goes).
     pub end: u64,
     /// What lies after them.
@@ -306,9 +314,13 @@ pub async fn scan(
     let mut pos = SEGMENT_HEADER;
     let mut want = first;
     let mut offsets = Vec::new();
+    let mut holes = Vec::new();
     while pos + BATCH_HEADER as u64 <= r.size {
         match batch_at(r, pos, log_id, Some(want), window).await? {
             Some((h, offs)) => {
+                if h.hole {
+                    holes.push((h.first, u64::from(h.count)));
+                }
                 offsets.extend(offs);
                 want += u64::from(h.count);
                 pos += h.extent();
@@ -321,7 +333,12 @@ pub async fn scan(
         None => Tail::Clean,
         Some(lastnz) => classify(r, log_id, end, lastnz, window, last, want).await?,
     };
-    Ok(Scan { offsets, end, tail })
+    Ok(Scan {
+        offsets,
+        holes,
+        end,
+        tail,
+    })
 }
 
 async fn classify(
@@ -370,7 +387,11 @@ async fn classify(
                 }
             }
             _ => {
-                if !has_zero_sector(end, &head) {
+                // A header in one sector (as the log writes them) is whole
+                // or zero after a crash; one that straddles two may have
+                // one part written.
+                let one_sector = end / 512 == (end + BATCH_HEADER as u64 - 1) / 512;
+                if one_sector || !has_zero_sector(end, &head) {
                     return Ok(Tail::Corrupt {
                         why: format!(
                             "bytes {at} that are neither zeros nor a whole batch header: damage, \

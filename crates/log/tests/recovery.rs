@@ -106,27 +106,31 @@ async fn a_flipped_bit_in_acknowledged_records_is_refused_not_erased(direct: boo
     );
     let out = tempfile::tempdir().unwrap();
     let into = out.path().join("salvaged");
-    // LSNs kept: up to the gap, the rest reported.
-    let s = ringkit_log::salvage(t.path(), &into, opts(direct), false)
+    // Every readable record at its LSN; the lost one a hole, never reused.
+    let s = ringkit_log::salvage(t.path(), &into, opts(direct))
         .await
         .unwrap();
-    assert_eq!(s.copied, 2);
-    assert_eq!((s.runs, s.left), (vec![(1, 2, 1)], vec![(4, 197)]));
+    assert_eq!(
+        (s.copied, s.holes.clone(), s.next),
+        (199, vec![(3, 1)], 201)
+    );
     let log = Log::open(&into, opts(direct)).await.unwrap();
-    assert_eq!(log.durable_lsn(), 2);
     assert_eq!(log.read(2).await.unwrap(), rec(2));
+    let e = log.read(3).await.unwrap_err();
+    assert!(e.to_string().contains("lost"), "{e}");
+    assert_eq!(log.read(4).await.unwrap(), rec(4));
+    assert_eq!(log.read(200).await.unwrap(), rec(200));
+    let got = log.read_from(1, 10).await.unwrap();
+    let lsns: Vec<u64> = got.iter().map(|(l, _)| *l).collect();
+    assert_eq!(lsns, [1, 2]);
+    let got = log.read_from(3, 3).await.unwrap();
+    assert_eq!(got.iter().map(|(l, _)| *l).collect::<Vec<_>>(), [4, 5, 6]);
+    assert_eq!(log.append(&b"after"[..]).await.unwrap(), 201);
     drop(log);
-    // Renumbered on request: every readable record.
-    let into = out.path().join("renumbered");
-    let s = ringkit_log::salvage(t.path(), &into, opts(direct), true)
-        .await
-        .unwrap();
-    assert_eq!(s.copied, 199);
-    assert_eq!(s.runs, vec![(1, 2, 1), (4, 197, 3)]);
+    // And after a reopen (the hole is on disk).
     let log = Log::open(&into, opts(direct)).await.unwrap();
-    assert_eq!(log.read(2).await.unwrap(), rec(2));
-    assert_eq!(log.read(3).await.unwrap(), rec(4));
-    assert_eq!(log.read(199).await.unwrap(), rec(200));
+    assert!(log.read(3).await.is_err());
+    assert_eq!(log.read(201).await.unwrap(), b"after");
     drop(log);
     assert_eq!(snapshot(t.path()), before, "salvage only reads");
 }

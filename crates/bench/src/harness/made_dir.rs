@@ -7,10 +7,14 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 /// A directory made by this run; dropping it removes it with everything
-/// the run put in it.
+/// the run put in it (for [`new_locked`](Self::new_locked): only the names
+/// made through [`subdir`](Self::subdir), `LOCK`, then the directory if
+/// that left it empty).
 #[derive(Debug)]
 pub struct MadeDir {
     path: PathBuf,
+    /// `new_locked`: the names this run made in it, removed on drop.
+    made: Option<Vec<PathBuf>>,
     /// `LOCK` inside it, held (`flock`) from before the directory had its
     /// name: a ringkit-log opened there by anyone else fails, so nothing
     /// but this run can have put anything in it.
@@ -24,7 +28,11 @@ impl MadeDir {
         let path = path.as_ref().to_path_buf();
         make_parent(&path)?;
         std::fs::create_dir(&path).map_err(|e| refused(&path, e))?;
-        Ok(MadeDir { path, _lock: None })
+        Ok(MadeDir {
+            path,
+            made: None,
+            _lock: None,
+        })
     }
 
     /// Like [`new`](Self::new), and the directory appears under its name
@@ -55,8 +63,20 @@ impl MadeDir {
         }
         Ok(MadeDir {
             path,
+            made: Some(vec![PathBuf::from("LOCK")]),
             _lock: Some(lock),
         })
+    }
+
+    /// Make the directory `name` inside (refused if it exists: someone
+    /// else put it there); it is removed on drop.
+    pub fn subdir(&mut self, name: &str) -> io::Result<PathBuf> {
+        let p = self.path.join(name);
+        std::fs::create_dir(&p).map_err(|e| refused(&p, e))?;
+        if let Some(made) = &mut self.made {
+            made.push(PathBuf::from(name));
+        }
+        Ok(p)
     }
 
     /// Its path.
@@ -134,7 +154,20 @@ pub fn must_be_new_or_empty(path: &Path) -> io::Result<()> {
 
 impl Drop for MadeDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
+        match self.made.take() {
+            None => {
+                let _ = std::fs::remove_dir_all(&self.path);
+            }
+            Some(made) => {
+                // Only what this run made; the directory only if that
+                // leaves it empty (a log someone started beside ours stays).
+                for name in made.iter().rev() {
+                    let p = self.path.join(name);
+                    let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
+                }
+                let _ = std::fs::remove_dir(&self.path);
+            }
+        }
     }
 }
 
@@ -168,13 +201,23 @@ mod tests {
         std::fs::write(d.path().join("scratch"), b"x").unwrap();
         drop(d);
         assert!(!made.exists());
-        // Locked: LOCK is held, as a log's is.
-        let d = MadeDir::new_locked(&made).unwrap();
+        // Locked: LOCK is held, as a log's is; what others put beside
+        // what it made stays.
+        let mut d = MadeDir::new_locked(&made).unwrap();
+        let ours = d.subdir("log").unwrap();
+        std::fs::write(ours.join("seg"), b"x").unwrap();
+        std::fs::create_dir(made.join("theirs")).unwrap();
+        std::fs::write(made.join("theirs/data"), b"keep").unwrap();
+        assert!(d.subdir("theirs").is_err());
         let f = std::fs::File::open(made.join("LOCK")).unwrap();
         // SAFETY: flock on a descriptor we own.
         let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         assert_ne!(r, 0, "LOCK must be held");
         drop(d);
-        assert!(!made.exists());
+        assert!(!ours.exists() && !made.join("LOCK").exists());
+        assert_eq!(std::fs::read(made.join("theirs/data")).unwrap(), b"keep");
+        std::fs::remove_dir_all(made.join("theirs")).unwrap();
+        let d = MadeDir::new_locked(&made);
+        drop(d);
     }
 }

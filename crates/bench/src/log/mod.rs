@@ -179,7 +179,8 @@ fn finish(
 /// exist (a path that does is refused: it may hold a live log); it is
 /// made (with its `LOCK` held, so no log can be started there meanwhile),
 /// the contender's files are made in `cfg.dir/log` (and, for the peers,
-/// zero-filled) before the window opens, and all of it is removed after.
+/// zero-filled) before the window opens, and what it made is removed after
+/// (never anything another process put there meanwhile).
 pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     if cfg.writers == 0 || cfg.record == 0 {
         return Err(io::Error::new(
@@ -189,12 +190,11 @@ pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     }
     // `dir` appears with its LOCK held (a log started there meanwhile
     // fails); the contender writes in `dir/log`; all of it goes after.
-    let made = crate::harness::made_dir::MadeDir::new_locked(&cfg.dir)?;
+    let mut made = crate::harness::made_dir::MadeDir::new_locked(&cfg.dir)?;
     let inner = LogBenchConfig {
-        dir: made.path().join("log"),
+        dir: made.subdir("log")?,
         ..cfg.clone()
     };
-    std::fs::create_dir(&inner.dir)?;
     let mut r = match cfg.engine {
         LogEngine::Ringkit(b) => run_ringkit(&inner, b),
         LogEngine::Tokio => peers::run_tokio(&inner),

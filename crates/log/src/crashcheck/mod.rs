@@ -182,11 +182,18 @@ async fn workload(
         )
     };
     for step in 0..cfg.ops {
-        if log.is_none() || rng.below(25) == 0 {
+        if log.is_none() || rng.below(15) == 0 {
             drop(log.take());
             rec.note(Event::Reopen);
             let fired = rec.fired();
-            match Log::open(dir, options(cfg.direct)).await {
+            // Now and then with other options: batches of another size, the
+            // other mode (a buffered log reopened direct, and back).
+            let mut o = options(cfg.direct);
+            if step > 0 && rng.below(2) == 0 {
+                o.max_batch = [8 << 10, 12 << 10, 16 << 10][rng.below(3) as usize];
+                o.direct = cfg.direct ^ (rng.below(3) == 0);
+            }
+            match Log::open(dir, o).await {
                 Ok(l) => log = Some(l),
                 Err(_) if !fired && rec.fired() => {
                     // A fault in recovery: it failed cleanly; open again.
@@ -205,7 +212,13 @@ async fn workload(
         let n = 1 + rng.below(4);
         let mut commits = Vec::new();
         for _ in 0..n {
-            let len = rng.below(1500) as usize;
+            // Mostly small; now and then up to the largest record a batch
+            // takes (16 bytes of it are the payload's id).
+            let len = if rng.below(6) == 0 {
+                rng.below(l.max_record() as u64 - 15) as usize
+            } else {
+                rng.below(1500) as usize
+            };
             rec.note(Event::Appended { id });
             commits.push((id, l.append(payload(cfg.seed, id, len))));
             id += 1;

@@ -104,7 +104,8 @@ impl OpKind {
 }
 
 /// What to fail: the `nth` (from 1) operation of `kind` under the root,
-/// with `error` (`None`: a short write of half the bytes, for writes).
+/// with `error` (`None`, for writes: a short write, cut at the last page
+/// boundary of the file before its middle, or `ENOSPC` if there is none).
 #[derive(Debug, Clone, Copy)]
 pub struct FaultPlan {
     pub kind: OpKind,
@@ -233,7 +234,17 @@ impl FsHook for Recorder {
         };
         st.events.push(Event::Faulted { what, node, data });
         Some(match (plan.error, op) {
-            (None, FsOp::Write { data, .. }) => Fault::Short(data.len() / 2),
+            // A short write to a file ends where the kernel stopped copying:
+            // at a page boundary of the file (the page it could not get
+            // fails whole). With none inside the write, nothing is written.
+            (None, FsOp::Write { data, offset, .. }) => {
+                let cut = (offset + data.len() as u64 / 2) / 4096 * 4096;
+                if cut > *offset {
+                    Fault::Short((cut - offset) as usize)
+                } else {
+                    Fault::Fail(io::Error::from_raw_os_error(libc::ENOSPC))
+                }
+            }
             (Some(e), _) => Fault::Fail(io::Error::from_raw_os_error(e)),
             (None, _) => Fault::Fail(io::Error::from_raw_os_error(libc::EIO)),
         })
