@@ -33,13 +33,14 @@ pub struct ServeArgs {
     /// Seconds a connection may send nothing between records.
     #[arg(long, default_value_t = 60)]
     pub idle_timeout_secs: u64,
-    /// Seconds a record may take to arrive once its first byte has (and a
-    /// write of LSNs may wait without moving a byte: a client that does
-    /// not read them).
+    /// Seconds a record may take to arrive, counted from its first byte
+    /// (and a write of LSNs may wait without moving a byte: a client that
+    /// does not read them).
     #[arg(long, default_value_t = 10)]
     pub frame_timeout_secs: u64,
-    /// MiB held at most, across all connections, for records not yet
-    /// whole; a connection that would need more is closed.
+    /// MiB held at most, across all connections, for bytes received and
+    /// not yet answered (records not yet whole, records waiting for the
+    /// appends before them); a connection that would need more is closed.
     #[arg(long, default_value_t = 32)]
     pub max_partial_mib: usize,
 }
@@ -148,65 +149,92 @@ fn timed_out(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, what.to_string())
 }
 
+/// Most appends one connection has in flight: records past them wait in
+/// its input (charged to the budget) until their LSNs are written.
+const MAX_IN_FLIGHT: usize = 256;
+/// Read sizes: small while idle (what an idle connection holds), large
+/// while records flow.
+const IDLE_READ: usize = 4 << 10;
+const BUSY_READ: usize = 64 << 10;
+
 /// Read framed records as they come; answer each with its LSN, in order.
 async fn serve_conn(log: &Log, s: &TcpStream, limits: &Limits) -> io::Result<()> {
     let max = log.max_record();
     s.set_write_timeout(Some(limits.frame));
     let mut inbuf: Vec<u8> = Vec::new();
     let mut held = Held { limits, n: 0 };
+    // When the bytes of the record now arriving began (the frame limit
+    // runs from there, not from the last byte: a trickle is cut off).
+    let mut started: Option<std::time::Instant> = None;
     loop {
-        // Between records the idle limit applies; inside one, the frame
-        // limit (a record trickled a byte at a time is cut off).
-        let limit = if inbuf.is_empty() {
-            limits.idle
-        } else {
-            limits.frame
+        let limit = match started {
+            None => limits.idle,
+            Some(t) => limits.frame.saturating_sub(t.elapsed()),
         };
-        let read = ringkit::time::timeout(limit, s.read(Vec::with_capacity(64 << 10))).await;
+        let size = if inbuf.is_empty() {
+            IDLE_READ
+        } else {
+            BUSY_READ
+        };
+        let read = ringkit::time::timeout(limit, s.read(Vec::with_capacity(size))).await;
         let Ok((n, chunk)) = read else {
             return Err(timed_out("no progress: closed"));
         };
         if n? == 0 {
             return Ok(());
         }
-        inbuf.extend_from_slice(&chunk);
-        // Queue every whole record now (LSNs in arrival order), then answer.
-        let mut commits = Vec::new();
-        let mut at = 0;
-        while inbuf.len() - at >= 4 {
-            let len = u32::from_le_bytes(inbuf[at..at + 4].try_into().expect("4 bytes")) as usize;
-            if len > max {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("record of {len} bytes: at most {max}"),
-                ));
-            }
-            if inbuf.len() - at - 4 < len {
-                break;
-            }
-            commits.push(log.append(&inbuf[at + 4..at + 4 + len]));
-            at += 4 + len;
+        if inbuf.is_empty() {
+            started = Some(std::time::Instant::now());
         }
-        inbuf.drain(..at);
-        // What stays is a record not yet whole: held against the budget.
+        inbuf.extend_from_slice(&chunk);
+        // Every byte not yet answered is held against the budget.
         if !held.grow_to(inbuf.len()) {
             return Err(io::Error::new(
                 io::ErrorKind::OutOfMemory,
-                "the server holds too many partial records (--max-partial-mib): closed",
+                "the server holds too many unanswered bytes (--max-partial-mib): closed",
             ));
         }
-        if inbuf.is_empty() {
-            held.release();
-            if inbuf.capacity() > 64 << 10 {
-                inbuf = Vec::new();
+        // Whole records, at most MAX_IN_FLIGHT at a time (LSNs in arrival
+        // order), each group answered before the next is queued.
+        loop {
+            let mut commits = Vec::new();
+            let mut at = 0;
+            while inbuf.len() - at >= 4 && commits.len() < MAX_IN_FLIGHT {
+                let len =
+                    u32::from_le_bytes(inbuf[at..at + 4].try_into().expect("4 bytes")) as usize;
+                if len > max {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("record of {len} bytes: at most {max}"),
+                    ));
+                }
+                if inbuf.len() - at - 4 < len {
+                    break;
+                }
+                commits.push(log.append(&inbuf[at + 4..at + 4 + len]));
+                at += 4 + len;
             }
-        }
-        let mut out = Vec::with_capacity(commits.len() * 8);
-        for c in commits {
-            out.extend_from_slice(&c.await?.to_le_bytes());
-        }
-        if !out.is_empty() {
+            if commits.is_empty() {
+                break;
+            }
+            inbuf.drain(..at);
+            // A new record starts where this group ended.
+            started = (!inbuf.is_empty()).then(std::time::Instant::now);
+            let mut out = Vec::with_capacity(commits.len() * 8);
+            for c in commits {
+                out.extend_from_slice(&c.await?.to_le_bytes());
+            }
             s.write_all(out).await.0?;
+        }
+        held.release();
+        if !held.grow_to(inbuf.len()) {
+            return Err(io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                "the server holds too many unanswered bytes (--max-partial-mib): closed",
+            ));
+        }
+        if inbuf.is_empty() && inbuf.capacity() > BUSY_READ {
+            inbuf = Vec::new();
         }
     }
 }

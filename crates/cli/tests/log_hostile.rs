@@ -191,18 +191,37 @@ fn log_serve_survives_hostile_clients() {
             t0.elapsed()
         );
 
-        // Idle, and trickled: closed by the timeouts.
+        // Idle, and trickled: closed by the timeouts. The trickle sends a
+        // byte every 300 ms (a frame timeout counted from the last byte
+        // never fired: it held its slot for good).
         let mut idle = TcpStream::connect(&addr).unwrap();
         let mut trickle = TcpStream::connect(&addr).unwrap();
-        trickle.write_all(&[5, 0]).unwrap();
+        let mut writer = trickle.try_clone().unwrap();
+        let t0 = Instant::now();
+        let dripping = std::thread::spawn(move || {
+            let mut frame = vec![20u8, 0, 0, 0];
+            frame.extend(1..=20u8);
+            for b in frame {
+                if writer.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        });
         assert!(
             closed_within(&mut idle, Duration::from_secs(6)),
             "{backend}: idle kept"
         );
         assert!(
             closed_within(&mut trickle, Duration::from_secs(6)),
-            "{backend}: half frame kept"
+            "{backend}: trickle kept"
         );
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{backend}: trickle kept {:?}",
+            t0.elapsed()
+        );
+        dripping.join().unwrap();
 
         // Past the connection cap: the one over is closed, and once the
         // idle ones time out the server takes clients again.
@@ -244,6 +263,55 @@ fn log_serve_survives_hostile_clients() {
         );
         good_client(&addr);
         assert!(srv.alive(), "{backend}: server died");
+    }
+}
+
+/// Resident memory of `pid`, kB.
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Empty records (4 zero bytes each) from many connections that never
+/// read their LSNs: each 64 KiB read queued 16 384 appends, ~3 MB per
+/// connection, none of it bounded.
+#[test]
+fn log_serve_memory_stays_bounded_under_a_flood_of_empty_records() {
+    for backend in ["uring", "epoll"] {
+        let t = tempfile::tempdir().unwrap();
+        let mut srv = start(t.path(), backend, &["--frame-timeout-secs", "2"], None);
+        let addr = srv.addr.clone();
+        good_client(&addr);
+        let before = rss_kb(srv.child.id());
+        let conns: Vec<_> = (0..100)
+            .map(|_| {
+                let addr = addr.clone();
+                std::thread::spawn(move || {
+                    let mut c = TcpStream::connect(&addr).unwrap();
+                    c.set_write_timeout(Some(Duration::from_secs(4))).unwrap();
+                    let zeros = vec![0u8; 64 << 10];
+                    let t0 = Instant::now();
+                    while t0.elapsed() < Duration::from_secs(3) && c.write_all(&zeros).is_ok() {}
+                    c
+                })
+            })
+            .collect();
+        let mut peak = 0;
+        while conns.iter().any(|c| !c.is_finished()) {
+            peak = peak.max(rss_kb(srv.child.id()));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let held: Vec<TcpStream> = conns.into_iter().map(|c| c.join().unwrap()).collect();
+        peak = peak.max(rss_kb(srv.child.id()));
+        // The budget (32 MiB) plus the appends in flight, not 100 x 3 MB.
+        assert!(
+            peak < before + 96 * 1024,
+            "{backend}: RSS {before} kB -> {peak} kB"
+        );
+        drop(held);
+        good_client(&addr);
+        assert!(srv.alive(), "{backend}: died");
     }
 }
 
