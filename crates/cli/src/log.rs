@@ -60,6 +60,11 @@ pub struct SalvageArgs {
     /// The new log to copy into (must not exist, or be empty).
     #[arg(long)]
     into: PathBuf,
+    /// The least LSN the new log may hand out next (a hole reaches it):
+    /// needed when the log's newest segment is gone and how far its LSNs
+    /// ran is unknown; give one past every LSN ever acknowledged.
+    #[arg(long)]
+    next_lsn: Option<u64>,
 }
 
 /// How the log is written (shared by the commands).
@@ -249,7 +254,12 @@ fn check(a: CheckArgs) -> io::Result<()> {
 
 fn salvage(a: SalvageArgs) -> io::Result<()> {
     let rt = ringkit::Builder::new().backend(a.log.backend).build()?;
-    let r = rt.block_on(ringkit_log::salvage(&a.log.dir, &a.into, a.log.options()))?;
+    let r = rt.block_on(ringkit_log::salvage(
+        &a.log.dir,
+        &a.into,
+        a.log.options(),
+        a.next_lsn,
+    ))?;
     for (first, n) in &r.holes {
         println!(
             "lost to damage, kept as a hole: LSNs {first}..={}",

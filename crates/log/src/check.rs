@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 
 use ringkit::fs::File;
 
-use crate::frame::{Manifest, SegmentHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER};
+use crate::frame::{
+    BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER,
+};
 use crate::record::{self, Found};
 use crate::recover;
 use crate::segment::{self, Reader, Tail};
@@ -90,8 +92,11 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
         });
     }
     let (records, error) = match recover::recover(dir, false).await {
+        // Holes salvage left are LSNs, not records.
         Ok(recover::Layout::Log { segments, .. }) => {
-            (segments.iter().map(|s| s.offsets.len() as u64).sum(), None)
+            let lsns: u64 = segments.iter().map(|s| s.offsets.len() as u64).sum();
+            let holes: u64 = segments.iter().flat_map(|s| &s.holes).map(|h| h.1).sum();
+            (lsns - holes, None)
         }
         Ok(_) => (0, None),
         Err(e) => (0, Some(e.to_string())),
@@ -132,8 +137,18 @@ pub async fn salvage(
     dir: impl AsRef<Path>,
     into: impl AsRef<Path>,
     opts: Options,
+    next_lsn: Option<u64>,
 ) -> io::Result<SalvageReport> {
     let (dir, into) = (dir.as_ref(), into.as_ref());
+    let refuse = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+    if let (Ok(d), Ok(i)) = (dir.canonicalize(), absolute_parent(into)) {
+        if i.starts_with(&d) {
+            return refuse(format!(
+                "{} is inside the damaged log's directory: salvage writes nothing there",
+                into.display()
+            ));
+        }
+    }
     if into.exists() && std::fs::read_dir(into)?.next().is_some() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -150,6 +165,7 @@ pub async fn salvage(
         None
     };
     let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut high = 0u64;
     let mut log_id = manifest.map(|m: Manifest| m.log_id);
     for &first in &firsts {
         let f = File::open(dir.join(segment::name(first))).await?;
@@ -159,14 +175,32 @@ pub async fn salvage(
             log_id.get_or_insert(h.log_id);
         }
         let Some(id) = log_id else { continue };
-        read_all(&mut r, id, &mut records).await?;
+        // A segment's first LSN says every LSN before it was used.
+        high = high.max(first.saturating_sub(1));
+        read_all(&mut r, id, &mut records, &mut high).await?;
+    }
+    // The newest segment the manifest names is gone: how far its LSNs ran
+    // is unknown, and only the operator can say where the new log may go on.
+    if let Some(m) = manifest {
+        if !firsts.contains(&m.newest) && next_lsn.is_none_or(|n| n <= m.newest) {
+            return refuse(format!(
+                "the log's newest segment ({}) is missing: the LSNs it held are unknown; give \
+                 the next LSN the new log may hand out (past every LSN ever acknowledged), at \
+                 least {}",
+                segment::name(m.newest),
+                m.newest
+            ));
+        }
     }
     let mut report = SalvageReport {
         into: into.to_path_buf(),
         ..Default::default()
     };
     let Some(&(start, _)) = records.first() else {
-        return Ok(report);
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("nothing readable in {}: no log made", dir.display()),
+        ));
     };
     let log = Log::open(
         into,
@@ -178,14 +212,27 @@ pub async fn salvage(
     .await?;
     let mut commits = Vec::with_capacity(records.len());
     let mut next = start;
-    for (lsn, p) in &records {
-        if *lsn > next {
-            report.holes.push((next, lsn - next));
-            commits.push(log.append_hole(lsn - next));
+    let mut hole = |from: u64, to: u64, commits: &mut Vec<_>| {
+        // Holes of at most u32::MAX LSNs each (a batch header's count).
+        let mut at = from;
+        while at < to {
+            let n = (to - at).min(u64::from(u32::MAX));
+            commits.push(log.append_hole(n));
+            at += n;
         }
+        if to > from {
+            report.holes.push((from, to - from));
+        }
+    };
+    for (lsn, p) in &records {
+        hole(next, *lsn, &mut commits);
         commits.push(log.append(p.clone()));
         next = lsn + 1;
     }
+    // Past every LSN the old log is known to have used (batch headers of
+    // lost records, segments' first LSNs), or the operator's floor.
+    let floor = (high + 1).max(next_lsn.unwrap_or(0));
+    hole(next, floor.max(next), &mut commits);
     for c in commits {
         c.await?;
     }
@@ -196,50 +243,47 @@ pub async fn salvage(
     Ok(report)
 }
 
-/// Every record of whole batches in the segment read by `r`, skipping
-/// damage, appended to `out` when its LSN is past the last one there.
+/// Every record that checks in the segment read by `r`, appended to `out`
+/// when its LSN is past the last one there; `high` rises to the highest
+/// LSN a batch header there names (records lost or not). Reads past
+/// damage: inside a batch whose header checks, a record that does not is
+/// skipped and the next one that checks is looked for; after a place that
+/// is not a batch header, the next header that checks.
 async fn read_all(
     r: &mut Reader<'_>,
     log_id: u64,
     out: &mut Vec<(u64, Vec<u8>)>,
+    high: &mut u64,
 ) -> io::Result<()> {
     let mut pos = SEGMENT_HEADER;
-    let max = r.size;
     while pos + BATCH_HEADER as u64 <= r.size {
-        if let Some((h, offs)) = segment::batch_at(r, pos, log_id, None, max).await? {
-            for (i, off) in offs.iter().enumerate() {
-                let lsn = h.first + i as u64;
-                let end = offs
-                    .get(i + 1)
-                    .map_or(pos + BATCH_HEADER as u64 + u64::from(h.len), |&o| {
-                        u64::from(o)
-                    });
-                let b = r
-                    .get(u64::from(*off), (end - u64::from(*off)) as usize)
-                    .await?;
-                if let Found::Record(p, _) = record::decode(b, lsn) {
-                    if out.last().is_none_or(|(l, _)| *l < lsn) {
-                        out.push((lsn, p.to_vec()));
-                    }
-                }
+        let head = BatchHeader::decode(r.get(pos, BATCH_HEADER).await?, log_id)
+            .filter(|h| pos + h.extent() <= r.size);
+        if let Some(h) = head {
+            if h.count > 0 {
+                *high = (*high).max(h.first + u64::from(h.count) - 1);
+            }
+            if !h.hole {
+                let body_at = pos + BATCH_HEADER as u64;
+                let body = r.get(body_at, h.len as usize).await?.to_vec();
+                records_of_batch(&body, h.first, u64::from(h.count), out);
             }
             pos += h.extent();
             continue;
         }
-        // Not a whole batch here: look for the next one.
+        // Not a batch header here: look for the next one that checks.
         let mut next = None;
         let mut from = pos + 1;
         'search: while from + BATCH_HEADER as u64 <= r.size {
             let hay = r.get(from, 1 << 20).await?.to_vec();
             for i in memchr::memmem::find_iter(&hay, BATCH_MAGIC) {
                 let p = from + i as u64;
-                if p >= pos + 5
-                    && segment::batch_at(r, p - 4, log_id, None, max)
-                        .await?
-                        .is_some()
-                {
-                    next = Some(p - 4);
-                    break 'search;
+                if p >= pos + 5 {
+                    let cand = r.get(p - 4, BATCH_HEADER).await?;
+                    if BatchHeader::decode(cand, log_id).is_some() {
+                        next = Some(p - 4);
+                        break 'search;
+                    }
                 }
             }
             if hay.len() < 4 {
@@ -253,4 +297,53 @@ async fn read_all(
         }
     }
     Ok(())
+}
+
+/// The records of one batch's body (LSNs `first..first + count`) that
+/// check, each pushed when past the last in `out`. After one that does
+/// not, the next that checks (its LSN, in the header CRC'd with it, is
+/// one of the batch's later ones) is looked for byte by byte.
+fn records_of_batch(body: &[u8], first: u64, count: u64, out: &mut Vec<(u64, Vec<u8>)>) {
+    let end = first + count;
+    let mut push = |lsn: u64, p: &[u8]| {
+        if out.last().is_none_or(|(l, _)| *l < lsn) {
+            out.push((lsn, p.to_vec()));
+        }
+    };
+    let (mut at, mut lsn) = (0usize, first);
+    while lsn < end && at < body.len() {
+        if let Found::Record(p, total) = record::decode(&body[at..], lsn) {
+            push(lsn, p);
+            at += total;
+            lsn += 1;
+            continue;
+        }
+        // Damaged: find the next record of this batch that checks.
+        let mut found = None;
+        for off in at + 1..body.len().saturating_sub(record::HEADER - 1) {
+            let l = u64::from_le_bytes(body[off + 8..off + 16].try_into().expect("8 bytes"));
+            if l > lsn && l < end {
+                if let Found::Record(_, _) = record::decode(&body[off..], l) {
+                    found = Some((off, l));
+                    break;
+                }
+            }
+        }
+        match found {
+            Some((off, l)) => {
+                at = off;
+                lsn = l;
+            }
+            None => break,
+        }
+    }
+}
+
+/// `p` made absolute with its parent resolved (`p` itself may not exist).
+fn absolute_parent(p: &Path) -> io::Result<PathBuf> {
+    let abs = std::path::absolute(p)?;
+    match (abs.parent(), abs.file_name()) {
+        (Some(parent), Some(name)) if parent.exists() => Ok(parent.canonicalize()?.join(name)),
+        _ => Ok(abs),
+    }
 }

@@ -107,7 +107,7 @@ async fn a_flipped_bit_in_acknowledged_records_is_refused_not_erased(direct: boo
     let out = tempfile::tempdir().unwrap();
     let into = out.path().join("salvaged");
     // Every readable record at its LSN; the lost one a hole, never reused.
-    let s = ringkit_log::salvage(t.path(), &into, opts(direct))
+    let s = ringkit_log::salvage(t.path(), &into, opts(direct), None)
         .await
         .unwrap();
     assert_eq!(
@@ -218,7 +218,94 @@ async fn a_missing_extra_or_foreign_segment_is_refused(direct: bool) {
     assert_eq!(log.read(1).await.unwrap(), rec(1));
 }
 
+/// Salvage's edges: a damaged record inside a batch of many (the others
+/// are kept), lost LSNs at the end (reserved, never reused), nothing
+/// readable (an error), the new log inside the damaged one's directory
+/// (refused), a missing newest segment (the next LSN must be given).
+async fn salvage_keeps_what_checks_and_reuses_no_lsn(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let log = Log::open(t.path(), opts(direct)).await.unwrap();
+    for i in 1..=10 {
+        log.append(rec(i)).await.unwrap();
+    }
+    // Then 30 records in one batch: LSNs 11..=40.
+    let commits: Vec<_> = (11..=40).map(|i| log.append(rec(i))).collect();
+    for c in commits {
+        c.await.unwrap();
+    }
+    drop(log);
+    let out = tempfile::tempdir().unwrap();
+    // One record damaged in the middle of the batch, one at its end.
+    for lsn in [20, 40] {
+        let (seg, mut data, at) = find(t.path(), lsn);
+        data[at + 7] ^= 0x20;
+        std::fs::write(&seg, &data).unwrap();
+    }
+    let s = ringkit_log::salvage(t.path(), out.path().join("a"), opts(direct), None)
+        .await
+        .unwrap();
+    assert_eq!(s.copied, 38, "{s:?}");
+    assert_eq!(s.holes, vec![(20, 1), (40, 1)], "{s:?}");
+    assert_eq!(s.next, 41, "the lost last LSN is reserved: {s:?}");
+    let l = Log::open(out.path().join("a"), opts(direct)).await.unwrap();
+    assert_eq!(l.read(21).await.unwrap(), rec(21));
+    assert_eq!(l.append(&b"new"[..]).await.unwrap(), 41);
+    drop(l);
+    // check counts records, not the holes' LSNs.
+    let c = ringkit_log::check(out.path().join("a")).await.unwrap();
+    assert_eq!((c.records, c.error.clone()), (39, None), "{c:?}");
+    // Inside the damaged log's directory: refused, nothing made.
+    let e = ringkit_log::salvage(t.path(), t.path().join("sub"), opts(direct), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("inside"), "{e}");
+    assert!(!t.path().join("sub").exists());
+    // Nothing readable: an error, no log.
+    let seg = segments(t.path())[0].clone();
+    let mut data = std::fs::read(&seg).unwrap();
+    data[4096..].fill(0xff);
+    std::fs::write(&seg, &data).unwrap();
+    let e = ringkit_log::salvage(t.path(), out.path().join("b"), opts(direct), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("nothing readable"), "{e}");
+    assert!(!out.path().join("b").exists());
+}
+
+async fn salvage_wants_the_next_lsn_when_the_newest_segment_is_gone(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let small = Options {
+        segment_size: 64 << 10,
+        ..opts(direct)
+    };
+    let log = Log::open(t.path(), small.clone()).await.unwrap();
+    for i in 1..=600 {
+        drop(log.append(rec(i)));
+    }
+    log.close().await;
+    let segs = segments(t.path());
+    let newest = segs.last().unwrap().clone();
+    std::fs::remove_file(&newest).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let e = ringkit_log::salvage(t.path(), out.path().join("a"), small.clone(), None)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("missing"), "{e}");
+    let s = ringkit_log::salvage(t.path(), out.path().join("a"), small, Some(601))
+        .await
+        .unwrap();
+    assert_eq!(s.next, 601, "{s:?}");
+}
+
 ringkit::test_all! {
+    async fn salvage_edges_buffered() {
+        salvage_keeps_what_checks_and_reuses_no_lsn(false).await;
+        salvage_wants_the_next_lsn_when_the_newest_segment_is_gone(false).await;
+    }
+    async fn salvage_edges_direct() {
+        salvage_keeps_what_checks_and_reuses_no_lsn(true).await;
+        salvage_wants_the_next_lsn_when_the_newest_segment_is_gone(true).await;
+    }
     async fn flipped_bit_buffered() {
         a_flipped_bit_in_acknowledged_records_is_refused_not_erased(false).await;
     }
