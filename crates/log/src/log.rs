@@ -185,12 +185,9 @@ impl Log {
 
     /// The first LSN of the log (1 unless it was made to start later).
     pub fn first_lsn(&self) -> u64 {
-        self.inner
-            .st
-            .borrow()
-            .segments
-            .first()
-            .map_or(1, |s| s.first)
+        // A log whose first segment is not made yet starts at its next LSN.
+        let st = self.inner.st.borrow();
+        st.segments.first().map_or(st.next_lsn, |s| s.first)
     }
 
     /// The LSN the next append will get.

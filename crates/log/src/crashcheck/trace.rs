@@ -176,6 +176,21 @@ impl Recorder {
         Some((*st.names.get(dir)?, rel.file_name()?.to_os_string()))
     }
 
+    /// A new node named `rel` (its directory must be known), recorded.
+    fn create(st: &mut State, rel: PathBuf, is_dir: bool) -> Option<Node> {
+        let (dir, name) = Self::parent(st, &rel)?;
+        let node = st.dirs.len();
+        st.dirs.push(is_dir);
+        st.names.insert(rel, node);
+        st.events.push(Event::Create {
+            dir,
+            name,
+            node,
+            is_dir,
+        });
+        Some(node)
+    }
+
     /// Whether `op` is under the root (a descriptor we track, or a path).
     fn ours(&self, st: &State, op: &FsOp<'_>) -> bool {
         match op {
@@ -273,18 +288,9 @@ impl FsHook for Recorder {
                         node
                     }
                     None if *create => {
-                        let Some((dir, name)) = Self::parent(st, &rel) else {
+                        let Some(node) = Self::create(st, rel, false) else {
                             return;
                         };
-                        let node = st.dirs.len();
-                        st.dirs.push(false);
-                        st.names.insert(rel, node);
-                        st.events.push(Event::Create {
-                            dir,
-                            name,
-                            node,
-                            is_dir: false,
-                        });
                         node
                     }
                     None => return, // made outside the recorder's view
@@ -292,19 +298,9 @@ impl FsHook for Recorder {
                 st.fds.insert(*n as RawFd, node);
             }
             FsOp::CreateDir { path } => {
-                let Some(rel) = self.rel(path) else { return };
-                let Some((dir, name)) = Self::parent(st, &rel) else {
-                    return;
-                };
-                let node = st.dirs.len();
-                st.dirs.push(true);
-                st.names.insert(rel, node);
-                st.events.push(Event::Create {
-                    dir,
-                    name,
-                    node,
-                    is_dir: true,
-                });
+                if let Some(rel) = self.rel(path) {
+                    Self::create(st, rel, true);
+                }
             }
             FsOp::Write { fd, offset, data } => {
                 let node = st.fds[fd];

@@ -88,7 +88,7 @@ impl File {
             offset,
             len,
         };
-        hook::before(&hook::current(), &op).map_err(Fault::into_error)?;
+        hook::before(&op).map_err(Fault::into_error)?;
         let res = Op::new(Fallocate {
             fd: self.fd,
             mode,
@@ -96,7 +96,7 @@ impl File {
             len,
         })
         .await;
-        hook::after(&hook::current(), &op, &super::seen(&res, |_| 0));
+        hook::after(&op, &res, |_| 0);
         res
     }
 

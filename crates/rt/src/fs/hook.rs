@@ -142,19 +142,30 @@ pub(crate) fn current() -> Option<Rc<dyn FsHook>> {
     HOOK.try_with(|h| h.borrow().clone()).ok().flatten()
 }
 
-/// Ask the hook, if any, about `op`: `Err` is the fault to return instead.
-pub(crate) fn before(hook: &Option<Rc<dyn FsHook>>, op: &FsOp<'_>) -> Result<(), Fault> {
-    match hook.as_ref().and_then(|h| h.before(op)) {
+/// Ask this thread's hook, if any, about `op`: `Err` is the fault to
+/// return instead.
+pub(crate) fn before(op: &FsOp<'_>) -> Result<(), Fault> {
+    match current().and_then(|h| h.before(op)) {
         Some(f) => Err(f),
         None => Ok(()),
     }
 }
 
-/// Tell the hook, if any, how `op` ended.
-pub(crate) fn after(hook: &Option<Rc<dyn FsHook>>, op: &FsOp<'_>, res: &io::Result<u64>) {
-    if let Some(h) = hook {
-        h.after(op, res);
+/// Tell this thread's hook, if any, how `op` ended (`n`: the count it
+/// saw). Nothing is built when no hook is installed.
+pub(crate) fn after<T>(op: &FsOp<'_>, res: &io::Result<T>, n: impl FnOnce(&T) -> u64) {
+    if let Some(h) = current() {
+        let seen = match res {
+            Ok(v) => Ok(n(v)),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        };
+        h.after(op, &seen);
     }
+}
+
+/// Tell this thread's hook, if any, that `fd` was closed.
+pub(crate) fn closed(fd: RawFd) {
+    after(&FsOp::Close { fd }, &Ok(()), |_| 0);
 }
 
 impl Fault {

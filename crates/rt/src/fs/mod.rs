@@ -64,14 +64,6 @@ pub use names::{create_dir, remove_dir, remove_file, rename, sync_dir};
 
 use hook::{Fault, FsOp};
 
-/// A copy of an operation's result for a hook's `after`.
-fn seen<T>(res: &io::Result<T>, n: impl FnOnce(&T) -> u64) -> io::Result<u64> {
-    match res {
-        Ok(v) => Ok(n(v)),
-        Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
-    }
-}
-
 fn cpath(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))
@@ -177,7 +169,7 @@ impl OpenOptions {
         };
         let named =
             |e: io::Error| io::Error::new(e.kind(), format!("open {}: {e}", path.display()));
-        hook::before(&hook::current(), &op).map_err(|f| named(f.into_error()))?;
+        hook::before(&op).map_err(|f| named(f.into_error()))?;
         let res = Op::new(Open::new(
             cpath(path)?,
             self.flags()?,
@@ -185,7 +177,7 @@ impl OpenOptions {
         ))
         .await
         .map(|fd| fd.into_raw_fd());
-        hook::after(&hook::current(), &op, &seen(&res, |&fd| fd as u64));
+        hook::after(&op, &res, |&fd| fd as u64);
         Ok(File {
             fd: res.map_err(named)?,
         })
@@ -328,7 +320,7 @@ impl File {
             offset,
             len: buf.bytes_total(),
         };
-        if let Err(f) = hook::before(&hook::current(), &op) {
+        if let Err(f) = hook::before(&op) {
             return (Err(f.into_error()), buf);
         }
         let buf_index = buf.fixed_index();
@@ -344,14 +336,11 @@ impl File {
     /// Write `buf` at `offset`; returns how much was written.
     pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         let fd = self.fd;
-        let fault = hook::before(
-            &hook::current(),
-            &FsOp::Write {
-                fd,
-                offset,
-                data: buf.init_slice(),
-            },
-        );
+        let fault = hook::before(&FsOp::Write {
+            fd,
+            offset,
+            data: buf.init_slice(),
+        });
         let (res, buf) = match fault {
             Ok(()) => {
                 let buf_index = buf.fixed_index();
@@ -381,11 +370,7 @@ impl File {
             Ok(n) => &buf.init_slice()[..*n],
             Err(_) => &[],
         };
-        hook::after(
-            &hook::current(),
-            &FsOp::Write { fd, offset, data },
-            &seen(&res, |&n| n as u64),
-        );
+        hook::after(&FsOp::Write { fd, offset, data }, &res, |&n| n as u64);
         (res, buf)
     }
 
@@ -467,14 +452,14 @@ impl File {
             fd: self.fd,
             data_only,
         };
-        hook::before(&hook::current(), &op).map_err(Fault::into_error)?;
+        hook::before(&op).map_err(Fault::into_error)?;
         let res = Op::new(if data_only {
             Fsync::Data(self.fd)
         } else {
             Fsync::All(self.fd)
         })
         .await;
-        hook::after(&hook::current(), &op, &seen(&res, |_| 0));
+        hook::after(&op, &res, |_| 0);
         res
     }
 
@@ -500,7 +485,7 @@ impl File {
         let fd = self.fd;
         std::mem::forget(self);
         let res = Op::new(Close { fd }).await;
-        hook::after(&hook::current(), &FsOp::Close { fd }, &Ok(0));
+        hook::closed(fd);
         res
     }
 }
@@ -533,7 +518,7 @@ impl From<File> for std::os::fd::OwnedFd {
 impl Drop for File {
     fn drop(&mut self) {
         let fd = self.fd;
-        hook::after(&hook::current(), &FsOp::Close { fd }, &Ok(0));
+        hook::closed(fd);
         if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };

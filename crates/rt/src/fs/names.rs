@@ -10,14 +10,14 @@ use std::io;
 use std::path::Path;
 
 use super::hook::{self, Fault, FsOp};
-use super::{cpath, seen, OpenOptions};
+use super::{cpath, OpenOptions};
 use crate::driver::op::path::PathOp;
 use crate::driver::Op;
 
 async fn run(op: &FsOp<'_>, path_op: io::Result<PathOp>) -> io::Result<()> {
-    hook::before(&hook::current(), op).map_err(Fault::into_error)?;
+    hook::before(op).map_err(Fault::into_error)?;
     let res = Op::new(path_op?).await;
-    hook::after(&hook::current(), op, &seen(&res, |_| 0));
+    hook::after(op, &res, |_| 0);
     res
 }
 
