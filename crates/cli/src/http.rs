@@ -41,6 +41,11 @@ pub struct ServerArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body: u64,
+    /// MiB of input held at most per thread, across all connections
+    /// (incomplete heads, bodies being read); a connection that would take
+    /// more is answered 503 and closed.
+    #[arg(long, default_value_t = 32)]
+    max_buffered_mib: usize,
     /// io_uring: slots of the registered file table that connections are
     /// promoted into after 16 operations (keep-alive connections; a
     /// one-request connection never is); 0 = plain fds.
@@ -77,6 +82,7 @@ impl ServerArgs {
             send_timeout: Duration::from_secs(self.send_timeout.max(1)),
             max_connections: self.max_connections.max(1),
             file_send: self.zero_copy,
+            max_buffered_bytes: self.max_buffered_mib.max(1) << 20,
             ..ServerConfig::default()
         }
     }

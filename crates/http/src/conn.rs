@@ -14,9 +14,18 @@
 //!    connection's own `pending` buffer, to be completed by later reads. A
 //!    ring buffer goes back to the kernel before any handler runs.
 //! 3. Call the handler for each request in order; append each response to
-//!    one output buffer (reused for the connection's lifetime).
+//!    one output buffer.
 //! 4. One `write_all` for the whole batch of pipelined responses (large
 //!    bodies and files are written after the heads that precede them).
+//!    Then every buffer over [`KEEP_BUF`] goes back to the allocator, so a
+//!    connection that once pipelined a burst of large responses holds, once
+//!    idle, what a fresh connection holds.
+//!
+//! # Memory held for input
+//! Bytes of an incomplete head, a body being read and anything received
+//! after them are charged to one count per server thread
+//! ([`ServerConfig::max_buffered_bytes`]); a connection whose input would
+//! take it over is answered 503 and closed.
 //!
 //! # Closing
 //! After a response with `Connection: close` (client asked, HTTP/1.0
@@ -64,6 +73,11 @@ const LINGER_TIME: Duration = Duration::from_secs(2);
 /// (hyper waits 20 ms; this was the full `LINGER_TIME` per connection).
 const IDLE_LINGER_TIME: Duration = Duration::from_millis(100);
 const LINGER_BYTES: usize = 1 << 20;
+/// A buffer whose capacity is over this after a batch is freed (the next
+/// batch allocates what it needs): what a connection keeps between bursts.
+const KEEP_BUF: usize = 4096;
+/// Decoded requests a connection keeps room for between batches.
+const KEEP_BATCH: usize = 8;
 
 /// State shared by the accept loop and the connections of one server on one
 /// thread.
@@ -77,6 +91,8 @@ pub(crate) struct Shared {
     pooled_reads: bool,
     /// Open connections, and the shutdown broadcast they watch.
     pub(crate) drain: Rc<Drain>,
+    /// Bytes of input all connections hold (see the module docs).
+    buffered: std::cell::Cell<usize>,
 }
 
 impl Shared {
@@ -86,6 +102,7 @@ impl Shared {
             tls,
             pooled_reads: ringkit::backend_report().chosen == ringkit::Backend::Uring,
             drain: Drain::new(),
+            buffered: std::cell::Cell::new(0),
         }
     }
 
@@ -159,6 +176,15 @@ struct Conn<H> {
     timer: Sleep,
     last_active: Instant,
     request_since: Option<Instant>,
+    /// What this connection has charged to `shared.buffered`.
+    charged: usize,
+}
+
+impl<H> Drop for Conn<H> {
+    fn drop(&mut self) {
+        let b = &self.shared.buffered;
+        b.set(b.get() - self.charged);
+    }
 }
 
 /// Serve one connection until it closes.
@@ -193,6 +219,7 @@ pub(crate) async fn serve<H: Handler>(
         read_buf: None,
         last_active: now,
         request_since: None,
+        charged: 0,
     };
     if let Err(e) = c.run().await {
         tracing::debug!("ringkit-http: connection ended: {e}");
@@ -255,10 +282,18 @@ impl<H: Handler> Conn<H> {
             }
             batch.clear();
             self.batch = batch;
+            if !close && !self.charge() {
+                // Over the thread's input budget: this connection's partial
+                // request goes unanswered (503) rather than grow the server.
+                self.error_response(StatusCode::SERVICE_UNAVAILABLE);
+                close = true;
+                linger = true;
+            }
             if !close && self.decoder.take_continue() {
                 self.out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
             }
             self.flush().await?;
+            self.trim();
             if close {
                 // Input we will not answer (pipelined requests after this
                 // one, or anything still arriving during shutdown) must be
@@ -281,6 +316,44 @@ impl<H: Handler> Conn<H> {
             } else if self.shared.shutting_down() && !more {
                 return Ok(());
             }
+        }
+    }
+
+    /// Charge the input this connection holds to the thread's count.
+    /// Returns false (and charges nothing more) when that would take the
+    /// count over [`ServerConfig::max_buffered_bytes`].
+    fn charge(&mut self) -> bool {
+        let held = self.pending.capacity() + self.decoder.body_held();
+        let b = &self.shared.buffered;
+        let others = b.get() - self.charged;
+        if held > self.charged && others + held > self.shared.config.max_buffered_bytes {
+            return false;
+        }
+        b.set(others + held);
+        self.charged = held;
+        true
+    }
+
+    /// Free every buffer grown past [`KEEP_BUF`] by the batch just written
+    /// (the output, the file scratch, an emptied input buffer), so memory
+    /// per connection falls back once a burst is over.
+    fn trim(&mut self) {
+        if self.out.capacity() > KEEP_BUF {
+            self.out = Vec::new();
+        }
+        if self
+            .file_buf
+            .as_ref()
+            .is_some_and(|b| b.capacity() > KEEP_BUF)
+        {
+            self.file_buf = None;
+        }
+        if self.pending.is_empty() && self.pending.capacity() > KEEP_BUF {
+            self.pending = Vec::new();
+            self.charge();
+        }
+        if self.batch.capacity() > KEEP_BATCH {
+            self.batch = Vec::new();
         }
     }
 
@@ -389,10 +462,12 @@ impl<H: Handler> Conn<H> {
             }
             FileSend::Copy => {}
         }
-        let mut buf = self
-            .file_buf
-            .take()
-            .unwrap_or_else(|| Vec::with_capacity(FILE_CHUNK));
+        // A small file gets a buffer its size, not a whole chunk.
+        let need = f.len.min(FILE_CHUNK as u64) as usize;
+        let mut buf = match self.file_buf.take() {
+            Some(b) if b.capacity() >= need => b,
+            _ => Vec::with_capacity(need),
+        };
         if !inline {
             self.flush().await?;
         }

@@ -73,6 +73,14 @@ impl RequestDecoder {
         matches!(self.state, State::Body { .. })
     }
 
+    /// Bytes of memory held for the body being read (its capacity).
+    pub fn body_held(&self) -> usize {
+        match &self.state {
+            State::Body { body, .. } => body.capacity(),
+            State::Head => 0,
+        }
+    }
+
     /// Whether to send `100 Continue` now: true once per request that asked
     /// for it, while its body is incomplete. Call it when `decode` returned
     /// `Partial`, before reading more.

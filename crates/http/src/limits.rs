@@ -93,6 +93,13 @@ pub struct ServerConfig {
     /// How file bodies larger than the inline limit (16 KiB) are sent.
     /// Default [`FileSend::SendFile`].
     pub file_send: FileSend,
+    /// Bytes of input held at once across all connections of one server
+    /// thread: request heads not yet complete, bodies not yet whole
+    /// (decoded so far), and bytes received after them. A connection whose
+    /// input would take the total past it is answered 503 and closed, so
+    /// clients that each send an almost-maximal body cannot grow the server
+    /// without bound. Default 32 MiB.
+    pub max_buffered_bytes: usize,
 }
 
 /// How a file body larger than the inline limit (16 KiB) leaves; smaller
@@ -136,6 +143,7 @@ impl Default for ServerConfig {
             shutdown_grace: Duration::from_secs(30),
             nodelay: true,
             file_send: FileSend::SendFile,
+            max_buffered_bytes: 32 << 20,
         }
     }
 }

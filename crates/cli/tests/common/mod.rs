@@ -1,0 +1,166 @@
+//! What the hostile-client tests share: a server child started as a user
+//! would (optionally with a lowered fd limit), its RSS and fds, and small
+//! blocking clients.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A server child, killed and reaped on drop.
+pub struct Server {
+    pub child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own, not yet reaped, child by its pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Whether it is still running.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Resident memory, kB.
+    pub fn rss_kb(&self) -> u64 {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+
+    /// Open fds.
+    pub fn fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .map(|d| d.count())
+            .unwrap_or(0)
+    }
+}
+
+/// Whether io_uring can be used here (prints why not).
+pub fn backend_usable(backend: &str) -> bool {
+    if backend != "uring" {
+        return true;
+    }
+    match ringkit::Builder::new()
+        .backend(ringkit::Backend::Uring)
+        .ignore_env()
+        .build()
+    {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped on uring: io_uring unavailable here: {e}");
+            false
+        }
+    }
+}
+
+/// A free loopback address.
+pub fn free_addr() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+/// Start `ringkit <args> --addr A --backend B`; `nofile`: the child's fd
+/// limit (soft and hard). Waits until it accepts.
+pub fn start(args: &[&str], backend: &str, nofile: Option<u64>) -> Server {
+    let addr = free_addr();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringkit"));
+    cmd.args(args)
+        .args(["--addr", &addr.to_string(), "--backend", backend])
+        .env_remove("RINGKIT_BACKEND")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(n) = nofile {
+        // SAFETY: setrlimit is async-signal-safe; it runs in the child
+        // between fork and exec and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let r = libc::rlimit {
+                    rlim_cur: n,
+                    rlim_max: n,
+                };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+    }
+    let mut child = cmd.spawn().unwrap();
+    // Keep draining its stderr so it never blocks on a full pipe.
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { return };
+            if line.contains("WARN") || line.contains("ERROR") {
+                eprintln!("server: {line}");
+            }
+        }
+    });
+    let t = Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Server { child, addr }
+}
+
+/// Read until the peer closes or `within` passes; returns whether it
+/// closed (EOF or reset).
+pub fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
+    let end = Instant::now() + within;
+    let mut b = [0u8; 16 * 1024];
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return false;
+        }
+        c.set_read_timeout(Some(left)).unwrap();
+        match c.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Read one HTTP/1.1 response with a `Content-Length`; returns its status
+/// line and body.
+pub fn read_response(c: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)> {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        if c.read(&mut b)? == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        head.push(b[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    let mut body = vec![0; len];
+    c.read_exact(&mut body)?;
+    Ok((head.lines().next().unwrap_or("").to_string(), body))
+}
