@@ -47,20 +47,40 @@ impl From<UnixStream> for HyperIo {
     }
 }
 
+impl HyperIo {
+    /// Whether a TLS connection has received bytes that gave no plaintext
+    /// yet (a handshake under way); false in the clear.
+    pub(crate) fn tls_received(&self) -> bool {
+        match &self.0 {
+            Inner::Plain(_) => false,
+            #[cfg(feature = "tls")]
+            Inner::Tls(io) => io.has_received(),
+        }
+    }
+
+    /// Read into `dst`; the count of bytes read (0 at end of stream).
+    pub(crate) fn poll_read_into(
+        &mut self,
+        cx: &mut Context<'_>,
+        dst: &mut [std::mem::MaybeUninit<u8>],
+    ) -> Poll<io::Result<usize>> {
+        match &mut self.0 {
+            Inner::Plain(io) => io.poll_read(cx, dst),
+            #[cfg(feature = "tls")]
+            Inner::Tls(io) => io.poll_read(cx, dst),
+        }
+    }
+}
+
 impl Read for HyperIo {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
-        // SAFETY: `PollIo::poll_read` only writes initialised bytes into the
+        // SAFETY: `poll_read_into` only writes initialised bytes into the
         // slice, never de-initialises any, and returns how many it wrote.
-        let dst = unsafe { buf.as_mut() };
-        let n = ready!(match &mut self.get_mut().0 {
-            Inner::Plain(io) => io.poll_read(cx, dst),
-            #[cfg(feature = "tls")]
-            Inner::Tls(io) => io.poll_read(cx, dst),
-        })?;
+        let n = ready!(self.get_mut().poll_read_into(cx, unsafe { buf.as_mut() }))?;
         // SAFETY: the first `n` bytes were just written.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))

@@ -28,6 +28,7 @@
 //! ```
 
 pub mod client;
+mod conn;
 #[cfg(feature = "hello")]
 pub mod hello;
 mod io;
@@ -49,4 +50,4 @@ pub enum TlsConfig {}
 
 pub use io::HyperIo;
 pub use rt::{LocalExec, RingkitSleep, RingkitTimer};
-pub use server::{serve, serve_listener, serve_listener_with, ConnLimits, ServeConfig};
+pub use server::{serve, serve_listener, ConnLimits, HttpBody, HttpService, ServeConfig};

@@ -7,12 +7,17 @@
 //! HTTP/2 when the client starts with the h2 preface). The service is made
 //! once per thread and cloned per connection, so it need not be `Send`.
 //!
+//! Every connection runs under deadlines (see [`ConnLimits`]): a silent
+//! socket, a trickled or stalled TLS handshake or preface, and an idle
+//! keep-alive or HTTP/2 connection are closed, so idle sockets cannot hold
+//! the connection slots for good.
+//!
 //! Shutdown: on SIGINT/SIGTERM (or the future given to [`serve_listener`])
 //! the thread stops accepting, asks every connection to finish gracefully
 //! (HTTP/1.1: after the response in flight; HTTP/2: GOAWAY), waits for them
 //! up to the grace period, and returns.
 
-use std::future::{poll_fn, Future};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::pin;
@@ -23,7 +28,6 @@ use http_body::Body;
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use ringkit::net::TcpListener;
 use ringkit::sync::Drain;
 use ringkit::{Backend, LaunchConfig};
@@ -33,7 +37,40 @@ use crate::tls::TlsIo;
 use crate::TlsConfig;
 use crate::{HyperIo, LocalExec, RingkitTimer};
 
+/// HTTP/2 keep-alive: a ping this often while a stream is open, and the
+/// connection closed when one goes unanswered this long.
+const H2_PING_EVERY: Duration = Duration::from_secs(20);
+
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A response body [`serve`] can send (any `http_body::Body` whose error
+/// converts to a boxed error; axum's `Body` is one).
+pub trait HttpBody: Body<Error: Into<BoxError>> + 'static {}
+
+impl<B: Body<Error: Into<BoxError>> + 'static> HttpBody for B {}
+
+/// A tower service [`serve`] can run (an axum `Router` is one): hyper
+/// requests in, responses with an [`HttpBody`] out; cloned per connection,
+/// so it need not be `Send`.
+pub trait HttpService<B: HttpBody>:
+    tower_service::Service<
+        Request<Incoming>,
+        Response = Response<B>,
+        Error: Into<BoxError>,
+        Future: 'static,
+    > + Clone
+    + 'static
+{
+}
+
+impl<S, B> HttpService<B> for S
+where
+    B: HttpBody,
+    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: 'static,
+{
+}
 
 /// Where and how [`serve`] runs.
 #[derive(Debug, Clone)]
@@ -55,9 +92,15 @@ pub struct ServeConfig {
     /// (a client that stops reading; nginx's `send_timeout`): progress
     /// restarts the clock, so a slow but steady reader is served. 60 s.
     pub send_timeout: Duration,
-    /// HTTP/1.1: how long a client may take to send a whole request head
-    /// (slowloris defence; hyper's `header_read_timeout`). 10 s.
+    /// How long a client may take, from its first byte, to start its first
+    /// request (TLS handshake and protocol preface included), and on
+    /// HTTP/1.1 to send any request head (slowloris defence; hyper's
+    /// `header_read_timeout`). 10 s.
     pub header_timeout: Duration,
+    /// How long a connection may stay open with no request in flight: from
+    /// the accept until its first byte, and from the end of one request to
+    /// the start of the next (HTTP/1.1 keep-alive and HTTP/2 alike). 60 s.
+    pub idle_timeout: Duration,
     /// Connections served at once per thread; beyond it a new connection
     /// is accepted and closed at once. 10 000.
     pub max_connections: usize,
@@ -80,6 +123,7 @@ impl ServeConfig {
             tls: None,
             send_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             #[cfg(feature = "tokio")]
             host_tokio: true,
@@ -99,17 +143,26 @@ impl ServeConfig {
     }
 }
 
-/// The per-connection limits of [`serve_listener_with`].
+/// The per-connection limits of [`serve_listener`]; the default is
+/// [`ServeConfig::new`]'s.
 #[derive(Debug, Clone, Copy)]
 pub struct ConnLimits {
     /// See [`ServeConfig::send_timeout`].
     pub send_timeout: Duration,
     /// See [`ServeConfig::header_timeout`].
     pub header_timeout: Duration,
+    /// See [`ServeConfig::idle_timeout`].
+    pub idle_timeout: Duration,
     /// See [`ServeConfig::max_connections`].
     pub max_connections: usize,
     /// See [`ServeConfig::grace`].
     pub grace: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> ConnLimits {
+        ConnLimits::from(&ServeConfig::new(SocketAddr::from(([127, 0, 0, 1], 0))))
+    }
 }
 
 impl From<&ServeConfig> for ConnLimits {
@@ -117,6 +170,7 @@ impl From<&ServeConfig> for ConnLimits {
         ConnLimits {
             send_timeout: c.send_timeout,
             header_timeout: c.header_timeout,
+            idle_timeout: c.idle_timeout,
             max_connections: c.max_connections,
             grace: c.grace,
         }
@@ -133,11 +187,8 @@ impl From<&ServeConfig> for ConnLimits {
 pub fn serve<M, S, B>(cfg: ServeConfig, make: M) -> io::Result<()>
 where
     M: Fn() -> S + Send + Sync + Clone + 'static,
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
-    S::Future: 'static,
-    S::Error: Into<BoxError>,
-    B: Body + 'static,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: HttpBody,
 {
     // With the `tokio` feature every worker hosts a tokio runtime, so
     // handlers may use tokio and the crates built on it.
@@ -161,7 +212,7 @@ where
                 ringkit::backend_report()
             );
             let shutdown = ringkit::signal::shutdown_requested();
-            serve_listener_with(listener, service, tls, shutdown, limits).await
+            serve_listener(listener, service, tls, shutdown, limits).await
         }
     })
     .map_err(|e| io::Error::new(e.kind(), format!("ringkit-hyper: {e}")))
@@ -169,31 +220,8 @@ where
 
 /// Serve `service` on `listener` (on this runtime thread), through TLS if
 /// `tls` is given, until `shutdown` resolves, then drain for at most
-/// `grace`; the other limits are [`ServeConfig`]'s defaults.
+/// `limits.grace`.
 pub async fn serve_listener<S, B>(
-    listener: TcpListener,
-    service: S,
-    tls: Option<TlsConfig>,
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-) -> io::Result<()>
-where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
-    S::Future: 'static,
-    S::Error: Into<BoxError>,
-    B: Body + 'static,
-    B::Error: Into<BoxError>,
-{
-    let defaults = ServeConfig::new(listener.local_addr()?);
-    let limits = ConnLimits {
-        grace,
-        ..ConnLimits::from(&defaults)
-    };
-    serve_listener_with(listener, service, tls, shutdown, limits).await
-}
-
-/// [`serve_listener`] with every per-connection limit given.
-pub async fn serve_listener_with<S, B>(
     listener: TcpListener,
     service: S,
     tls: Option<TlsConfig>,
@@ -201,11 +229,8 @@ pub async fn serve_listener_with<S, B>(
     limits: ConnLimits,
 ) -> io::Result<()>
 where
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
-    S::Future: 'static,
-    S::Error: Into<BoxError>,
-    B: Body + 'static,
-    B::Error: Into<BoxError>,
+    S: HttpService<B>,
+    B: HttpBody,
 {
     let grace = limits.grace;
     let mut builder = auto::Builder::new(LocalExec);
@@ -216,7 +241,13 @@ where
         // Queue head and body (HyperIo is vectored) instead of flattening
         // them into a per-connection buffer that keeps its largest size.
         .writev(true);
-    builder.http2().timer(RingkitTimer);
+    // Pings while streams are open (never on an idle connection, which
+    // the idle deadline closes): a peer that stops answering is dropped.
+    builder
+        .http2()
+        .timer(RingkitTimer)
+        .keep_alive_interval(Some(H2_PING_EVERY))
+        .keep_alive_timeout(H2_PING_EVERY);
     let builder = Rc::new(builder);
     let drain = Drain::new();
     let mut shutdown = pin!(shutdown);
@@ -241,20 +272,9 @@ where
                 }
             },
         };
-        let (builder, service, guard) = (builder.clone(), service.clone(), drain.enter());
-        drop(ringkit::spawn(async move {
-            let svc = TowerToHyperService::new(service);
-            let mut conn = pin!(builder.serve_connection(io, svc));
-            let mut asked = false;
-            let _ = poll_fn(|cx| {
-                if !asked && guard.poll_draining(cx).is_ready() {
-                    asked = true;
-                    conn.as_mut().graceful_shutdown();
-                }
-                conn.as_mut().poll(cx)
-            })
-            .await;
-        }));
+        let guard = drain.enter();
+        let conn = crate::conn::serve(builder.clone(), io, service.clone(), limits, guard);
+        drop(ringkit::spawn(conn));
     }
     // Close the listener before draining: a client that connects now is
     // refused instead of waiting on a connection nobody serves.

@@ -67,7 +67,10 @@ fn start() -> (
         app(),
         None,
         shutdown,
-        Duration::from_secs(5),
+        ringkit_hyper::ConnLimits {
+            grace: Duration::from_secs(5),
+            ..Default::default()
+        },
     ));
     (addr, stop, h)
 }

@@ -38,8 +38,9 @@ fn start() -> SocketAddr {
         header_timeout: Duration::from_secs(1),
         max_connections: 3,
         grace: Duration::from_secs(1),
+        ..Default::default()
     };
-    ringkit::spawn(ringkit_hyper::serve_listener_with(
+    ringkit::spawn(ringkit_hyper::serve_listener(
         listener,
         app(),
         None,

@@ -62,7 +62,10 @@ fn start(
         ringkit_hyper::hello::app(),
         Some(tls),
         shutdown,
-        Duration::from_secs(5),
+        ringkit_hyper::ConnLimits {
+            grace: Duration::from_secs(5),
+            ..Default::default()
+        },
     ));
     (addr, stop, h)
 }

@@ -24,6 +24,8 @@ pub struct TlsIo {
     conn: ServerConnection,
     /// The peer's transport has ended.
     eof: bool,
+    /// Some ciphertext has arrived.
+    received: bool,
 }
 
 /// `io::Read`/`io::Write` over `PollIo` for rustls: `Pending` becomes
@@ -68,7 +70,14 @@ impl TlsIo {
             io,
             conn,
             eof: false,
+            received: false,
         })
+    }
+
+    /// Whether any byte has arrived from the peer (a handshake under way
+    /// counts, though it yields no plaintext yet).
+    pub fn has_received(&self) -> bool {
+        self.received
     }
 
     /// The protocol ALPN chose, once the handshake is done.
@@ -112,6 +121,7 @@ impl TlsIo {
             self.eof = true;
             return Poll::Ready(Ok(false));
         }
+        self.received = true;
         if let Err(e) = self.conn.process_new_packets() {
             // Send the alert rustls queued, then fail.
             let _ = self.write_records(cx);

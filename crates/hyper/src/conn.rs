@@ -1,0 +1,256 @@
+//! One connection: hyper-util's auto builder under ringkit's deadlines.
+//!
+//! hyper times only an HTTP/1 request head (`header_read_timeout`). Nothing
+//! in hyper bounds the wait for the protocol preface (the auto builder reads
+//! it with no timer), a TLS handshake, or an HTTP/2 connection with no
+//! stream open; 10 000 sockets that connect and say nothing would hold
+//! every connection slot for good. So each connection is watched here:
+//!
+//! - **Before the first request**: the first byte must come within
+//!   [`ConnLimits::idle_timeout`] of the accept, and the first request
+//!   (TLS handshake, preface and head included) must start within
+//!   [`ConnLimits::header_timeout`] of that first byte.
+//! - **Between requests**: with no request in flight, the connection
+//!   closes [`ConnLimits::idle_timeout`] after the last one ended, whatever
+//!   bytes move (HTTP/2 pings or a frame trickled a byte at a time do not
+//!   keep it open).
+//! - **While a request is in flight**: no deadline here; how long a handler
+//!   may run is the application's to say (a tower timeout layer). HTTP/2
+//!   sends keep-alive pings meanwhile and closes when the peer stops
+//!   answering them; a stalled write is bounded by `send_timeout`.
+//!
+//! At a deadline the connection is asked to shut down gracefully (HTTP/2:
+//! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
+
+use std::cell::Cell;
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::{pin, Pin};
+use std::rc::Rc;
+use std::task::{ready, Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper::body::Incoming;
+use hyper::rt::{Read, ReadBufCursor, Write};
+use hyper::Request;
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use ringkit::sync::DrainGuard;
+
+use crate::server::{ConnLimits, HttpBody, HttpService};
+use crate::{HyperIo, LocalExec};
+
+/// How long a connection asked to close at a deadline may take to do so.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// What a connection's deadlines watch.
+#[derive(Debug)]
+struct Activity {
+    accepted: Instant,
+    first_byte: Cell<Option<Instant>>,
+    in_flight: Cell<usize>,
+    started: Cell<u64>,
+    last_end: Cell<Instant>,
+}
+
+impl Activity {
+    /// When the connection is to close if nothing changes; `None` while a
+    /// request is in flight.
+    fn deadline(&self, l: &ConnLimits) -> Option<Instant> {
+        if self.in_flight.get() > 0 {
+            return None;
+        }
+        if self.started.get() > 0 {
+            return Some(self.last_end.get() + l.idle_timeout);
+        }
+        let silent = self.accepted + l.idle_timeout;
+        Some(match self.first_byte.get() {
+            Some(t) => silent.min(t + l.header_timeout),
+            None => silent,
+        })
+    }
+}
+
+/// Ends one request's time in flight when dropped (the handler's future
+/// finished, or hyper dropped it).
+struct InFlight(Rc<Activity>);
+
+impl InFlight {
+    fn begin(a: &Rc<Activity>) -> InFlight {
+        a.in_flight.set(a.in_flight.get() + 1);
+        a.started.set(a.started.get() + 1);
+        InFlight(a.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let a = &self.0;
+        a.in_flight.set(a.in_flight.get() - 1);
+        a.last_end.set(Instant::now());
+    }
+}
+
+/// A hyper service that counts its requests in flight.
+struct Tracked<S> {
+    inner: S,
+    activity: Rc<Activity>,
+}
+
+impl<S: hyper::service::Service<Request<Incoming>>> hyper::service::Service<Request<Incoming>>
+    for Tracked<S>
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = TrackedFuture<S::Future>;
+
+    fn call(&self, req: Request<Incoming>) -> Self::Future {
+        let _guard = InFlight::begin(&self.activity);
+        TrackedFuture {
+            inner: self.inner.call(req),
+            _guard,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A handler's future, in flight until it is dropped.
+    struct TrackedFuture<F> {
+        #[pin]
+        inner: F,
+        _guard: InFlight,
+    }
+}
+
+impl<F: Future> Future for TrackedFuture<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}
+
+/// The connection's I/O, noting when the first byte arrives.
+struct Watched {
+    io: HyperIo,
+    activity: Rc<Activity>,
+}
+
+impl Read for Watched {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut buf: ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        // SAFETY: `poll_read_into` only writes initialised bytes into the
+        // slice, never de-initialises any, and returns how many it wrote.
+        let r = this.io.poll_read_into(cx, unsafe { buf.as_mut() });
+        let got = matches!(r, Poll::Ready(Ok(n)) if n > 0);
+        if this.activity.first_byte.get().is_none() && (got || this.io.tls_received()) {
+            this.activity.first_byte.set(Some(Instant::now()));
+        }
+        let n = ready!(r)?;
+        // SAFETY: the first `n` bytes were just written.
+        unsafe { buf.advance(n) };
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Write for Watched {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+}
+
+/// Serve one connection until it ends, a deadline closes it, or the drain
+/// asks it to finish.
+pub(crate) async fn serve<S, B>(
+    builder: Rc<auto::Builder<LocalExec>>,
+    io: HyperIo,
+    service: S,
+    limits: ConnLimits,
+    guard: DrainGuard,
+) where
+    S: HttpService<B>,
+    B: HttpBody,
+{
+    let now = Instant::now();
+    let activity = Rc::new(Activity {
+        accepted: now,
+        first_byte: Cell::new(None),
+        in_flight: Cell::new(0),
+        started: Cell::new(0),
+        last_end: Cell::new(now),
+    });
+    let io = Watched {
+        io,
+        activity: activity.clone(),
+    };
+    let svc = Tracked {
+        inner: TowerToHyperService::new(service),
+        activity: activity.clone(),
+    };
+    let mut conn = pin!(builder.serve_connection(io, svc));
+    let mut timer = ringkit::time::sleep_until(now + limits.idle_timeout);
+    let (mut asked, mut hard_stop) = (false, None::<Instant>);
+    poll_fn(|cx| {
+        if !asked && guard.poll_draining(cx).is_ready() {
+            asked = true;
+            conn.as_mut().graceful_shutdown();
+        }
+        if conn.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(());
+        }
+        loop {
+            let Some(due) = hard_stop.or_else(|| activity.deadline(&limits)) else {
+                return Poll::Pending;
+            };
+            if Instant::now() < due {
+                if timer.deadline() != due {
+                    timer.reset(due);
+                }
+                if Pin::new(&mut timer).poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            if hard_stop.is_some() {
+                return Poll::Ready(());
+            }
+            tracing::debug!("ringkit-hyper: closing a connection at its deadline");
+            hard_stop = Some(Instant::now() + CLOSE_GRACE);
+            if !asked {
+                asked = true;
+                conn.as_mut().graceful_shutdown();
+                if conn.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+            }
+        }
+    })
+    .await;
+}
