@@ -153,3 +153,37 @@ fn request_bodies_stay_within_the_thread_budget() {
         big_bodies(backend, "serve");
     }
 }
+
+fn splice_fds(backend: &str) {
+    if !backend_usable(backend) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), vec![b'y'; 256 * 1024]).unwrap();
+    let srv = start(
+        &["serve", dir.path().to_str().unwrap(), "--zero-copy", "splice"],
+        backend,
+        None,
+    );
+    let base = srv.fds();
+    let mut conns = Vec::new();
+    for _ in 0..CONNS {
+        let mut c = TcpStream::connect(srv.addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        get(&mut c, "/big.bin", 1);
+        conns.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let with = srv.fds();
+    eprintln!("{backend}: {base} fds, {with} with {CONNS} idle connections that each had a spliced body");
+    // One fd per connection, plus a few pipes the thread keeps spare (it
+    // kept a pipe, two fds, per connection).
+    assert!(with <= base + CONNS + 16, "{backend}: {base} -> {with} fds");
+}
+
+#[test]
+fn spliced_bodies_leave_no_pipe_per_idle_connection() {
+    for backend in ["uring", "epoll"] {
+        splice_fds(backend);
+    }
+}

@@ -206,7 +206,10 @@ pub(crate) async fn serve<H: Handler>(
     };
     let now = Instant::now();
     let mut c = Conn {
-        pooled: shared.pooled_reads,
+        // Under TLS a pooled read would hold a plaintext buffer of its own
+        // (16 KiB) through every idle wait: the connection's 4 KiB one is
+        // cheaper.
+        pooled: shared.pooled_reads && shared.tls.is_none(),
         stream,
         handler,
         decoder: RequestDecoder::new(shared.config.limits.clone()),
@@ -610,6 +613,8 @@ impl<H: Handler> Conn<H> {
                 }
             }
         });
+        let header_timeout = shared.config.header_timeout;
+        let mut deadline = deadline;
         poll_fn(|cx| {
             if !mid && shared.shutting_down() {
                 return Poll::Ready(Input::Shutdown);
@@ -620,6 +625,13 @@ impl<H: Handler> Conn<H> {
                     Ok(rb) => Input::Data(rb),
                     Err(_) => Input::Failed,
                 });
+            }
+            // A TLS handshake under way is bounded as a request head is.
+            if let Some(t) = stream.handshake_since() {
+                if t + header_timeout < deadline {
+                    deadline = t + header_timeout;
+                    timer.reset(deadline);
+                }
             }
             loop {
                 if std::pin::Pin::new(&mut *timer).poll(cx).is_pending() {

@@ -53,6 +53,15 @@ impl Transport {
         matches!(self, Transport::Plain(_))
     }
 
+    /// While a TLS handshake is under way, when its first byte arrived.
+    pub(crate) fn handshake_since(&self) -> Option<std::time::Instant> {
+        match self {
+            Transport::Plain(_) => None,
+            #[cfg(feature = "tls")]
+            Transport::Tls(t) => t.borrow().handshake_since(),
+        }
+    }
+
     /// The TCP stream, for the zero-copy paths (`None` under TLS, where
     /// [`zero_copy`](Self::zero_copy) is false).
     pub(crate) fn plain(&self) -> Option<&TcpStream> {

@@ -24,8 +24,8 @@ pub struct TlsIo {
     conn: ServerConnection,
     /// The peer's transport has ended.
     eof: bool,
-    /// Some ciphertext has arrived.
-    received: bool,
+    /// When the first ciphertext arrived.
+    received_at: Option<std::time::Instant>,
 }
 
 /// `io::Read`/`io::Write` over `PollIo` for rustls: `Pending` becomes
@@ -70,14 +70,21 @@ impl TlsIo {
             io,
             conn,
             eof: false,
-            received: false,
+            received_at: None,
         })
     }
 
     /// Whether any byte has arrived from the peer (a handshake under way
     /// counts, though it yields no plaintext yet).
     pub fn has_received(&self) -> bool {
-        self.received
+        self.received_at.is_some()
+    }
+
+    /// While a handshake is under way (its first byte has arrived and it is
+    /// not complete), when it began: a server bounds a handshake as it
+    /// bounds a request head.
+    pub fn handshake_since(&self) -> Option<std::time::Instant> {
+        self.received_at.filter(|_| self.conn.is_handshaking())
     }
 
     /// The protocol ALPN chose, once the handshake is done.
@@ -121,7 +128,7 @@ impl TlsIo {
             self.eof = true;
             return Poll::Ready(Ok(false));
         }
-        self.received = true;
+        self.received_at.get_or_insert_with(std::time::Instant::now);
         if let Err(e) = self.conn.process_new_packets() {
             // Send the alert rustls queued, then fail.
             let _ = self.write_records(cx);

@@ -29,7 +29,7 @@ use crate::driver::op::send_batch::Batcher;
 use crate::driver::op::sendfile::{SendFile, Sent};
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::op::shutdown::Shutdown;
-use crate::driver::op::splice::{self, Pipe};
+use crate::driver::op::splice;
 use crate::driver::op::target;
 use crate::driver::op::writable::Writable;
 use crate::driver::{op_within, Op};
@@ -49,8 +49,6 @@ pub(crate) struct StreamCore {
     fixed: Cell<Option<u32>>,
     /// Operations before promotion is tried; 0 once tried (or never: epoll).
     until_fixed: Cell<u8>,
-    /// The pipe of zero-copy file sends, made on first use.
-    pipe: RefCell<Option<Rc<Pipe>>>,
     /// How long a write may wait without moving a byte (`None`: forever).
     write_timeout: Cell<Option<Duration>>,
 }
@@ -79,7 +77,6 @@ impl StreamCore {
             } else {
                 0
             }),
-            pipe: RefCell::new(None),
             write_timeout: Cell::new(None),
         }
     }
@@ -234,27 +231,21 @@ impl StreamCore {
         }
     }
 
-    /// Send up to `len` bytes of `file` from `offset` through this stream's
-    /// pipe (see [`splice::send_file`]); 0: `file` ends before `offset`.
+    /// Send up to `len` bytes of `file` from `offset` through a pipe of
+    /// this thread's (see [`splice::send_file`]); 0: `file` ends before
+    /// `offset`.
     pub(crate) async fn splice_file<F: std::os::fd::AsRawFd + 'static>(
         &self,
         file: &Rc<F>,
         offset: u64,
         len: usize,
     ) -> io::Result<usize> {
-        let reuse = self.pipe.borrow().clone().filter(|p| p.clean.get());
-        let pipe = match reuse {
-            Some(p) => p,
-            None => {
-                let p = Rc::new(Pipe::new(PIPE_SIZE)?);
-                *self.pipe.borrow_mut() = Some(p.clone());
-                p
-            }
-        };
-        pipe.clean.set(false);
+        // A pipe of the thread's, for this send only: an idle connection
+        // holds none.
+        let lease = splice::PipeLease::take(PIPE_SIZE)?;
         let limit = self.write_timeout.get();
-        let n = splice::send_file(self.fd, file, offset, len, &pipe, limit).await?;
-        pipe.clean.set(true);
+        let n = splice::send_file(self.fd, file, offset, len, lease.pipe(), limit).await?;
+        lease.done();
         Ok(n)
     }
 
