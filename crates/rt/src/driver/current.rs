@@ -63,11 +63,6 @@ pub(crate) fn count_syscalls(n: u64) {
     try_with(|c| Metrics::add(&c.metrics.syscalls, n));
 }
 
-/// Whether this thread's runtime runs on io_uring (`false` outside one).
-pub(crate) fn is_uring() -> bool {
-    try_with(|c| c.driver.borrow().is_uring()).unwrap_or(false)
-}
-
 /// What the driver needs of the runtime's timers (bounded operations):
 /// given by the runtime at install, so the driver does not import them.
 #[derive(Clone, Copy)]

@@ -66,15 +66,14 @@ impl<T: OpCode> Op<T> {
         }
     }
 
-    /// Give up an operation that the kernel does not hold (not started, or
-    /// on epoll, where nothing is in flight between polls) and get its data
-    /// (and so its buffers) back. `None` if it is in flight on io_uring or
-    /// has completed: then only dropping it (which orphans it) is safe.
-    pub(crate) fn take_unsubmitted(mut self) -> Option<T> {
-        match self.state {
-            State::Init | State::Epoll => self.data.take(),
-            State::Uring(_) | State::Done => None,
-        }
+    /// Whether the kernel holds it with a linked timeout of its own
+    /// ([`OpCode::uring_link_timeout`]): then no runtime timer is needed.
+    pub(crate) fn kernel_bounded(&self) -> bool {
+        matches!(self.state, State::Uring(_))
+            && self
+                .data
+                .as_ref()
+                .is_some_and(|d| d.uring_link_timeout().is_some())
     }
 }
 
@@ -127,7 +126,9 @@ impl<T: OpCode> Future for Within<T> {
         let Some(limit) = this.limit else {
             return Poll::Pending;
         };
-        if this.op.expired {
+        if this.op.expired || this.op.kernel_bounded() {
+            // Cancelled already, or bounded by its own linked timeout on
+            // io_uring (one completion then says which came first).
             return Poll::Pending;
         }
         let clock = current::clock();

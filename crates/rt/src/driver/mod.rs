@@ -114,18 +114,19 @@ impl Driver {
 
     /// io_uring: the runtime's provided-buffer ring (created on first use),
     /// and whether multishot receives may take bundles of its buffers.
+    /// `None` on a backend without one (epoll): pooled receives then read
+    /// into the thread's scratch buffer.
     pub(crate) fn buf_ring(
         &mut self,
-    ) -> io::Result<(
-        std::rc::Rc<std::cell::RefCell<ringkit_uring::BufRing>>,
-        bool,
-    )> {
+    ) -> io::Result<
+        Option<(
+            std::rc::Rc<std::cell::RefCell<ringkit_uring::BufRing>>,
+            bool,
+        )>,
+    > {
         match self {
-            Driver::Uring(d) => Ok((d.buf_ring()?, d.recv_bundle())),
-            Driver::Epoll(_) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "provided-buffer rings need the io_uring backend",
-            )),
+            Driver::Uring(d) => Ok(Some((d.buf_ring()?, d.recv_bundle()))),
+            Driver::Epoll(_) => Ok(None),
         }
     }
 

@@ -17,7 +17,10 @@
 //! holds a reference to the file, so a close alone would leave it armed.
 //!
 //! The per-operation files [`super::op::accept_multi`] and
-//! [`super::op::recv_multi`] build on this and carry the epoll fallback.
+//! [`super::op::recv_multi`] build on this. Whether a multishot operation
+//! is made at all is the driver's choice, not theirs: on a backend without
+//! them (epoll) [`Multishot::poll_next`] answers [`Shot::Single`], and the
+//! caller makes progress with the single-shot operation instead.
 
 use std::cell::Cell;
 use std::io;
@@ -28,6 +31,19 @@ use ringkit_uring::opcode::Entry;
 use super::uring::MultiKind;
 use super::Driver;
 use crate::driver::current;
+
+/// What [`Multishot::poll_next`] gave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shot {
+    /// A CQE: `(res, flags)`.
+    Cqe(i32, u32),
+    /// The operation ended without another CQE (the next call arms a new
+    /// one).
+    Ended,
+    /// This backend has no multishot operations: make progress with the
+    /// single-shot one.
+    Single,
+}
 
 /// The key of an armed multishot operation, if any.
 #[derive(Debug)]
@@ -48,23 +64,17 @@ impl Multishot {
         self.key.get().is_some()
     }
 
-    /// The next CQE `(res, flags)`, arming the operation with `entry()` if it
-    /// is not armed. `Ready(None)`: it ended without another CQE (the next
-    /// call arms a new one). Must be called with the driver not borrowed.
-    ///
-    /// io_uring only: on epoll arming fails with `Unsupported`.
+    /// The next CQE, arming the operation with `entry()` if it is not
+    /// armed; see [`Shot`]. Must be called with the driver not borrowed.
     pub(crate) fn poll_next(
         &self,
         cx: &mut Context<'_>,
         entry: impl FnOnce() -> Entry,
-    ) -> Poll<io::Result<Option<(i32, u32)>>> {
+    ) -> Poll<io::Result<Shot>> {
         current::with(|rt| {
             let mut drv = rt.driver.borrow_mut();
             let Driver::Uring(u) = &mut *drv else {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "multishot operations need the io_uring backend",
-                )));
+                return Poll::Ready(Ok(Shot::Single));
             };
             let key = match self.key.get() {
                 Some(k) => k,
@@ -80,14 +90,14 @@ impl Multishot {
                 Poll::Pending => Poll::Pending,
                 Poll::Ready(None) => {
                     self.key.set(None);
-                    Poll::Ready(Ok(None))
+                    Poll::Ready(Ok(Shot::Ended))
                 }
                 Poll::Ready(Some((res, flags))) => {
                     if flags & ringkit_uring::sys::IORING_CQE_F_MORE == 0 {
                         // The slot went with this last CQE (the slot rule).
                         self.key.set(None);
                     }
-                    Poll::Ready(Ok(Some((res, flags))))
+                    Poll::Ready(Ok(Shot::Cqe(res, flags)))
                 }
             }
         })

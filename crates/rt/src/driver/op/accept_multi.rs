@@ -15,7 +15,7 @@ use std::os::fd::{IntoRawFd, RawFd};
 use ringkit_uring::opcode::{self, Target};
 
 use super::accept::Accept;
-use crate::driver::multishot::Multishot;
+use crate::driver::multishot::{Multishot, Shot};
 use crate::driver::uring::MultiKind;
 use crate::driver::Op;
 
@@ -37,12 +37,8 @@ impl AcceptMulti {
     /// The next accepted connection's fd (owned by the caller).
     pub(crate) async fn next(&self) -> io::Result<RawFd> {
         loop {
-            if !crate::driver::current::is_uring() {
-                let (fd, _) = Op::new(Accept::new(self.fd)).await?;
-                return Ok(fd.into_raw_fd());
-            }
             let fd = self.fd;
-            let cqe = poll_fn(|cx| {
+            let shot = poll_fn(|cx| {
                 self.shot.poll_next(cx, || {
                     opcode::Accept::new(Target::Fd(fd), std::ptr::null_mut(), std::ptr::null_mut())
                         .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
@@ -51,11 +47,16 @@ impl AcceptMulti {
                 })
             })
             .await?;
-            match cqe {
+            match shot {
+                // No multishot here (epoll): one plain accept.
+                Shot::Single => {
+                    let (fd, _) = Op::new(Accept::new(self.fd)).await?;
+                    return Ok(fd.into_raw_fd());
+                }
                 // Ended without a connection: arm a new one.
-                None => continue,
-                Some((res, _)) if res < 0 => return Err(io::Error::from_raw_os_error(-res)),
-                Some((res, _)) => return Ok(res),
+                Shot::Ended => continue,
+                Shot::Cqe(res, _) if res < 0 => return Err(io::Error::from_raw_os_error(-res)),
+                Shot::Cqe(res, _) => return Ok(res),
             }
         }
     }

@@ -100,12 +100,6 @@ impl<B: IoBufMut> Recv<B> {
     fn total(&self) -> usize {
         self.buf.bytes_total()
     }
-
-    /// The buffer back, for a read that was never handed to the kernel
-    /// (see [`crate::driver::Op::take_unsubmitted`]).
-    pub(crate) fn into_buf(self) -> B {
-        self.buf
-    }
 }
 
 impl<B: IoBufMut> Recv<B> {
@@ -116,38 +110,14 @@ impl<B: IoBufMut> Recv<B> {
     /// op holds nothing in the kernel, so on timeout the buffer is taken
     /// back (dropping the read used to drop the caller's buffer with it).
     pub(crate) async fn within(self, dur: std::time::Duration) -> (io::Result<usize>, B) {
-        use std::future::Future;
-        let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "read timed out");
-        let Some(at) = std::time::Instant::now().checked_add(dur) else {
+        if std::time::Instant::now().checked_add(dur).is_none() {
             // Past the clock's range: no time limit at all (on io_uring the
             // kernel's timespec would have wrapped to "now").
             return crate::driver::Op::new(self).await;
-        };
-        if crate::driver::current::is_uring() {
-            return crate::driver::Op::new(self.with_timeout(dur)).await;
         }
-        let mut op = crate::driver::Op::new(self);
-        let clock = crate::driver::current::clock();
-        let mut deadline = crate::driver::current::Deadline::new(&clock, at);
-        let done = std::future::poll_fn(|cx| {
-            if let Poll::Ready(r) = std::pin::Pin::new(&mut op).poll(cx) {
-                return Poll::Ready(Some(r));
-            }
-            if (clock.poll)(&mut deadline, cx).is_ready() {
-                return Poll::Ready(None);
-            }
-            Poll::Pending
-        })
-        .await;
-        match done {
-            Some(r) => r,
-            None => {
-                let recv = op
-                    .take_unsubmitted()
-                    .expect("an epoll op is never in flight between polls");
-                (Err(timed_out()), recv.into_buf())
-            }
-        }
+        // The driver picks the bound (see `op_within`): the linked timeout
+        // on io_uring, the runtime's timer on epoll.
+        crate::driver::op_within(self.with_timeout(dur), Some(dur)).await
     }
 }
 

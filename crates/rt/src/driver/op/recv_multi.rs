@@ -33,9 +33,20 @@ use super::recv::Recv;
 use super::recv_scratch::RecvScratch;
 use crate::buf::RecvBuf;
 use crate::driver::current;
-use crate::driver::multishot::Multishot;
+use crate::driver::multishot::{Multishot, Shot};
 use crate::driver::uring::{MultiKind, BGID};
 use crate::driver::Op;
+
+/// What the multishot side gave a read.
+enum Next {
+    /// Received bytes (empty: end of stream).
+    Got(RecvBuf),
+    /// The multishot ended or the ring ran dry: one plain receive stands in
+    /// (the next read arms a new multishot).
+    StandIn,
+    /// No buffer ring on this backend: a receive into the scratch buffer.
+    Scratch,
+}
 
 /// Bytes a stand-in plain receive asks for.
 const SINGLE_RECV: usize = 4096;
@@ -66,6 +77,8 @@ impl RecvMulti {
         // A CQE with a buffer means the ring exists (it was made to arm the
         // receive); the buffer goes back to it when the `RecvBuf` drops.
         let ring = current::with(|rt| rt.driver.borrow_mut().buf_ring())
+            .ok()
+            .flatten()
             .expect("a received buffer implies the runtime's buffer ring")
             .0;
         Some(ring_buf(&ring, res, flags))
@@ -82,42 +95,41 @@ impl RecvMulti {
         mut target: impl FnMut() -> Target,
         single: impl FnOnce(Vec<u8>) -> Recv<Vec<u8>>,
     ) -> io::Result<RecvBuf> {
-        if current::is_uring() {
-            if let Some(got) = self.next_multi(&mut target).await? {
-                return Ok(got);
+        match self.next_multi(&mut target).await? {
+            Next::Got(b) => Ok(b),
+            Next::StandIn => {
+                let (res, buf) = Op::new(single(Vec::with_capacity(SINGLE_RECV))).await;
+                res.map(|_| RecvBuf::heap(buf))
             }
-        } else {
-            return Op::new(RecvScratch::new(fd)).await.map(RecvBuf::heap);
+            Next::Scratch => Op::new(RecvScratch::new(fd)).await.map(RecvBuf::heap),
         }
-        let (res, buf) = Op::new(single(Vec::with_capacity(SINGLE_RECV))).await;
-        res.map(|_| RecvBuf::heap(buf))
     }
 
-    /// `None`: make progress with one plain receive instead.
-    async fn next_multi(&self, target: &mut impl FnMut() -> Target) -> io::Result<Option<RecvBuf>> {
-        let (ring, bundle) = current::with(|rt| rt.driver.borrow_mut().buf_ring())?;
+    /// The next chunk from the multishot receive, or what to do instead.
+    async fn next_multi(&self, target: &mut impl FnMut() -> Target) -> io::Result<Next> {
+        // The driver says whether there is a buffer ring to receive into.
+        let Some((ring, bundle)) = current::with(|rt| rt.driver.borrow_mut().buf_ring())? else {
+            return Ok(Next::Scratch);
+        };
         poll_fn(|cx| {
             // Decided before the driver is borrowed (promotion to a
             // registered file borrows it too).
             let t = (!self.shot.is_armed()).then(&mut *target);
-            let cqe = match self.shot.poll_next(cx, || {
+            let shot = match self.shot.poll_next(cx, || {
                 let t = t.expect("target computed when not armed");
                 opcode::RecvMulti::new(t, BGID).bundle(bundle).build()
             }) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r?,
             };
-            let Some((res, flags)) = cqe else {
-                return Poll::Ready(Ok(None));
-            };
-            if res == -libc::ENOBUFS {
+            Poll::Ready(match shot {
+                Shot::Single => Ok(Next::Scratch),
+                Shot::Ended => Ok(Next::StandIn),
                 // The ring ran dry: make progress with one plain receive.
-                return Poll::Ready(Ok(None));
-            }
-            if res < 0 {
-                return Poll::Ready(Err(io::Error::from_raw_os_error(-res)));
-            }
-            Poll::Ready(Ok(Some(ring_buf(&ring, res, flags))))
+                Shot::Cqe(res, _) if res == -libc::ENOBUFS => Ok(Next::StandIn),
+                Shot::Cqe(res, _) if res < 0 => Err(io::Error::from_raw_os_error(-res)),
+                Shot::Cqe(res, flags) => Ok(Next::Got(ring_buf(&ring, res, flags))),
+            })
         })
         .await
     }
