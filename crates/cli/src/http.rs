@@ -17,27 +17,46 @@ use ringkit_http::{
 };
 
 /// Settings shared by both servers.
+/// The timeouts and connection cap of every HTTP server (`http`, `serve`,
+/// `axum`).
+#[derive(Args, Debug, Clone)]
+pub struct ConnArgs {
+    /// Close a connection with nothing in progress after this many seconds
+    /// (idle keep-alive, or nothing sent since the accept).
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
+    /// Seconds a client may take to send a request head once its first
+    /// byte has arrived (slowloris defence; a TLS handshake too; for
+    /// `http` and `serve` the body as well); over it the server answers 408
+    /// or closes.
+    #[arg(long, default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Close a connection whose response has not moved a byte for this
+    /// many seconds (a client that stops reading; nginx's send_timeout).
+    #[arg(long, default_value_t = 60)]
+    pub send_timeout: u64,
+    /// Connections served at once per thread; beyond it new connections
+    /// are accepted and closed at once.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_connections: usize,
+}
+
+impl ConnArgs {
+    /// A flag's seconds as a duration (at least 1 s).
+    pub fn secs(s: u64) -> Duration {
+        Duration::from_secs(s.max(1))
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 #[command(mut_arg("addr", |a| a.default_value("127.0.0.1:8080")))]
 pub struct ServerArgs {
     /// Address (default 127.0.0.1:8080), backend, threads, CPUs.
     #[command(flatten)]
     launch: ringkit::LaunchArgs,
-    /// Close keep-alive connections idle for this many seconds.
-    #[arg(long, default_value_t = 60)]
-    idle_timeout: u64,
-    /// Answer 408 and close when a request head (or body) takes longer
-    /// than this many seconds to arrive (slowloris defence).
-    #[arg(long, default_value_t = 10)]
-    header_timeout: u64,
-    /// Close a connection whose response has not moved a byte for this
-    /// many seconds (a client that stops reading; nginx's send_timeout).
-    #[arg(long, default_value_t = 60)]
-    send_timeout: u64,
-    /// Connections served at once per thread; beyond it new connections
-    /// are accepted and closed at once.
-    #[arg(long, default_value_t = 10_000)]
-    max_connections: usize,
+    /// Timeouts and the connection cap.
+    #[command(flatten)]
+    conn: ConnArgs,
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body: u64,
@@ -77,10 +96,10 @@ impl ServerArgs {
                 max_body_bytes: self.max_body,
                 ..Limits::default()
             },
-            idle_timeout: Duration::from_secs(self.idle_timeout.max(1)),
-            header_timeout: Duration::from_secs(self.header_timeout.max(1)),
-            send_timeout: Duration::from_secs(self.send_timeout.max(1)),
-            max_connections: self.max_connections.max(1),
+            idle_timeout: ConnArgs::secs(self.conn.idle_timeout),
+            header_timeout: ConnArgs::secs(self.conn.header_timeout),
+            send_timeout: ConnArgs::secs(self.conn.send_timeout),
+            max_connections: self.conn.max_connections.max(1),
             file_send: self.zero_copy,
             max_buffered_bytes: self.max_buffered_mib.max(1) << 20,
             ..ServerConfig::default()

@@ -6,6 +6,7 @@ mod bench_http;
 mod compare;
 mod crashcheck;
 mod echo;
+mod hostile;
 mod http;
 mod log;
 mod log_serve;
@@ -62,6 +63,9 @@ struct AxumArgs {
     /// TLS (ALPN h2, http/1.1).
     #[command(flatten)]
     tls: ringkit_tls::TlsArgs,
+    /// Timeouts and the connection cap.
+    #[command(flatten)]
+    conn: http::ConnArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -124,6 +128,10 @@ fn main() -> ExitCode {
 fn axum(a: AxumArgs) -> std::io::Result<()> {
     let mut cfg = ringkit_hyper::ServeConfig::from_args(&a.launch, "127.0.0.1:3000");
     cfg.tls = a.tls.server_config(&[b"h2", b"http/1.1"])?;
+    cfg.idle_timeout = http::ConnArgs::secs(a.conn.idle_timeout);
+    cfg.header_timeout = http::ConnArgs::secs(a.conn.header_timeout);
+    cfg.send_timeout = http::ConnArgs::secs(a.conn.send_timeout);
+    cfg.max_connections = a.conn.max_connections.max(1);
     ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
 }
 

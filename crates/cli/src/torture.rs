@@ -1,5 +1,6 @@
-//! `ringkit torture echo|http|idle`: chaos against a server this command
-//! starts, every byte verified; and idle-connection memory per server.
+//! `ringkit torture echo|http|idle|hostile`: chaos against a server this
+//! command starts, every byte verified; idle-connection memory per server;
+//! and the battery of hostile clients.
 
 use std::io;
 use std::time::Duration;
@@ -19,19 +20,44 @@ pub enum TortureMode {
     Http,
     /// Memory per idle connection: ringkit (uring, epoll), tokio, monoio.
     Idle,
+    /// Hostile clients against --server (every ringkit server by default),
+    /// each beside a well-behaved client, with time and memory budgets.
+    Hostile,
 }
 
 /// `ringkit torture`.
 #[derive(Args, Debug)]
 pub struct TortureArgs {
-    /// echo | http | idle.
+    /// echo | http | idle | hostile.
     mode: TortureMode,
+    /// Hostile: the servers to attack: http, serve, serve-tls, axum,
+    /// axum-tls, echo, log, nginx, nginx-tls, or `all` (the seven ringkit
+    /// servers); repeat or separate with commas.
+    #[arg(long, value_delimiter = ',', default_value = "all")]
+    pub(crate) server: Vec<String>,
+    /// Hostile: the short form (timeouts of seconds, fewer connections;
+    /// what `cargo test` runs).
+    #[arg(long)]
+    pub(crate) short: bool,
+    /// Hostile: only these attacks (idle-flood, reset-flood, slow-opening,
+    /// slow-body, open-then-silent, never-read, burst-then-idle,
+    /// max-bodies, fd-exhaustion).
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
+    /// Hostile: `--max-connections` of the servers that take it.
+    #[arg(long, default_value_t = 256)]
+    pub(crate) cap: usize,
+    /// Hostile: a directory that does not exist yet, for the files, logs
+    /// and certificates (default: a new one under the temp dir, removed
+    /// after).
+    #[arg(long)]
+    pub(crate) dir: Option<std::path::PathBuf>,
     /// Seconds of chaos (about 30 for CI, 600 for the long mode).
     #[arg(long, default_value_t = 30.0)]
     secs: f64,
     /// Server backend: auto | uring | epoll.
     #[arg(long, default_value = "auto")]
-    backend: Backend,
+    pub(crate) backend: Backend,
     /// Backend of the chaos clients' own runtime.
     #[arg(long, default_value = "auto")]
     client_backend: Backend,
@@ -47,10 +73,10 @@ pub struct TortureArgs {
     server_threads: usize,
     /// CPU for the server (default 0 on a machine with two or more CPUs).
     #[arg(long)]
-    server_cpu: Option<usize>,
+    pub(crate) server_cpu: Option<usize>,
     /// CPU for the clients (default 1 on a machine with two or more CPUs).
     #[arg(long)]
-    client_cpu: Option<usize>,
+    pub(crate) client_cpu: Option<usize>,
     /// Graceful-shutdown mode: send SIGTERM to the server after SECS (in-flight
     /// messages must complete, new connections be refused, exit code 0).
     #[arg(long, value_name = "SECS")]
@@ -84,7 +110,7 @@ pub struct TortureArgs {
     stall_secs: f64,
     /// Print the report as JSON too.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 pub fn torture(a: TortureArgs) -> io::Result<()> {
@@ -115,6 +141,9 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
     let mut log = |m: &str| eprintln!("ringkit torture: {m}");
     if a.mode == TortureMode::Idle {
         return idle(&a, cfg.exe.clone(), &mut log);
+    }
+    if a.mode == TortureMode::Hostile {
+        return crate::hostile::hostile(&a, cfg.exe.clone(), &mut log);
     }
     cfg.mode = match a.mode {
         TortureMode::Http => torture::TortureMode::Http,

@@ -6,83 +6,29 @@
 //! (It died on the first reset on io_uring, on EMFILE, and held every
 //! connection and partial record forever.)
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Server {
-    child: Child,
-    addr: String,
-}
+mod common;
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        // SAFETY: signalling our own, not yet reaped, child by its pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn alive(&mut self) -> bool {
-        self.child.try_wait().unwrap().is_none()
-    }
-}
+use common::{closed_within, Server};
 
 /// Start `log serve` with `extra` flags; `nofile`: the child's fd limit
 /// (soft and hard), so fd exhaustion comes early.
 fn start(dir: &Path, backend: &str, extra: &[&str], nofile: Option<u64>) -> Server {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringkit"));
-    cmd.args([
+    let mut args = vec![
         "log",
         "serve",
         "--segment-mib",
         "1",
         "--max-batch-kib",
         "256",
-    ])
-    .args(["--backend", backend, "--addr", &addr, "--dir"])
-    .arg(dir)
-    .args(extra)
-    .stdin(Stdio::null())
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    if let Some(n) = nofile {
-        // SAFETY: setrlimit is async-signal-safe; it runs in the child
-        // between fork and exec and touches only the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                let r = libc::rlimit {
-                    rlim_cur: n,
-                    rlim_max: n,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        };
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("serving"), "{backend}: {line}");
-    // Keep draining its stderr so it never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let mut sink = Vec::new();
-        let _ = err.read_to_end(&mut sink);
-    });
-    Server { child, addr }
+    ];
+    args.extend(["--dir", dir.to_str().unwrap()]);
+    args.extend(extra);
+    common::start(&args, backend, nofile)
 }
 
 /// One record appended and its LSN read, within 5 s.
@@ -95,20 +41,6 @@ fn good_client(addr: &str) -> u64 {
     let mut lsn = [0u8; 8];
     c.read_exact(&mut lsn).unwrap();
     u64::from_le_bytes(lsn)
-}
-
-/// Whether the server closed `c` within `within`.
-fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
-    c.set_read_timeout(Some(within)).unwrap();
-    let mut b = [0u8; 64];
-    loop {
-        match c.read(&mut b) {
-            Ok(0) => return true,
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
-            Err(_) => return false,
-        }
-    }
 }
 
 /// Connect, then close with SO_LINGER 0: a reset, often before the server
@@ -155,7 +87,7 @@ fn log_serve_survives_hostile_clients() {
             ],
             None,
         );
-        let addr = srv.addr.clone();
+        let addr = srv.addr.to_string();
         assert_eq!(good_client(&addr), 1);
 
         // Connect and reset at once, many times.
@@ -266,13 +198,6 @@ fn log_serve_survives_hostile_clients() {
     }
 }
 
-/// Resident memory of `pid`, kB.
-fn rss_kb(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
 /// Empty records (4 zero bytes each) from many connections that never
 /// read their LSNs: each 64 KiB read queued 16 384 appends, ~3 MB per
 /// connection, none of it bounded.
@@ -281,9 +206,9 @@ fn log_serve_memory_stays_bounded_under_a_flood_of_empty_records() {
     for backend in ["uring", "epoll"] {
         let t = tempfile::tempdir().unwrap();
         let mut srv = start(t.path(), backend, &["--frame-timeout-secs", "2"], None);
-        let addr = srv.addr.clone();
+        let addr = srv.addr.to_string();
         good_client(&addr);
-        let before = rss_kb(srv.child.id());
+        let before = srv.rss_kb();
         let conns: Vec<_> = (0..100)
             .map(|_| {
                 let addr = addr.clone();
@@ -299,11 +224,11 @@ fn log_serve_memory_stays_bounded_under_a_flood_of_empty_records() {
             .collect();
         let mut peak = 0;
         while conns.iter().any(|c| !c.is_finished()) {
-            peak = peak.max(rss_kb(srv.child.id()));
+            peak = peak.max(srv.rss_kb());
             std::thread::sleep(Duration::from_millis(100));
         }
         let held: Vec<TcpStream> = conns.into_iter().map(|c| c.join().unwrap()).collect();
-        peak = peak.max(rss_kb(srv.child.id()));
+        peak = peak.max(srv.rss_kb());
         // The budget (32 MiB) plus the appends in flight, not 100 x 3 MB.
         assert!(
             peak < before + 96 * 1024,
@@ -320,7 +245,7 @@ fn log_serve_keeps_serving_through_fd_exhaustion() {
     for backend in ["uring", "epoll"] {
         let t = tempfile::tempdir().unwrap();
         let mut srv = start(t.path(), backend, &[], Some(64));
-        let addr = srv.addr.clone();
+        let addr = srv.addr.to_string();
         assert_eq!(good_client(&addr), 1);
         // More connections than the server has fds: accept fails with
         // EMFILE for a while (the kernel still completes the handshakes).

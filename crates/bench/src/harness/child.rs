@@ -44,6 +44,24 @@ pub fn prepare(cmd: &mut Command, cpu: Option<usize>, raise_nofile: bool, strict
     }
 }
 
+/// Set the child's soft and hard `RLIMIT_NOFILE` to `n` before `exec`.
+pub fn limit_nofile(cmd: &mut Command, n: u64) {
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls setrlimit (async-signal-safe) on stack data.
+    unsafe {
+        cmd.pre_exec(move || {
+            let r = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Stop `child` by its pid: send `signal`, wait up to `grace` for it to
 /// exit, then `SIGKILL`; it is reaped either way.
 pub fn stop(child: &mut Child, signal: i32, grace: Duration) {

@@ -295,6 +295,7 @@ fn measure(cfg: &IdleConfig, s: &IdleServer) -> io::Result<IdleRow> {
         cmd: cmd.clone(),
         cpu: cfg.server_cpu,
         raise_nofile: true,
+        nofile: None,
     };
     let mut srv = ServerProc::start(&spec, "", 1, addr)?;
     let rt = ringkit::Builder::new().build()?;

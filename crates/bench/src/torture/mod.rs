@@ -28,6 +28,7 @@
 
 pub mod echo;
 pub mod faults;
+pub mod hostile;
 pub mod http;
 pub mod idle;
 pub mod proxy;
@@ -255,6 +256,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
         },
         cpu: cfg.server_cpu,
         raise_nofile: false,
+        nofile: None,
     };
     let mut srv = ServerProc::start(&spec, "listening on", cfg.server_threads, addr)?;
     let mut rep = TortureReport {

@@ -64,6 +64,9 @@ pub struct ServerSpec {
     /// Raise the child's soft `RLIMIT_NOFILE` to the hard limit before
     /// `exec` (for peers that do not do it themselves).
     pub raise_nofile: bool,
+    /// Set the child's soft and hard `RLIMIT_NOFILE` to this before `exec`
+    /// (so fd exhaustion comes early, whatever the server raises itself to).
+    pub nofile: Option<u64>,
 }
 
 impl ServerProc {
@@ -85,6 +88,9 @@ impl ServerProc {
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         crate::harness::child::prepare(&mut cmd, spec.cpu, spec.raise_nofile, true);
+        if let Some(n) = spec.nofile {
+            crate::harness::child::limit_nofile(&mut cmd, n);
+        }
         let mut child = cmd
             .spawn()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot start {prog}: {e}")))?;

@@ -6,7 +6,6 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -83,20 +82,7 @@ pub fn start(args: &[&str], backend: &str, nofile: Option<u64>) -> Server {
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(n) = nofile {
-        // SAFETY: setrlimit is async-signal-safe; it runs in the child
-        // between fork and exec and touches only the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                let r = libc::rlimit {
-                    rlim_cur: n,
-                    rlim_max: n,
-                };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &r) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            })
-        };
+        ringkit_bench::harness::child::limit_nofile(&mut cmd, n);
     }
     let mut child = cmd.spawn().unwrap();
     // Keep draining its stderr so it never blocks on a full pipe.
@@ -138,29 +124,4 @@ pub fn closed_within(c: &mut TcpStream, within: Duration) -> bool {
             Err(_) => return false,
         }
     }
-}
-
-/// Read one HTTP/1.1 response with a `Content-Length`; returns its status
-/// line and body.
-pub fn read_response(c: &mut TcpStream) -> std::io::Result<(String, Vec<u8>)> {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if c.read(&mut b)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        head.push(b[0]);
-    }
-    let head = String::from_utf8_lossy(&head).into_owned();
-    let len: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    let mut body = vec![0; len];
-    c.read_exact(&mut body)?;
-    Ok((head.lines().next().unwrap_or("").to_string(), body))
 }

@@ -1,0 +1,493 @@
+//! The hostile clients, one function each. Every attack runs against a
+//! fresh server (see `run_attack`), beside the well-behaved probe, and
+//! fills in what it saw; the budgets are checked by the caller.
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::held::Held;
+use super::target::{self, Conn, Target, Timeouts};
+
+/// One hostile client's behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Attack {
+    /// Connections that say nothing, up to and past the connection cap.
+    IdleFlood,
+    /// Connect, then close with `SO_LINGER` 0 (a reset), as fast as possible.
+    ResetFlood,
+    /// The opening (request head, ClientHello, record) a byte a second.
+    SlowOpening,
+    /// A request head, then the body a byte a second (HTTP).
+    SlowBody,
+    /// A whole opening (one request, a TLS handshake, the h2 preface, a
+    /// record), then silence.
+    OpenThenSilent,
+    /// Requests pipelined into a full socket; replies never read.
+    NeverRead,
+    /// 64 pipelined ~16 KiB replies read in full, then idleness: memory
+    /// per connection must fall back.
+    BurstThenIdle,
+    /// Almost-maximal request bodies or records, never finished.
+    MaxBodies,
+    /// More connections than the server has fds (its limit lowered).
+    FdExhaustion,
+}
+
+/// Every attack, in the order of the report.
+pub const ALL: [Attack; 9] = [
+    Attack::IdleFlood,
+    Attack::ResetFlood,
+    Attack::SlowOpening,
+    Attack::SlowBody,
+    Attack::OpenThenSilent,
+    Attack::NeverRead,
+    Attack::BurstThenIdle,
+    Attack::MaxBodies,
+    Attack::FdExhaustion,
+];
+
+/// The soft and hard fd limit of the server under `FdExhaustion`.
+pub const FD_LIMIT: u64 = 256;
+
+impl Attack {
+    /// Its name in reports and `--only`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Attack::IdleFlood => "idle-flood",
+            Attack::ResetFlood => "reset-flood",
+            Attack::SlowOpening => "slow-opening",
+            Attack::SlowBody => "slow-body",
+            Attack::OpenThenSilent => "open-then-silent",
+            Attack::NeverRead => "never-read",
+            Attack::BurstThenIdle => "burst-then-idle",
+            Attack::MaxBodies => "max-bodies",
+            Attack::FdExhaustion => "fd-exhaustion",
+        }
+    }
+
+    /// Parse a name.
+    pub fn parse(s: &str) -> Result<Attack, String> {
+        ALL.into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("{s:?}: no such attack"))
+    }
+
+    /// Whether it means anything against `t` (echo holds no request, so
+    /// neither a body nor a partial frame).
+    pub fn applies(self, t: Target) -> bool {
+        match self {
+            Attack::SlowBody => t.http(),
+            Attack::MaxBodies => t != Target::Echo,
+            _ => true,
+        }
+    }
+
+    /// Whether it waits for the server's timeouts (the short form lowers
+    /// them for these only).
+    pub fn waits_for_timeouts(self) -> bool {
+        !matches!(
+            self,
+            Attack::ResetFlood | Attack::BurstThenIdle | Attack::MaxBodies
+        )
+    }
+
+    /// Whether the server must be started with its fd limit lowered.
+    pub fn nofile(self) -> Option<u64> {
+        (self == Attack::FdExhaustion).then_some(FD_LIMIT)
+    }
+}
+
+/// What an attack did and saw (before the budgets are applied).
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// Hostile connections made.
+    pub hostile: usize,
+    /// Seconds until the server had closed every one (`None`: not all, or
+    /// not asked).
+    pub all_closed_after: Option<f64>,
+    /// How many the server closed.
+    pub closed: usize,
+    /// The server must close them all within this (seconds).
+    pub close_budget: Option<f64>,
+    /// Burst then idle: KiB per connection, fresh and after the bursts.
+    pub fresh_kib: Option<f64>,
+    /// See `fresh_kib`.
+    pub after_burst_kib: Option<f64>,
+    /// What the reader should know.
+    pub notes: Vec<String>,
+}
+
+/// What an attack needs.
+pub struct Ctx<'a> {
+    /// The server.
+    pub target: Target,
+    /// Its address.
+    pub addr: SocketAddr,
+    /// Its stated timeouts.
+    pub timeouts: Timeouts,
+    /// Its connection cap (when it has one).
+    pub cap: usize,
+    /// Short form: fewer connections.
+    pub short: bool,
+    /// The TLS client.
+    pub tls: &'a Arc<rustls::ClientConfig>,
+    /// The server's RSS now, KiB.
+    pub rss: &'a dyn Fn() -> u64,
+}
+
+impl std::fmt::Debug for Ctx<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("target", &self.target)
+            .field("addr", &self.addr)
+            .field("timeouts", &self.timeouts)
+            .field("cap", &self.cap)
+            .field("short", &self.short)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Slack on every close budget: the server's timer, and this side's 50 ms
+/// checks.
+const SLACK: f64 = 2.0;
+/// How long connections a server rightly keeps (echo's live idle peers)
+/// are held before this side closes them.
+const HOLD: Duration = Duration::from_secs(3);
+
+impl Ctx<'_> {
+    fn n(&self, full: usize, short: usize) -> usize {
+        if self.short {
+            short
+        } else {
+            full
+        }
+    }
+
+    fn idle_budget(&self) -> Option<f64> {
+        self.timeouts.idle.map(|d| d.as_secs_f64() + SLACK)
+    }
+
+    /// A plain TCP connection (no handshake), with 2 s limits.
+    fn tcp(&self) -> io::Result<TcpStream> {
+        let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))?;
+        s.set_read_timeout(Some(Duration::from_secs(2)))?;
+        s.set_write_timeout(Some(Duration::from_secs(2)))?;
+        Ok(s)
+    }
+
+    /// Hold `held` until the server closes them all within `budget`, or,
+    /// without one, for [`HOLD`]; fill in `o`.
+    fn await_close(&self, held: &mut Held, budget: Option<f64>, o: &mut Outcome) {
+        o.hostile = held.len();
+        o.close_budget = budget;
+        match budget {
+            Some(b) => o.all_closed_after = held.wait_closed(Duration::from_secs_f64(b + 1.0)),
+            None => {
+                std::thread::sleep(HOLD);
+                held.check();
+                o.notes.push(format!(
+                    "no idle timeout: live idle peers are kept; released after {} s",
+                    HOLD.as_secs()
+                ));
+            }
+        }
+        o.closed = held.closed();
+    }
+}
+
+/// Run `a` against the server; the probe runs meanwhile.
+pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
+    let mut o = Outcome::default();
+    let mut held = Held::new();
+    match a {
+        Attack::IdleFlood | Attack::FdExhaustion => {
+            let n = match (a, cx.target.has_cap()) {
+                (Attack::FdExhaustion, _) => FD_LIMIT as usize + 100,
+                (_, true) => cx.cap + 50,
+                _ => cx.n(300, 100),
+            };
+            for _ in 0..n {
+                match cx.tcp() {
+                    Ok(s) => held.push(Conn::Plain(s)),
+                    Err(e) => o.notes.push(format!("connect: {e}")),
+                }
+            }
+            held.restart_clock();
+            // Past the cap, a server closes some at once: those count as
+            // closed, the rest at the idle timeout. Past the fd limit, those
+            // left in the listen backlog are accepted once fds are free, and
+            // idle out in turn: two idle timeouts.
+            let budget = match a {
+                Attack::FdExhaustion => cx.timeouts.idle.map(|d| 2.0 * d.as_secs_f64() + SLACK),
+                _ => cx.idle_budget(),
+            };
+            cx.await_close(&mut held, budget, &mut o);
+        }
+        Attack::ResetFlood => {
+            let n = cx.n(2000, 500);
+            for _ in 0..n {
+                if let Ok(s) = TcpStream::connect_timeout(&cx.addr, Duration::from_secs(2)) {
+                    set_linger_zero(&s);
+                }
+            }
+            o.hostile = n;
+        }
+        Attack::SlowOpening | Attack::SlowBody => {
+            let n = cx.n(50, 20);
+            let mut bytes = target::opening(cx.target, cx.tls)?;
+            for _ in 0..n {
+                let c = if a == Attack::SlowBody {
+                    let mut c =
+                        target::connect(cx.target, cx.addr, cx.tls, Duration::from_secs(2))?;
+                    c.write_all(
+                        b"POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000\r\n\r\n",
+                    )?;
+                    c
+                } else {
+                    Conn::Plain(cx.tcp()?)
+                };
+                held.push(c);
+            }
+            if a == Attack::SlowBody {
+                bytes = vec![b'b'; 100_000];
+            }
+            held.restart_clock();
+            // A request head or record from its first byte; a body, under
+            // ringkit-http, within the same header timeout.
+            let budget = match cx.target {
+                Target::Echo => None,
+                _ => Some(cx.timeouts.header.as_secs_f64() + SLACK),
+            };
+            trickle(&mut held, &bytes, budget.unwrap_or(HOLD.as_secs_f64()));
+            o.hostile = held.len();
+            o.close_budget = budget;
+            held.check();
+            o.closed = held.closed();
+            o.all_closed_after = held.all_closed_after();
+            if budget.is_none() {
+                o.notes
+                    .push("echo answers every byte: a trickle is progress".into());
+            }
+        }
+        Attack::OpenThenSilent => {
+            let n = cx.n(50, 20);
+            for _ in 0..n {
+                held.push(open(cx)?);
+            }
+            held.restart_clock();
+            cx.await_close(&mut held, cx.idle_budget(), &mut o);
+        }
+        Attack::NeverRead => {
+            let n = cx.n(20, 8);
+            for _ in 0..n {
+                let mut c = target::connect(cx.target, cx.addr, cx.tls, Duration::from_secs(2))?;
+                fill(cx.target, &mut c);
+                held.push(c);
+            }
+            held.restart_clock();
+            let stall = match cx.target {
+                Target::Log => cx.timeouts.header,
+                _ => cx.timeouts.send,
+            };
+            cx.await_close(&mut held, Some(stall.as_secs_f64() + SLACK + 1.0), &mut o);
+        }
+        Attack::BurstThenIdle => burst_then_idle(cx, &mut o)?,
+        Attack::MaxBodies => {
+            let n = cx.n(100, 60);
+            let (head, body) = max_body(cx.target);
+            for _ in 0..n {
+                let Ok(mut c) = target::connect(cx.target, cx.addr, cx.tls, Duration::from_secs(2))
+                else {
+                    continue;
+                };
+                let _ = c.tcp().set_write_timeout(Some(Duration::from_secs(1)));
+                if c.write_all(&head).and_then(|_| c.write_all(&body)).is_err() {
+                    o.notes.push("some bodies were not taken whole".into());
+                }
+                held.push(c);
+            }
+            o.hostile = held.len();
+            std::thread::sleep(Duration::from_millis(500));
+            o.notes.dedup();
+        }
+    }
+    Ok(o)
+}
+
+/// Write `bytes` to every held connection a byte a second until the
+/// server has closed them all or `limit` seconds have passed.
+fn trickle(held: &mut Held, bytes: &[u8], limit: f64) {
+    let t0 = Instant::now();
+    let mut i = 0;
+    while t0.elapsed().as_secs_f64() < limit + 1.0 {
+        held.check();
+        if held.closed() == held.len() {
+            return;
+        }
+        if i < bytes.len() {
+            for c in held.conns_mut() {
+                let _ = c.tcp().set_write_timeout(Some(Duration::from_millis(100)));
+                let _ = c.write_all(&bytes[i..=i]);
+            }
+            i += 1;
+        }
+        let next = t0 + Duration::from_secs(i as u64);
+        while Instant::now() < next {
+            held.check();
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// A connection that has sent a whole opening and then says nothing.
+fn open(cx: &Ctx) -> io::Result<Conn> {
+    let t = cx.target;
+    let mut c = target::connect(t, cx.addr, cx.tls, Duration::from_secs(2))?;
+    match t {
+        // The h2 preface and an empty SETTINGS frame.
+        Target::Axum => {
+            c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")?
+        }
+        // The handshake is the opening.
+        _ if t.tls() => {}
+        _ => target::exchange(t, &mut c)?,
+    }
+    Ok(c)
+}
+
+/// Pipeline requests (records, messages) into `c` until the socket is full.
+fn fill(t: Target, c: &mut Conn) {
+    let chunk = match t {
+        Target::Echo => vec![b'e'; 64 * 1024],
+        Target::Log => {
+            let mut v = Vec::new();
+            for _ in 0..1024 {
+                v.extend_from_slice(&16u32.to_le_bytes());
+                v.extend_from_slice(&[b'r'; 16]);
+            }
+            v
+        }
+        _ => target::gets(target::huge_path(t), 64),
+    };
+    let _ = c.tcp().set_write_timeout(Some(Duration::from_millis(500)));
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if c.write_all(&chunk).is_err() {
+            return;
+        }
+    }
+}
+
+/// The largest request a client may start, less one byte: its opening and
+/// its body.
+fn max_body(t: Target) -> (Vec<u8>, Vec<u8>) {
+    match t {
+        Target::Log => {
+            let len: u32 = 1_000_000;
+            (len.to_le_bytes().to_vec(), vec![b'r'; len as usize - 1])
+        }
+        _ => {
+            // ringkit-http's default body limit, nginx's 1 MiB; axum's
+            // default limit is 2 MB, but no route of the app takes a body.
+            let len = 1 << 20;
+            let head =
+                format!("POST / HTTP/1.1\r\nHost: localhost\r\nContent-Length: {len}\r\n\r\n");
+            (head.into_bytes(), vec![b'b'; len - 1])
+        }
+    }
+}
+
+/// Fresh idle connections, then a burst on each, then idleness.
+fn burst_then_idle(cx: &Ctx, o: &mut Outcome) -> io::Result<()> {
+    let t = cx.target;
+    // The log syncs each burst: fewer connections, so that all of them
+    // stay within the short form's idle timeout.
+    let n = match t {
+        Target::Log => cx.n(100, 20),
+        _ => cx.n(200, 100),
+    };
+    let before = (cx.rss)();
+    let mut conns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut c = target::connect(t, cx.addr, cx.tls, Duration::from_secs(5))?;
+        target::exchange(t, &mut c)?;
+        conns.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let fresh = (cx.rss)();
+    for c in &mut conns {
+        burst(t, c)?;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let after = (cx.rss)();
+    // Every connection was still open when sampled (or the figure says
+    // nothing of it).
+    for c in &mut conns {
+        target::exchange(t, c)?;
+    }
+    let per = |x: u64| x.saturating_sub(before) as f64 / n as f64;
+    o.hostile = n;
+    o.fresh_kib = Some(per(fresh));
+    o.after_burst_kib = Some(per(after));
+    Ok(())
+}
+
+/// 64 pipelined requests for ~16 KiB each, every reply read.
+pub(crate) fn burst(t: Target, c: &mut Conn) -> io::Result<()> {
+    const N: usize = 64;
+    match t {
+        Target::Echo => {
+            let msg = vec![b'e'; 16 * 1024];
+            let mut back = vec![0u8; msg.len()];
+            for _ in 0..N {
+                c.write_all(&msg)?;
+                c.read_exact(&mut back)?;
+            }
+        }
+        Target::Log => {
+            let rec = vec![b'r'; 16 * 1024];
+            let mut all = Vec::new();
+            for _ in 0..N {
+                all.extend_from_slice(&(rec.len() as u32).to_le_bytes());
+                all.extend_from_slice(&rec);
+            }
+            c.write_all(&all)?;
+            let mut lsns = [0u8; 8 * N];
+            c.read_exact(&mut lsns)?;
+        }
+        _ => {
+            c.write_all(&target::gets(target::large_path(t), N))?;
+            for _ in 0..N {
+                let (status, _) = target::read_response(c)?;
+                if status != 200 {
+                    return Err(io::Error::other(format!("burst: status {status}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Make the next close of `s` a reset.
+fn set_linger_zero(s: &TcpStream) {
+    let l = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt on a socket we own, with a linger struct of the
+    // size we pass.
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&l as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+}

@@ -1,0 +1,138 @@
+//! `ringkit compare hostile`: the battery against every ringkit server and
+//! against nginx where nginx does the same job (static files, in the clear
+//! and over TLS), one table with each attack's rows side by side.
+//!
+//! The study runs the short form (timeouts of seconds, the same for nginx:
+//! `keepalive_timeout`, `client_header_timeout`, `client_body_timeout` and
+//! `send_timeout` are set to the ringkit servers' values), on io_uring
+//! (and epoll too with `--full`); `ringkit torture hostile` without
+//! `--short` runs the servers' real defaults.
+
+use std::fmt::Write as _;
+use std::io;
+
+use crate::harness::study::{Section, StudyOpts};
+
+use super::attack::ALL;
+use super::target::{Target, RINGKIT};
+use super::{run, HostileConfig, Row};
+
+/// Run the study.
+pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    let base = opts.out_dir.join("logs").join("hostile");
+    crate::harness::made_dir::must_be_new_or_empty(&base)?;
+    let backends: &[&str] = if opts.quick {
+        &["uring"]
+    } else {
+        &["uring", "epoll"]
+    };
+    let mut skipped = Vec::new();
+    let mut targets: Vec<Target> = RINGKIT.to_vec();
+    if std::path::Path::new(crate::http::NGINX).exists() {
+        targets.extend([Target::Nginx, Target::NginxTls]);
+    } else {
+        skipped.push(("nginx".to_string(), "nginx is not installed".to_string()));
+    }
+    let mut rows = Vec::new();
+    let mut n = 0;
+    for &t in &targets {
+        let bs: &[&str] = if t.nginx() { &["epoll"] } else { backends };
+        for &b in bs {
+            n += 1;
+            let mut cfg = HostileConfig::new(
+                t,
+                opts.ringkit_bin.clone(),
+                b,
+                base.join(format!("run-{n}")),
+            );
+            cfg.short = true;
+            cfg.server_cpu = Some(opts.server_cpu);
+            cfg.client_cpu = Some(opts.client_cpu);
+            rows.extend(run(&cfg, log)?);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&base);
+    Ok(Section {
+        study: "hostile".into(),
+        table: super::table(&by_attack(&rows)),
+        markdown: markdown(&by_attack(&rows)),
+        json: serde_json::to_value(&rows).unwrap_or_default(),
+        svgs: Vec::new(),
+        skipped,
+    })
+}
+
+/// The rows ordered attack by attack, servers side by side.
+fn by_attack(rows: &[Row]) -> Vec<Row> {
+    let mut out = Vec::with_capacity(rows.len());
+    for a in ALL {
+        out.extend(rows.iter().filter(|r| r.attack == a.name()).cloned());
+    }
+    out
+}
+
+/// The report's section.
+fn markdown(rows: &[Row]) -> String {
+    let mut md = String::from("## Hostile clients\n\n");
+    md += "Each attack against a fresh server, beside a well-behaved client that makes a fresh \
+           connection and one exchange every 200 ms. Short form: idle timeout 4 s, header 2 s, \
+           send 3 s (nginx set to the same); cap 256 connections where the server has one; the \
+           fd attack lowers the server's soft and hard fd limit to 256. *wait*: the \
+           well-behaved client's longest wait (budget 2 s; where the cap or the fd table is \
+           full, the idle timeout + 2 s). *closed*: seconds until the server had closed every \
+           hostile connection (budget: its timeout + 2 s). *KiB/conn*: RSS growth per hostile \
+           connection at the peak and once they are gone; burst-then-idle gives KiB per \
+           connection fresh and after the bursts (budget 2x fresh + 4 MiB in all). \
+           *fds*: before / peak / after.\n\n";
+    md += "| attack | server | backend | conns | wait s | closed s | KiB/conn peak | after | fds | ok |\n";
+    md += "|---|---|---|---:|---:|---:|---:|---:|---|---|\n";
+    for r in rows {
+        let closed = match (r.all_closed_after_secs, r.close_budget_secs) {
+            (Some(x), Some(b)) => format!("{x:.1} (≤ {b:.0})"),
+            (None, Some(b)) => format!("{}/{} by {b:.0}", r.closed, r.hostile),
+            _ => "-".into(),
+        };
+        let (peak, after) = match r.burst_kib {
+            Some([f, b]) => (format!("{f:.1} fresh"), format!("{b:.1}")),
+            None => (
+                format!("{:.1}", r.per_conn_kib[0]),
+                format!("{:.1}", r.per_conn_kib[1]),
+            ),
+        };
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {}/{}/{} | {} |",
+            r.attack,
+            r.target,
+            r.backend,
+            r.hostile,
+            r.probe.worst_wait_secs,
+            closed,
+            peak,
+            after,
+            r.fds[0],
+            r.fds[1],
+            r.fds[2],
+            if r.failures.is_empty() {
+                "yes".to_string()
+            } else {
+                format!("**no**: {}", r.failures.join("; "))
+            }
+        );
+    }
+    let notes: Vec<String> = rows
+        .iter()
+        .flat_map(|r| {
+            r.notes
+                .iter()
+                .map(move |n| format!("{} {} {}: {n}", r.target, r.backend, r.attack))
+        })
+        .collect();
+    if !notes.is_empty() {
+        md += "\nNotes:\n\n";
+        for n in notes {
+            let _ = writeln!(md, "- {n}");
+        }
+    }
+    md
+}

@@ -1,0 +1,77 @@
+//! `ringkit torture hostile --short` against every ringkit server, on both
+//! backends: idle floods past the connection cap, connect-then-reset
+//! floods, openings and bodies trickled a byte a second, silence after a
+//! whole opening, replies never read, pipelined bursts then idleness,
+//! maximal bodies and partial records, and fd exhaustion, each beside a
+//! well-behaved client. The battery fails (and so does the test) on any
+//! missed budget; the budgets are in `ringkit_bench::torture::hostile`.
+//!
+//! One server at a time (a lock): the servers share CPU 0 and the clients
+//! CPU 1, and a budget of 2 s for the well-behaved client should measure
+//! the server, not its neighbours.
+
+mod common;
+
+use std::process::Command;
+use std::sync::Mutex;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn battery(server: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let backend = if common::backend_usable("uring") {
+        "auto"
+    } else {
+        "epoll"
+    };
+    let out = Command::new(env!("CARGO_BIN_EXE_ringkit"))
+        .args(["torture", "hostile", "--short", "--server", server])
+        .args(["--backend", backend])
+        .env_remove("RINGKIT_BACKEND")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(out.status.success(), "{server}: {stderr}\n{stdout}");
+    // Every attack that applies ran, on every backend.
+    let rows = stdout.lines().filter(|l| l.starts_with(server)).count();
+    let per_backend = if server == "echo" { 7 } else { 9 };
+    let backends = if backend == "auto" { 2 } else { 1 };
+    assert_eq!(rows, per_backend * backends, "{stdout}");
+}
+
+#[test]
+fn http() {
+    battery("http");
+}
+
+#[test]
+fn serve() {
+    battery("serve");
+}
+
+#[test]
+fn serve_tls() {
+    battery("serve-tls");
+}
+
+#[test]
+fn axum() {
+    battery("axum");
+}
+
+#[test]
+fn axum_tls() {
+    battery("axum-tls");
+}
+
+#[test]
+fn echo() {
+    battery("echo");
+}
+
+#[test]
+fn log() {
+    battery("log");
+}
