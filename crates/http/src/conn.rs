@@ -17,9 +17,10 @@
 //!    one output buffer.
 //! 4. One `write_all` for the whole batch of pipelined responses (large
 //!    bodies and files are written after the heads that precede them).
-//!    Then every buffer over [`KEEP_BUF`] goes back to the allocator, so a
-//!    connection that once pipelined a burst of large responses holds, once
-//!    idle, what a fresh connection holds.
+//!    Then every buffer over [`KEEP_BUF`] is given up (large output and
+//!    file buffers are lent to the thread's next connection that needs one:
+//!    `spare.rs`), so a connection that once pipelined a burst of large
+//!    responses holds, once idle, what a fresh connection holds.
 //!
 //! # Memory held for input
 //! Bytes of an incomplete head, a body being read and anything received
@@ -78,6 +79,8 @@ const LINGER_BYTES: usize = 1 << 20;
 const KEEP_BUF: usize = 4096;
 /// Decoded requests a connection keeps room for between batches.
 const KEEP_BATCH: usize = 8;
+/// Room asked for a response head besides its body.
+const HEAD_ROOM: usize = 512;
 
 /// State shared by the accept loop and the connections of one server on one
 /// thread.
@@ -337,19 +340,22 @@ impl<H: Handler> Conn<H> {
         true
     }
 
-    /// Free every buffer grown past [`KEEP_BUF`] by the batch just written
-    /// (the output, the file scratch, an emptied input buffer), so memory
-    /// per connection falls back once a burst is over.
+    /// Give up every buffer grown past [`KEEP_BUF`] by the batch just
+    /// written (the output and the file scratch to the thread's spares, an
+    /// emptied input buffer to the allocator), so memory per connection
+    /// falls back once a burst is over.
     fn trim(&mut self) {
         if self.out.capacity() > KEEP_BUF {
-            self.out = Vec::new();
+            crate::spare::give(std::mem::take(&mut self.out));
         }
         if self
             .file_buf
             .as_ref()
             .is_some_and(|b| b.capacity() > KEEP_BUF)
         {
-            self.file_buf = None;
+            if let Some(b) = self.file_buf.take() {
+                crate::spare::give(b);
+            }
         }
         if self.pending.is_empty() && self.pending.capacity() > KEEP_BUF {
             self.pending = Vec::new();
@@ -408,6 +414,11 @@ impl<H: Handler> Conn<H> {
             close,
             keep_alive_10: http10 && !close,
         };
+        // A body that will be copied in: room for it before the head goes in.
+        let n = framing.content_length;
+        if !head_only && n <= INLINE_BODY as u64 {
+            self.reserve(n as usize + HEAD_ROOM);
+        }
         let head_at = self.out.len();
         write_head(&mut self.out, &resp, framing);
         if head_only || resp.status().is_bodiless() {
@@ -415,12 +426,12 @@ impl<H: Handler> Conn<H> {
         }
         match resp.into_body() {
             Body::Empty => {}
-            Body::Static(b) if b.len() <= INLINE_BODY => self.out.extend_from_slice(b),
+            Body::Static(b) if b.len() <= INLINE_BODY => self.append(b),
             Body::Static(b) => {
                 self.flush().await?;
                 self.stream.write_all(b).await.0?;
             }
-            Body::Bytes(b) if b.len() <= INLINE_BODY => self.out.extend_from_slice(&b),
+            Body::Bytes(b) if b.len() <= INLINE_BODY => self.append(&b),
             Body::Bytes(b) => {
                 self.flush().await?;
                 self.stream.write_all(b).await.0?;
@@ -469,7 +480,12 @@ impl<H: Handler> Conn<H> {
         let need = f.len.min(FILE_CHUNK as u64) as usize;
         let mut buf = match self.file_buf.take() {
             Some(b) if b.capacity() >= need => b,
-            _ => Vec::with_capacity(need),
+            small => {
+                if let Some(b) = small {
+                    crate::spare::give(b);
+                }
+                crate::spare::take(need)
+            }
         };
         if !inline {
             self.flush().await?;
@@ -487,7 +503,7 @@ impl<H: Handler> Conn<H> {
                 }
                 buf.truncate(n);
                 if inline {
-                    self.out.extend_from_slice(&buf);
+                    self.append(&buf);
                 } else {
                     let (r, b) = self.stream.write_all(std::mem::take(&mut buf)).await;
                     buf = b;
@@ -549,6 +565,26 @@ impl<H: Handler> Conn<H> {
         self.flush().await?;
         self.linger(LINGER_TIME).await;
         Ok(())
+    }
+
+    /// Room for `more` bytes in the output buffer: one that has to grow
+    /// past [`KEEP_BUF`] is swapped for a spare of the thread's first.
+    fn reserve(&mut self, more: usize) {
+        let need = self.out.len() + more;
+        if need > self.out.capacity() && need > KEEP_BUF {
+            let mut big = crate::spare::take(need.max(2 * self.out.capacity()));
+            big.extend_from_slice(&self.out);
+            let small = std::mem::replace(&mut self.out, big);
+            if small.capacity() > KEEP_BUF {
+                crate::spare::give(small);
+            }
+        }
+    }
+
+    /// Append `bytes` to the output buffer (see [`Conn::reserve`]).
+    fn append(&mut self, bytes: &[u8]) {
+        self.reserve(bytes.len());
+        self.out.extend_from_slice(bytes);
     }
 
     /// Write the output buffer, if it holds anything.

@@ -39,6 +39,7 @@ mod request;
 mod response;
 mod router;
 pub mod server;
+mod spare;
 pub mod static_files;
 mod status;
 mod threads;
