@@ -39,6 +39,11 @@ pub struct ConnArgs {
     /// are accepted and closed at once.
     #[arg(long, default_value_t = 10_000)]
     pub max_connections: usize,
+    /// MiB of input held at most per thread, across all connections
+    /// (incomplete heads; for `http` and `serve` also bodies being read); a
+    /// connection that would take more is answered 503 (`axum`: closed).
+    #[arg(long, default_value_t = 32)]
+    pub max_buffered_mib: usize,
 }
 
 impl ConnArgs {
@@ -60,11 +65,6 @@ pub struct ServerArgs {
     /// Largest request body accepted, in bytes (larger: 413).
     #[arg(long, default_value_t = 1024 * 1024)]
     max_body: u64,
-    /// MiB of input held at most per thread, across all connections
-    /// (incomplete heads, bodies being read); a connection that would take
-    /// more is answered 503 and closed.
-    #[arg(long, default_value_t = 32)]
-    max_buffered_mib: usize,
     /// io_uring: slots of the registered file table that connections are
     /// promoted into after 16 operations (keep-alive connections; a
     /// one-request connection never is); 0 = plain fds.
@@ -101,7 +101,7 @@ impl ServerArgs {
             send_timeout: ConnArgs::secs(self.conn.send_timeout),
             max_connections: self.conn.max_connections.max(1),
             file_send: self.zero_copy,
-            max_buffered_bytes: self.max_buffered_mib.max(1) << 20,
+            max_buffered_bytes: self.conn.max_buffered_mib.max(1) << 20,
             ..ServerConfig::default()
         }
     }

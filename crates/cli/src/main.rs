@@ -132,6 +132,7 @@ fn axum(a: AxumArgs) -> std::io::Result<()> {
     cfg.header_timeout = http::ConnArgs::secs(a.conn.header_timeout);
     cfg.send_timeout = http::ConnArgs::secs(a.conn.send_timeout);
     cfg.max_connections = a.conn.max_connections.max(1);
+    cfg.max_buffered_bytes = a.conn.max_buffered_mib.max(1) << 20;
     ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
 }
 

@@ -21,6 +21,15 @@
 //!
 //! At a deadline the connection is asked to shut down gracefully (HTTP/2:
 //! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
+//!
+//! Bytes a connection receives while no request of it is in flight (a
+//! request head on its way, HTTP/2 frames that have not made a request
+//! yet) are charged to one count per thread, given back when a request
+//! starts or the connection ends; a read that would take the count past
+//! [`ConnLimits::max_buffered_bytes`] closes that connection, unless it
+//! holds no more than an ordinary head (16 KiB). Bodies read
+//! while a request is in flight are the handler's (axum's
+//! `DefaultBodyLimit`, 2 MB a request).
 
 use std::cell::Cell;
 use std::future::{poll_fn, Future};
@@ -40,6 +49,10 @@ use ringkit::sync::DrainGuard;
 use crate::server::{ConnLimits, HttpBody, HttpService};
 use crate::{HyperIo, LocalExec};
 
+/// Bytes before a request that a connection may always receive, over the
+/// thread's budget or not: an ordinary request head.
+const FREE_HEAD: usize = 16 * 1024;
+
 /// How long a connection asked to close at a deadline may take to do so.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
@@ -51,6 +64,41 @@ struct Activity {
     in_flight: Cell<usize>,
     started: Cell<u64>,
     last_end: Cell<Instant>,
+    /// Bytes received since a request last started (charged to `budget`).
+    unstarted: Cell<usize>,
+    /// The thread's count of such bytes, and its limit.
+    budget: Rc<Cell<usize>>,
+    limit: usize,
+}
+
+impl Activity {
+    /// Charge `n` bytes received with no request in flight; false if that
+    /// would take the thread's count past the limit and this connection
+    /// holds more than an ordinary request head ([`FREE_HEAD`]): clients
+    /// that fill the budget cannot shut out one that sends a small request.
+    fn charge(&self, n: usize) -> bool {
+        if self.in_flight.get() > 0 {
+            return true;
+        }
+        let total = self.budget.get() + n;
+        if total > self.limit && self.unstarted.get() + n > FREE_HEAD {
+            return false;
+        }
+        self.budget.set(total);
+        self.unstarted.set(self.unstarted.get() + n);
+        true
+    }
+
+    /// Give back what this connection has charged.
+    fn uncharge(&self) {
+        self.budget.set(self.budget.get() - self.unstarted.take());
+    }
+}
+
+impl Drop for Activity {
+    fn drop(&mut self) {
+        self.uncharge();
+    }
 }
 
 impl Activity {
@@ -79,6 +127,7 @@ impl InFlight {
     fn begin(a: &Rc<Activity>) -> InFlight {
         a.in_flight.set(a.in_flight.get() + 1);
         a.started.set(a.started.get() + 1);
+        a.uncharge();
         InFlight(a.clone())
     }
 }
@@ -150,6 +199,13 @@ impl Read for Watched {
             this.activity.first_byte.set(Some(Instant::now()));
         }
         let n = ready!(r)?;
+        if !this.activity.charge(n) {
+            tracing::debug!("ringkit-hyper: closing a connection over the thread's input budget");
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "over the thread's budget of bytes received before a request",
+            )));
+        }
         // SAFETY: the first `n` bytes were just written.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
@@ -193,6 +249,7 @@ pub(crate) async fn serve<S, B>(
     io: HyperIo,
     service: S,
     limits: ConnLimits,
+    budget: Rc<Cell<usize>>,
     guard: DrainGuard,
 ) where
     S: HttpService<B>,
@@ -205,6 +262,9 @@ pub(crate) async fn serve<S, B>(
         in_flight: Cell::new(0),
         started: Cell::new(0),
         last_end: Cell::new(now),
+        unstarted: Cell::new(0),
+        budget,
+        limit: limits.max_buffered_bytes,
     });
     let io = Watched {
         io,

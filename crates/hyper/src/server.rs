@@ -104,6 +104,12 @@ pub struct ServeConfig {
     /// Connections served at once per thread; beyond it a new connection
     /// is accepted and closed at once. 10 000.
     pub max_connections: usize,
+    /// Bytes received and not yet part of a started request (request
+    /// heads on their way, HTTP/2 frames before a request), across all
+    /// connections of a thread; a connection whose read would take the
+    /// total past it is closed. Request bodies are the handler's (axum's
+    /// `DefaultBodyLimit`). 32 MiB.
+    pub max_buffered_bytes: usize,
     /// Feature `tokio`: run the workers in ringkit's hosted mode, so
     /// handlers may use tokio and crates built on it. On by default with
     /// the feature; off measures what hosting costs.
@@ -125,6 +131,7 @@ impl ServeConfig {
             header_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
+            max_buffered_bytes: 32 << 20,
             #[cfg(feature = "tokio")]
             host_tokio: true,
         }
@@ -153,6 +160,8 @@ pub struct ConnLimits {
     pub header_timeout: Duration,
     /// See [`ServeConfig::idle_timeout`].
     pub idle_timeout: Duration,
+    /// See [`ServeConfig::max_buffered_bytes`].
+    pub max_buffered_bytes: usize,
     /// See [`ServeConfig::max_connections`].
     pub max_connections: usize,
     /// See [`ServeConfig::grace`].
@@ -171,6 +180,7 @@ impl From<&ServeConfig> for ConnLimits {
             send_timeout: c.send_timeout,
             header_timeout: c.header_timeout,
             idle_timeout: c.idle_timeout,
+            max_buffered_bytes: c.max_buffered_bytes,
             max_connections: c.max_connections,
             grace: c.grace,
         }
@@ -250,6 +260,9 @@ where
         .keep_alive_timeout(H2_PING_EVERY);
     let builder = Rc::new(builder);
     let drain = Drain::new();
+    // Bytes received before a request starts, across this thread's
+    // connections (see `ConnLimits::max_buffered_bytes`).
+    let budget = Rc::new(std::cell::Cell::new(0));
     let mut shutdown = pin!(shutdown);
     // Accept errors (EMFILE and friends) back off and keep serving.
     while let Some(stream) = listener.accept_until(shutdown.as_mut()).await {
@@ -273,7 +286,14 @@ where
             },
         };
         let guard = drain.enter();
-        let conn = crate::conn::serve(builder.clone(), io, service.clone(), limits, guard);
+        let conn = crate::conn::serve(
+            builder.clone(),
+            io,
+            service.clone(),
+            limits,
+            budget.clone(),
+            guard,
+        );
         drop(ringkit::spawn(conn));
     }
     // Close the listener before draining: a client that connects now is

@@ -3,7 +3,9 @@
 //! idle keep-alive connection are closed at their deadlines (the first
 //! two were held forever: a cap's worth of silent sockets locked every
 //! new client out for good); a new client is served once they are gone;
-//! and a handler that runs past the idle timeout is not cut off.
+//! and a handler that runs past the idle timeout is not cut off. Heads
+//! that never end are held only up to the thread's input budget, and a
+//! small request is served while they hold it.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -19,6 +21,10 @@ const HEADER: Duration = Duration::from_secs(1);
 const CAP: usize = 4;
 
 fn start() -> SocketAddr {
+    start_with(64 << 20)
+}
+
+fn start_with(max_buffered_bytes: usize) -> SocketAddr {
     let app = Router::new().route("/", get(|| async { "hi" })).route(
         "/slow",
         get(|| async {
@@ -32,6 +38,7 @@ fn start() -> SocketAddr {
         idle_timeout: IDLE,
         header_timeout: HEADER,
         max_connections: CAP,
+        max_buffered_bytes,
         ..Default::default()
     };
     ringkit::spawn(ringkit_hyper::serve_listener(
@@ -124,6 +131,35 @@ ringkit::test_all! {
             assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
             let after = closed_after(ka).expect("an idle keep-alive connection was held");
             assert!(after < (IDLE + Duration::from_secs(2)).as_secs_f64(), "{after} s");
+        })
+        .await;
+    }
+
+    async fn unfinished_heads_are_bounded_by_the_thread_budget() {
+        // Three connections of 40 KiB unfinished heads against a 64 KiB
+        // budget: at least one is closed at once, not at the header
+        // timeout; a small request is served meanwhile.
+        let addr = start_with(64 << 10);
+        blocking(move || {
+            let big: Vec<_> = (0..3)
+                .map(|_| {
+                    let mut c = std::net::TcpStream::connect(addr).unwrap();
+                    c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ").unwrap();
+                    for _ in 0..40 {
+                        let _ = c.write_all(&[b'a'; 1024]);
+                    }
+                    c
+                })
+                .collect();
+            std::thread::sleep(Duration::from_millis(300));
+            let got = get_path(addr, "/");
+            assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+            let early = big
+                .into_iter()
+                .filter_map(closed_after)
+                .filter(|&s| s < HEADER.as_secs_f64() * 0.5)
+                .count();
+            assert!(early >= 1, "no connection over the budget was closed early");
         })
         .await;
     }
