@@ -196,3 +196,38 @@ fn spliced_bodies_leave_no_pipe_per_idle_connection() {
         splice_fds(backend);
     }
 }
+
+fn announced_bodies(backend: &str) {
+    if !backend_usable(backend) {
+        return;
+    }
+    let srv = start(&["http"], backend, None);
+    // 600 heads that announce 1 MiB bodies and send none: they hold no
+    // body bytes, so they must not use up the budget (each reserved 64 KiB
+    // of it, and 512 of them turned every upload away with 503).
+    let mut heads = Vec::new();
+    for _ in 0..600 {
+        let mut c = TcpStream::connect(srv.addr).unwrap();
+        c.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1048576\r\n\r\n")
+            .unwrap();
+        heads.push(c);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c = TcpStream::connect(srv.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.write_all(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n")
+        .unwrap();
+    c.write_all(&[b'b'; 10_000]).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    c.write_all(&[b'b'; 10_000]).unwrap();
+    let (status, _) = read_response(&mut c).unwrap();
+    eprintln!("{backend}: an upload beside 600 announced bodies: {status}");
+    assert_ne!(status, 503, "{backend}: an upload was turned away");
+}
+
+#[test]
+fn heads_that_announce_bodies_do_not_use_up_the_budget() {
+    for backend in ["uring", "epoll"] {
+        announced_bodies(backend);
+    }
+}

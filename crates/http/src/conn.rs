@@ -329,7 +329,11 @@ impl<H: Handler> Conn<H> {
     /// Returns false (and charges nothing more) when that would take the
     /// count over [`ServerConfig::max_buffered_bytes`].
     fn charge(&mut self) -> bool {
-        let held = self.pending.capacity() + self.decoder.body_held();
+        // Bytes received and held, not what was reserved for them: a head
+        // that announces a large body costs nothing until the body comes
+        // (heads that only announced bodies filled the budget and turned
+        // every upload away).
+        let held = self.pending.len() + self.decoder.body_held();
         let b = &self.shared.buffered;
         let others = b.get() - self.charged;
         if held > self.charged && others + held > self.shared.config.max_buffered_bytes {

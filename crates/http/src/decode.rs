@@ -18,8 +18,9 @@ use crate::head::Framing;
 use crate::parse::parse_head;
 use crate::{Error, Head, Limits, Parsed, Request};
 
-/// Body bytes reserved up front for a `Content-Length` body (more as it comes).
-const BODY_PREALLOC: u64 = 64 * 1024;
+/// Body bytes reserved up front for a `Content-Length` body (more as it
+/// comes): a head alone makes the server reserve little.
+const BODY_PREALLOC: u64 = 4 * 1024;
 
 #[derive(Debug)]
 enum State {
@@ -73,10 +74,11 @@ impl RequestDecoder {
         matches!(self.state, State::Body { .. })
     }
 
-    /// Bytes of memory held for the body being read (its capacity).
+    /// Bytes of the body being read received so far (what a client had
+    /// to send to make the server hold them).
     pub fn body_held(&self) -> usize {
         match &self.state {
-            State::Body { body, .. } => body.capacity(),
+            State::Body { body, .. } => body.len(),
             State::Head => 0,
         }
     }
