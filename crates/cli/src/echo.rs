@@ -83,6 +83,10 @@ pub struct EchoArgs {
     /// never when nothing is owed).
     #[arg(long, default_value_t = 300.0)]
     dead_peer_timeout: f64,
+    /// Close a connection that sends nothing for this many seconds (a live
+    /// idle peer too: idle sockets must not hold the fd table); 0: never.
+    #[arg(long, default_value_t = 60.0)]
+    idle_timeout: f64,
 }
 
 /// Run the echo server until SIGINT/SIGTERM.
@@ -107,6 +111,7 @@ pub fn run(a: EchoArgs) -> std::io::Result<()> {
             // 0: no limit.
             send_timeout: Duration::from_secs_f64(a.send_timeout.max(0.0)),
             dead_peer_timeout: Duration::from_secs_f64(a.dead_peer_timeout.max(0.0)),
+            idle_timeout: Duration::from_secs_f64(a.idle_timeout.max(0.0)),
         },
     })
 }

@@ -8,7 +8,7 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{ready, Poll};
 use std::time::Duration;
 
 use ringkit::net::TcpStream;
@@ -40,24 +40,71 @@ impl ConnGuard {
     }
 }
 
+/// A connection's idle timeout: one timer, armed once per timeout period
+/// and re-armed only when it fires early (a message only notes its time),
+/// so steady traffic costs a clock read per message, not a timer.
+/// Boxed whole: one word in every connection's task.
+struct Idle {
+    timer: ringkit::time::Sleep,
+    limit: Duration,
+    last: std::time::Instant,
+}
+
+impl Idle {
+    fn new(limit: Option<Duration>) -> Option<Box<Idle>> {
+        let limit = limit?;
+        let now = ringkit::time::coarse_now();
+        Some(Box::new(Idle {
+            timer: ringkit::time::sleep_until(now + limit),
+            limit,
+            last: now,
+        }))
+    }
+
+    /// A message came.
+    fn touch(this: &mut Option<Box<Idle>>) {
+        if let Some(i) = this {
+            i.last = ringkit::time::coarse_now();
+        }
+    }
+
+    /// Ready once the connection has been idle for the limit.
+    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        loop {
+            ready!(std::pin::Pin::new(&mut self.timer).poll(cx));
+            let due = self.last + self.limit;
+            if ringkit::time::coarse_now() >= due {
+                return Poll::Ready(());
+            }
+            self.timer.reset(due);
+        }
+    }
+}
+
 /// Await `read`. Before draining it races the drain switch (without
-/// dropping the read); once draining, it gives up (`None`) when nothing
-/// arrives for the idle time.
+/// dropping the read) and the idle timeout; once draining, it gives up
+/// (`None`) when nothing arrives for the drain's idle time.
 ///
 /// `read` comes pinned by the caller: moved in by value, it would take room
 /// twice in the task (as the argument and as the pinned local). A plain
 /// `poll_fn` rather than an `async fn`: it is awaited once per message by
-/// every connection, and its state is three words and the idle timer's box
-/// (created only while draining).
+/// every connection, and its state is a few words and the drain timer's
+/// box (created only while draining).
 fn next_read<'a, F: Future>(
     drain: &'a DrainGuard,
     idle_time: Duration,
+    timeout: &'a mut Option<Box<Idle>>,
     mut read: std::pin::Pin<&'a mut F>,
 ) -> impl Future<Output = Option<F::Output>> + 'a {
     let mut idle: Option<std::pin::Pin<Box<ringkit::time::Sleep>>> = None;
     poll_fn(move |cx| {
         if let Poll::Ready(v) = read.as_mut().poll(cx) {
             return Poll::Ready(Some(v));
+        }
+        if let Some(t) = timeout.as_mut() {
+            if t.poll_expired(cx).is_ready() {
+                return Poll::Ready(None);
+            }
         }
         let timer = match &mut idle {
             Some(t) => t,
@@ -76,10 +123,13 @@ fn next_read<'a, F: Future>(
 pub(crate) async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
     let guard = ConnGuard::new(st);
     let st = &guard.st;
+    let mut timeout = Idle::new(st.idle_timeout);
     let res = loop {
-        let Some(buf) = next_read(&guard.drain, st.drain_idle, pin!(s.read_pooled())).await else {
+        let read = pin!(s.read_pooled());
+        let Some(buf) = next_read(&guard.drain, st.drain_idle, &mut timeout, read).await else {
             break Ok(());
         };
+        Idle::touch(&mut timeout);
         let buf = match buf {
             Ok(b) if b.is_empty() => break Ok(()),
             Ok(b) => b,
@@ -113,12 +163,14 @@ async fn echo_back(s: &TcpStream, buf: ringkit::buf::RecvBuf) -> io::Result<()> 
 pub(crate) async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
     let guard = ConnGuard::new(st);
     let (drain, idle) = (&guard.drain, guard.st.drain_idle);
+    let mut timeout = Idle::new(guard.st.idle_timeout);
     let mut buf = Vec::with_capacity(4096);
     let res = loop {
         buf.clear();
-        let Some((res, b)) = next_read(drain, idle, pin!(s.read(buf))).await else {
+        let Some((res, b)) = next_read(drain, idle, &mut timeout, pin!(s.read(buf))).await else {
             break Ok(());
         };
+        Idle::touch(&mut timeout);
         buf = b;
         match res {
             Ok(0) => break Ok(()),
@@ -154,7 +206,7 @@ mod tests {
         rt.block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let c = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-            let st = ThreadState::new(Duration::from_secs(1));
+            let st = ThreadState::new(Duration::from_secs(1), None);
             let pooled = serve_pooled(st.clone(), c);
             let n = std::mem::size_of_val(&pooled);
             println!("serve_pooled: {n} bytes");

@@ -108,6 +108,10 @@ pub struct EchoLimits {
     /// ([`ringkit::net::TcpStream::set_dead_peer_timeout`]); a live idle
     /// peer answers the probes and stays. Default 300 s; zero: off.
     pub dead_peer_timeout: Duration,
+    /// A connection that sends nothing for this long is closed (a live
+    /// idle peer too: idle sockets must not hold the fd table). Default
+    /// 60 s; zero: off.
+    pub idle_timeout: Duration,
 }
 
 impl Default for EchoLimits {
@@ -121,6 +125,7 @@ impl Default for EchoLimits {
             drain_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),
             dead_peer_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }

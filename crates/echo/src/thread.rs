@@ -28,11 +28,13 @@ pub(crate) struct ThreadState {
     pub(crate) drain: Rc<Drain>,
     /// After draining starts, a connection idle this long is closed.
     pub(crate) drain_idle: Duration,
+    /// A connection idle this long is closed (`None`: never).
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 impl ThreadState {
     /// A thread's state with nothing counted yet.
-    pub(crate) fn new(drain_idle: Duration) -> Rc<ThreadState> {
+    pub(crate) fn new(drain_idle: Duration, idle_timeout: Option<Duration>) -> Rc<ThreadState> {
         Rc::new(ThreadState {
             accepted: Rc::new(Cell::new(0)),
             peer_errors: Cell::new(0),
@@ -40,6 +42,7 @@ impl ThreadState {
             heap_reads: Cell::new(0),
             drain: Drain::new(),
             drain_idle,
+            idle_timeout,
         })
     }
 
@@ -74,7 +77,8 @@ pub(crate) async fn serve_thread(
         listener.local_addr()?,
         cfg.recv,
     );
-    let st = ThreadState::new(cfg.limits.drain_idle);
+    let idle = Some(cfg.limits.idle_timeout).filter(|d| !d.is_zero());
+    let st = ThreadState::new(cfg.limits.drain_idle, idle);
     if let Some(path) = cfg.stats.clone() {
         ringkit::publish::spawn_writer(path, i, st.accepted.clone());
     }

@@ -14,10 +14,13 @@
 //!   closes [`ConnLimits::idle_timeout`] after the last one ended, whatever
 //!   bytes move (HTTP/2 pings or a frame trickled a byte at a time do not
 //!   keep it open).
-//! - **While a request is in flight**: no deadline here; how long a handler
-//!   may run is the application's to say (a tower timeout layer). HTTP/2
-//!   sends keep-alive pings meanwhile and closes when the peer stops
-//!   answering them; a stalled write is bounded by `send_timeout`.
+//! - **While a handler runs**: no deadline here; how long a handler may
+//!   run is the application's to say (a tower timeout layer). HTTP/2 sends
+//!   keep-alive pings meanwhile and closes when the peer stops answering.
+//! - **While a response body is being sent**: the connection must write a
+//!   byte at least every [`ConnLimits::send_timeout`] (an HTTP/2 peer that
+//!   opens streams and never grants window holds their bodies; a download
+//!   that moves, however slowly, is never cut).
 //!
 //! At a deadline the connection is asked to shut down gracefully (HTTP/2:
 //! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
@@ -31,7 +34,7 @@
 //! while a request is in flight are the handler's (axum's
 //! `DefaultBodyLimit`, 2 MB a request).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::{pin, Pin};
@@ -41,7 +44,7 @@ use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
 use hyper::rt::{Read, ReadBufCursor, Write};
-use hyper::Request;
+use hyper::{Request, Response};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use ringkit::sync::DrainGuard;
@@ -52,6 +55,31 @@ use crate::{HyperIo, LocalExec};
 /// Bytes before a request that a connection may always receive, over the
 /// thread's budget or not: an ordinary request head.
 const FREE_HEAD: usize = 16 * 1024;
+
+/// A closing connection's lingering: at most this long, this many bytes.
+const LINGER_TIME: Duration = Duration::from_secs(2);
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Half-close, then read and discard what the peer still sends until it
+/// closes too, for a while (a lingering close, as nginx does). Closed with
+/// unread input, the socket would be reset, and a reset makes the peer's
+/// kernel drop what it has received and not yet handed to the client: the
+/// end of a download still being read (an HTTP/2 client keeps sending
+/// window updates as it reads).
+async fn linger(mut io: HyperIo) {
+    let _ = poll_fn(|cx| Pin::new(&mut io).poll_shutdown(cx)).await;
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
+    let mut discarded = 0;
+    let _ = ringkit::time::timeout(LINGER_TIME, async {
+        while discarded < LINGER_BYTES {
+            match poll_fn(|cx| io.poll_read_into(cx, &mut buf)).await {
+                Ok(n) if n > 0 => discarded += n,
+                _ => return,
+            }
+        }
+    })
+    .await;
+}
 
 /// How long a connection asked to close at a deadline may take to do so.
 const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -64,6 +92,16 @@ struct Activity {
     in_flight: Cell<usize>,
     started: Cell<u64>,
     last_end: Cell<Instant>,
+    /// Response bodies being sent (their handlers have returned).
+    sending: Cell<usize>,
+    /// When a byte was last written.
+    last_write: Cell<Instant>,
+    /// Body bytes the responses have yielded, and bytes written: while the
+    /// first is ahead, a response is still on its way (hyper's HTTP/2 layer
+    /// takes a whole body at once and sends it as the peer grants window,
+    /// long after the body itself is gone).
+    yielded: Cell<u64>,
+    written: Cell<u64>,
     /// Bytes received since a request last started (charged to `budget`).
     unstarted: Cell<usize>,
     /// The thread's count of such bytes, and its limit.
@@ -103,10 +141,16 @@ impl Drop for Activity {
 
 impl Activity {
     /// When the connection is to close if nothing changes; `None` while a
-    /// request is in flight.
+    /// handler runs.
     fn deadline(&self, l: &ConnLimits) -> Option<Instant> {
         if self.in_flight.get() > 0 {
             return None;
+        }
+        if self.sending.get() > 0 || self.yielded.get() > self.written.get() {
+            // A response body on its way must keep moving (an HTTP/2 peer
+            // that opens streams and never grants them window holds their
+            // bodies; a slow reader that does grant it is progress).
+            return Some(self.last_write.get() + l.send_timeout);
         }
         if self.started.get() > 0 {
             return Some(self.last_end.get() + l.idle_timeout);
@@ -140,47 +184,123 @@ impl Drop for InFlight {
     }
 }
 
+/// One response body being sent, until hyper drops it (sent, or the
+/// stream ended).
+struct Sending(Rc<Activity>);
+
+impl Sending {
+    fn begin(a: &Rc<Activity>) -> Sending {
+        a.sending.set(a.sending.get() + 1);
+        a.last_write.set(Instant::now());
+        Sending(a.clone())
+    }
+}
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        let a = &self.0;
+        a.sending.set(a.sending.get() - 1);
+        a.last_end.set(Instant::now());
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A response body, counted as being sent until it is dropped: the
+    /// request is in progress until its last byte has gone.
+    pub(crate) struct TrackedBody<B> {
+        #[pin]
+        inner: B,
+        sending: Sending,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for TrackedBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let r = this.inner.poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &r {
+            if let Some(d) = frame.data_ref() {
+                let a = &this.sending.0;
+                a.yielded
+                    .set(a.yielded.get() + bytes::Buf::remaining(d) as u64);
+            }
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
 /// A hyper service that counts its requests in flight.
 struct Tracked<S> {
     inner: S,
     activity: Rc<Activity>,
 }
 
-impl<S: hyper::service::Service<Request<Incoming>>> hyper::service::Service<Request<Incoming>>
-    for Tracked<S>
+impl<S, B> hyper::service::Service<Request<Incoming>> for Tracked<S>
+where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<B>>,
 {
-    type Response = S::Response;
+    type Response = Response<TrackedBody<B>>;
     type Error = S::Error;
     type Future = TrackedFuture<S::Future>;
 
     fn call(&self, req: Request<Incoming>) -> Self::Future {
-        let _guard = InFlight::begin(&self.activity);
+        let guard = InFlight::begin(&self.activity);
         TrackedFuture {
             inner: self.inner.call(req),
-            _guard,
+            guard: Some(guard),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// A handler's future, in flight until it is dropped.
+    /// A handler's future, in flight until it is dropped; its response's
+    /// body is then counted as being sent.
     struct TrackedFuture<F> {
         #[pin]
         inner: F,
-        _guard: InFlight,
+        guard: Option<InFlight>,
     }
 }
 
-impl<F: Future> Future for TrackedFuture<F> {
-    type Output = F::Output;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
+impl<F, B, E> Future for TrackedFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<TrackedBody<B>>, E>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let out = ready!(this.inner.poll(cx));
+        let activity = this.guard.as_ref().map(|g| g.0.clone());
+        // The handler is done (its guard drops), the body is on its way.
+        let sending = activity.as_ref().map(Sending::begin);
+        this.guard.take();
+        Poll::Ready(out.map(|resp| {
+            resp.map(|inner| TrackedBody {
+                inner,
+                sending: sending.expect("a future polled to completion once"),
+            })
+        }))
     }
 }
 
 /// The connection's I/O, noting when the first byte arrives.
 struct Watched {
-    io: HyperIo,
+    /// Shared with [`serve`], which takes it back to close it lingering.
+    io: Rc<RefCell<HyperIo>>,
     activity: Rc<Activity>,
 }
 
@@ -191,11 +311,12 @@ impl Read for Watched {
         mut buf: ReadBufCursor<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let mut io = this.io.borrow_mut();
         // SAFETY: `poll_read_into` only writes initialised bytes into the
         // slice, never de-initialises any, and returns how many it wrote.
-        let r = this.io.poll_read_into(cx, unsafe { buf.as_mut() });
+        let r = io.poll_read_into(cx, unsafe { buf.as_mut() });
         let got = matches!(r, Poll::Ready(Ok(n)) if n > 0);
-        if this.activity.first_byte.get().is_none() && (got || this.io.tls_received()) {
+        if this.activity.first_byte.get().is_none() && (got || io.tls_received()) {
             this.activity.first_byte.set(Some(Instant::now()));
         }
         let n = ready!(r)?;
@@ -212,17 +333,33 @@ impl Read for Watched {
     }
 }
 
+impl Watched {
+    /// A write that took bytes is progress.
+    fn note_write(&self, r: &Poll<io::Result<usize>>) {
+        if let Poll::Ready(Ok(n)) = r {
+            if *n > 0 {
+                let a = &self.activity;
+                a.last_write.set(Instant::now());
+                a.written.set(a.written.get() + *n as u64);
+            }
+        }
+    }
+}
+
 impl Write for Watched {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+        let this = self.get_mut();
+        let r = Pin::new(&mut *this.io.borrow_mut()).poll_write(cx, buf);
+        this.note_write(&r);
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
+        self.io.borrow().is_write_vectored()
     }
 
     fn poll_write_vectored(
@@ -230,15 +367,18 @@ impl Write for Watched {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        let r = Pin::new(&mut *this.io.borrow_mut()).poll_write_vectored(cx, bufs);
+        this.note_write(&r);
+        r
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        Pin::new(&mut *self.io.borrow_mut()).poll_shutdown(cx)
     }
 }
 
@@ -262,55 +402,67 @@ pub(crate) async fn serve<S, B>(
         in_flight: Cell::new(0),
         started: Cell::new(0),
         last_end: Cell::new(now),
+        sending: Cell::new(0),
+        last_write: Cell::new(now),
+        yielded: Cell::new(0),
+        written: Cell::new(0),
         unstarted: Cell::new(0),
         budget,
         limit: limits.max_buffered_bytes,
     });
-    let io = Watched {
-        io,
+    let io = Rc::new(RefCell::new(io));
+    let watched = Watched {
+        io: io.clone(),
         activity: activity.clone(),
     };
     let svc = Tracked {
         inner: TowerToHyperService::new(service),
         activity: activity.clone(),
     };
-    let mut conn = pin!(builder.serve_connection(io, svc));
-    let mut timer = ringkit::time::sleep_until(now + limits.idle_timeout);
-    let (mut asked, mut hard_stop) = (false, None::<Instant>);
-    poll_fn(|cx| {
-        if !asked && guard.poll_draining(cx).is_ready() {
-            asked = true;
-            conn.as_mut().graceful_shutdown();
-        }
-        if conn.as_mut().poll(cx).is_ready() {
-            return Poll::Ready(());
-        }
-        loop {
-            let Some(due) = hard_stop.or_else(|| activity.deadline(&limits)) else {
-                return Poll::Pending;
-            };
-            if Instant::now() < due {
-                if timer.deadline() != due {
-                    timer.reset(due);
-                }
-                if Pin::new(&mut timer).poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                continue;
-            }
-            if hard_stop.is_some() {
-                return Poll::Ready(());
-            }
-            tracing::debug!("ringkit-hyper: closing a connection at its deadline");
-            hard_stop = Some(Instant::now() + CLOSE_GRACE);
-            if !asked {
+    {
+        // The connection ends with this block (so the io is ours again).
+        let mut conn = pin!(builder.serve_connection(watched, svc));
+        let mut timer = ringkit::time::sleep_until(now + limits.idle_timeout);
+        let (mut asked, mut hard_stop) = (false, None::<Instant>);
+        poll_fn(|cx| {
+            if !asked && guard.poll_draining(cx).is_ready() {
                 asked = true;
                 conn.as_mut().graceful_shutdown();
-                if conn.as_mut().poll(cx).is_ready() {
+            }
+            if conn.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            loop {
+                let Some(due) = hard_stop.or_else(|| activity.deadline(&limits)) else {
+                    return Poll::Pending;
+                };
+                if Instant::now() < due {
+                    if timer.deadline() != due {
+                        timer.reset(due);
+                    }
+                    if Pin::new(&mut timer).poll(cx).is_pending() {
+                        return Poll::Pending;
+                    }
+                    continue;
+                }
+                if hard_stop.is_some() {
                     return Poll::Ready(());
                 }
+                tracing::debug!("ringkit-hyper: closing a connection at its deadline");
+                hard_stop = Some(Instant::now() + CLOSE_GRACE);
+                if !asked {
+                    asked = true;
+                    conn.as_mut().graceful_shutdown();
+                    if conn.as_mut().poll(cx).is_ready() {
+                        return Poll::Ready(());
+                    }
+                }
             }
-        }
-    })
-    .await;
+        })
+        .await;
+    }
+    drop(guard);
+    if let Ok(io) = Rc::try_unwrap(io) {
+        linger(io.into_inner()).await;
+    }
 }

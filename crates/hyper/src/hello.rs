@@ -5,7 +5,9 @@
 //! - `GET /`: `Hello, World!` as plain text (13 bytes).
 //! - `GET /json`: `{"message":"Hello, World!"}` (27 bytes).
 //! - `GET /user/{id}`: `{"id":"<id>"}`.
-//! - `GET /bytes/{n}`: `n` bytes (at most 16 MiB; for memory studies).
+//! - `GET /bytes/{n}`: `n` bytes (at most 16 MiB; for memory studies),
+//!   slices of one buffer shared by every request, so a client that asks
+//!   for many and reads none makes the server allocate nothing per request.
 
 use axum::extract::Path;
 use axum::routing::get;
@@ -31,6 +33,13 @@ struct User {
     id: String,
 }
 
+/// `n` bytes of `x` (at most 16 MiB), shared.
+fn bytes(n: usize) -> axum::body::Bytes {
+    static ALL: std::sync::OnceLock<axum::body::Bytes> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| axum::body::Bytes::from(vec![b'x'; 16 << 20]))
+        .slice(..n.min(16 << 20))
+}
+
 /// The app.
 pub fn app() -> Router {
     Router::new()
@@ -49,6 +58,6 @@ pub fn app() -> Router {
         )
         .route(
             "/bytes/{n}",
-            get(|Path(n): Path<usize>| async move { vec![b'x'; n.min(16 << 20)] }),
+            get(|Path(n): Path<usize>| async move { bytes(n) }),
         )
 }

@@ -257,7 +257,9 @@ where
         .http2()
         .timer(RingkitTimer)
         .keep_alive_interval(Some(H2_PING_EVERY))
-        .keep_alive_timeout(H2_PING_EVERY);
+        .keep_alive_timeout(H2_PING_EVERY)
+        // nginx's http2_max_concurrent_streams.
+        .max_concurrent_streams(128);
     let builder = Rc::new(builder);
     let drain = Drain::new();
     // Bytes received before a request starts, across this thread's

@@ -25,13 +25,16 @@ fn start() -> SocketAddr {
 }
 
 fn start_with(max_buffered_bytes: usize) -> SocketAddr {
-    let app = Router::new().route("/", get(|| async { "hi" })).route(
-        "/slow",
-        get(|| async {
-            ringkit::time::sleep(Duration::from_secs(3)).await;
-            "slow"
-        }),
-    );
+    let app = Router::new()
+        .route("/", get(|| async { "hi" }))
+        .route(
+            "/slow",
+            get(|| async {
+                ringkit::time::sleep(Duration::from_secs(3)).await;
+                "slow"
+            }),
+        )
+        .route("/big", get(|| async { vec![b'm'; 16 << 20] }));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let limits = ConnLimits {
@@ -162,6 +165,30 @@ ringkit::test_all! {
             assert!(early >= 1, "no connection over the budget was closed early");
         })
         .await;
+    }
+
+    /// An HTTP/2 download that keeps moving, slower than the idle timeout,
+    /// is not cut (the idle deadline used to start when the handler
+    /// returned, and cut h2 bodies still being sent).
+    async fn a_slow_h2_download_is_not_cut() {
+        if std::process::Command::new("curl").arg("--version").output().is_err() {
+            eprintln!("skipped: curl is not installed (apt-get install curl)");
+            return;
+        }
+        let addr = start();
+        let out = blocking(move || {
+            std::process::Command::new("curl")
+                .args(["-sS", "--http2-prior-knowledge", "--limit-rate", "2M"])
+                .args(["-o", "/dev/null", "-w", "%{http_version} %{size_download}"])
+                .arg(format!("http://{addr}/big"))
+                .output()
+                .unwrap()
+        })
+        .await;
+        let got = String::from_utf8_lossy(&out.stdout).into_owned();
+        // About 8 s at 2 MB/s; the server is still sending well past the
+        // 2 s idle timeout (socket buffers hold a few MB at most).
+        assert_eq!(got, "2 16777216", "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     async fn a_handler_may_run_past_the_idle_timeout() {

@@ -280,7 +280,15 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
                 held.push(open(cx)?);
             }
             held.restart_clock();
-            cx.await_close(&mut held, cx.idle_budget(), &mut o);
+            // ringkit-hyper wants the first request within the header
+            // timeout of the first byte (the preface or handshake); the
+            // others count a connection that has said all it had to say as
+            // idle.
+            let budget = match cx.target {
+                Target::Axum | Target::AxumTls => Some(cx.timeouts.header.as_secs_f64() + SLACK),
+                _ => cx.idle_budget(),
+            };
+            cx.await_close(&mut held, budget, &mut o);
         }
         Attack::NeverRead => {
             let n = cx.n(20, 8);
@@ -298,7 +306,7 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         }
         Attack::BurstThenIdle => burst_then_idle(cx, &mut o)?,
         Attack::MaxBodies => {
-            let n = cx.n(100, 60);
+            let n = 100;
             let (head, body) = max_body(cx.target);
             for _ in 0..n {
                 let Ok(mut c) = target::connect(cx.target, cx.addr, cx.tls, Duration::from_secs(2))

@@ -123,7 +123,8 @@ impl Default for Held {
 }
 
 /// The well-behaved client: every `every`, a fresh connection and one
-/// exchange, retried (every 50 ms) until it succeeds; the wait is from the
+/// exchange (with an HTTP server, every third one an upload of 20 000
+/// bytes), retried (every 50 ms) until it succeeds; the wait is from the
 /// first try to the answer.
 #[derive(Debug)]
 pub struct Probe {
@@ -160,11 +161,21 @@ impl Probe {
         let seen = Arc::new(Mutex::new(ProbeFigures::default()));
         let (s, w) = (stop.clone(), seen.clone());
         let thread = std::thread::spawn(move || {
+            let mut round = 0u64;
             while !s.load(Ordering::Relaxed) {
                 let began = Instant::now();
+                round += 1;
+                // Every third exchange with an HTTP server is an upload.
+                let up = t.http() && round % 3 == 0;
                 loop {
-                    let r = target::connect(t, addr, &tls, Duration::from_secs(2))
-                        .and_then(|mut c| target::exchange(t, &mut c));
+                    let r =
+                        target::connect(t, addr, &tls, Duration::from_secs(2)).and_then(|mut c| {
+                            if up {
+                                target::upload(&mut c)
+                            } else {
+                                target::exchange(t, &mut c)
+                            }
+                        });
                     let waited = began.elapsed().as_secs_f64();
                     let mut g = w.lock().unwrap_or_else(|e| e.into_inner());
                     g.worst_wait_secs = g.worst_wait_secs.max(waited);
