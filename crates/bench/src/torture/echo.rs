@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
-use super::slots::{run_slots, Chaos};
+use super::slots::{run_slots, Chaos, Common};
 use super::tally::Tally;
 
 use crate::harness::rng::{ByteGen, Rng};
@@ -76,28 +76,13 @@ pub struct EchoCounts {
     pub completed_across_stop: u64,
 }
 
-/// Settings of one chaos run.
-#[derive(Debug, Clone)]
-pub struct EchoChaos {
-    /// Server address.
-    pub addr: SocketAddr,
-    /// Concurrent session slots.
-    pub conns: usize,
-    /// Seed of every random decision.
-    pub seed: u64,
-    /// Stop starting new work at this moment.
-    pub stop_at: Instant,
-    /// A connection with bytes owed and nothing arriving for this long has stalled.
-    pub stall: Duration,
-    /// Whether stopping means the server is being shut down gracefully.
-    pub graceful_stop: bool,
-}
+/// Settings of one echo chaos run.
+pub type EchoChaos = super::ChaosConfig;
 
 /// Shared state of the slots (one thread, so cells).
 struct Ctx {
     cfg: EchoChaos,
-    counts: RefCell<EchoCounts>,
-    stopping: Cell<bool>,
+    common: Common<EchoCounts>,
     next_conn: Cell<u64>,
     /// Open connections, to see what each is owed when stopping begins.
     live: RefCell<std::collections::HashMap<u64, std::rc::Weak<Conn>>>,
@@ -105,12 +90,12 @@ struct Ctx {
 
 impl Ctx {
     fn count(&self, f: impl FnOnce(&mut EchoCounts)) {
-        f(&mut self.counts.borrow_mut());
+        self.common.count(f);
     }
     /// Sleep unless stopping (then return at once).
     async fn pause(&self, d: Duration) {
         let end = Instant::now() + d;
-        while !self.stopping.get() {
+        while !self.common.stopping.get() {
             let left = end.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return;
@@ -194,9 +179,8 @@ pub fn run(
     tick: &mut dyn FnMut(&EchoCounts),
 ) -> io::Result<EchoCounts> {
     let ctx = Rc::new(Ctx {
+        common: Common::new(cfg.conns, cfg.stop_at),
         cfg,
-        counts: RefCell::new(EchoCounts::default()),
-        stopping: Cell::new(false),
         next_conn: Cell::new(1),
         live: RefCell::new(std::collections::HashMap::new()),
     });
@@ -206,16 +190,8 @@ pub fn run(
 impl Chaos for Ctx {
     type Counts = EchoCounts;
 
-    fn counts(&self) -> &RefCell<EchoCounts> {
-        &self.counts
-    }
-
-    fn plan(&self) -> (usize, Instant) {
-        (self.cfg.conns, self.cfg.stop_at)
-    }
-
-    fn stopping(&self) -> &Cell<bool> {
-        &self.stopping
+    fn common(&self) -> &Common<EchoCounts> {
+        &self.common
     }
 
     async fn session(self: Rc<Self>, slot: usize, n: u64) {
@@ -253,28 +229,8 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         80..=91 => Kind::Idle,
         _ => Kind::Flash,
     };
-    ctx.count(|c| c.tally.sessions += 1);
-    let s = match ringkit::time::timeout(ctx.cfg.stall, TcpStream::connect(ctx.cfg.addr)).await {
-        Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
-            if ctx.stopping.get() && ctx.cfg.graceful_stop {
-                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
-            } else {
-                ctx.count(|c| {
-                    c.tally.connect_errors += 1;
-                    c.tally.error(format!("connect: {e}"));
-                });
-            }
-            return;
-        }
-        Err(_) => {
-            ctx.count(|c| {
-                c.tally.connect_errors += 1;
-                c.tally
-                    .error(format!("connect: no answer in {:?}", ctx.cfg.stall));
-            });
-            return;
-        }
+    let Some(s) = super::slots::connect(&ctx.common, &ctx.cfg, |c| &mut c.tally).await else {
+        return;
     };
     let _ = s.set_nodelay(rng.chance(0.8));
     ctx.count(|c| c.tally.connects += 1);
@@ -337,7 +293,7 @@ fn judge(ctx: &Ctx, conn: &Conn, e: End) {
             ));
         }),
         End::Eof | End::Error(..) => {
-            if ctx.stopping.get() && ctx.cfg.graceful_stop && conn.verified.get() == 0 {
+            if ctx.common.stopping.get() && ctx.cfg.graceful_stop && conn.verified.get() == 0 {
                 ctx.count(|c| c.tally.unserved_at_shutdown += 1);
                 return;
             }
@@ -352,7 +308,7 @@ fn judge(ctx: &Ctx, conn: &Conn, e: End) {
                     conn.id,
                     conn.verified.get(),
                     conn.promised.get(),
-                    if ctx.stopping.get() {
+                    if ctx.common.stopping.get() {
                         " (during shutdown)"
                     } else {
                         ""
@@ -452,7 +408,7 @@ async fn step(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<()
 async fn normal(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
     let steps = rng.range(1, 30);
     for _ in 0..steps {
-        if ctx.stopping.get() {
+        if ctx.common.stopping.get() {
             break;
         }
         step(ctx, conn, rng, seq).await?;
@@ -463,7 +419,7 @@ async fn normal(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<
     if rng.chance(0.4) {
         // Half-close with one last message in flight: the server must echo
         // it all, then close its side.
-        if !ctx.stopping.get() && rng.chance(0.5) {
+        if !ctx.common.stopping.get() && rng.chance(0.5) {
             *seq += 1;
             let len = rng.size(MAX_MSG);
             write_message(ctx, conn, rng, *seq, len, None).await?;
@@ -488,12 +444,12 @@ async fn normal(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<
 
 async fn vanish(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<(), End> {
     for _ in 0..rng.range(0, 3) {
-        if ctx.stopping.get() {
+        if ctx.common.stopping.get() {
             return Ok(());
         }
         step(ctx, conn, rng, seq).await?;
     }
-    if ctx.stopping.get() {
+    if ctx.common.stopping.get() {
         return Ok(());
     }
     *seq += 1;
@@ -520,7 +476,7 @@ async fn idle(ctx: &Ctx, conn: &Conn, rng: &mut Rng, seq: &mut u64) -> Result<()
     write_message(ctx, conn, rng, *seq, len, None).await?;
     settle(ctx, conn).await?;
     ctx.pause(Duration::from_millis(rng.range(500, 5000))).await;
-    if !ctx.stopping.get() {
+    if !ctx.common.stopping.get() {
         *seq += 1;
         let len = rng.range(1, 4096) as usize;
         write_message(ctx, conn, rng, *seq, len, None).await?;

@@ -17,17 +17,16 @@
 //!
 //! Every status, `Content-Length` and body byte is checked.
 
-use std::cell::{Cell, RefCell};
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
-use super::slots::{run_slots, Chaos};
+use super::slots::{run_slots, Chaos, Common};
 use super::tally::Tally;
 
 use crate::harness::rng::{ByteGen, Rng};
@@ -96,32 +95,17 @@ pub struct HttpCounts {
     pub unanswered_after_close: u64,
 }
 
-/// Settings of one HTTP chaos run.
-#[derive(Debug, Clone)]
-pub struct HttpChaos {
-    /// Server address.
-    pub addr: SocketAddr,
-    /// Concurrent session slots.
-    pub conns: usize,
-    /// Seed (also of the file sizes).
-    pub seed: u64,
-    /// Stop starting new work at this moment.
-    pub stop_at: Instant,
-    /// No progress for this long on a connection owed a response: stalled.
-    pub stall: Duration,
-    /// Whether stopping means the server is being shut down gracefully.
-    pub graceful_stop: bool,
-}
+/// Settings of one HTTP chaos run (the seed also picks the file sizes).
+pub type HttpChaos = super::ChaosConfig;
 
 struct Ctx {
     cfg: HttpChaos,
-    counts: RefCell<HttpCounts>,
-    stopping: Cell<bool>,
+    common: Common<HttpCounts>,
 }
 
 impl Ctx {
     fn count(&self, f: impl FnOnce(&mut HttpCounts)) {
-        f(&mut self.counts.borrow_mut());
+        self.common.count(f);
     }
 }
 
@@ -133,9 +117,8 @@ pub fn run(
     tick: &mut dyn FnMut(&HttpCounts),
 ) -> io::Result<HttpCounts> {
     let ctx = Rc::new(Ctx {
+        common: Common::new(cfg.conns, cfg.stop_at),
         cfg,
-        counts: RefCell::new(HttpCounts::default()),
-        stopping: Cell::new(false),
     });
     run_slots(ctx, backend, on_stop, tick)
 }
@@ -143,16 +126,8 @@ pub fn run(
 impl Chaos for Ctx {
     type Counts = HttpCounts;
 
-    fn counts(&self) -> &RefCell<HttpCounts> {
-        &self.counts
-    }
-
-    fn plan(&self) -> (usize, Instant) {
-        (self.cfg.conns, self.cfg.stop_at)
-    }
-
-    fn stopping(&self) -> &Cell<bool> {
-        &self.stopping
+    fn common(&self) -> &Common<HttpCounts> {
+        &self.common
     }
 
     async fn session(self: Rc<Self>, slot: usize, n: u64) {
@@ -256,28 +231,10 @@ enum End {
 }
 
 async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
-    ctx.count(|c| c.tally.sessions += 1);
-    let s = match ringkit::time::timeout(ctx.cfg.stall, TcpStream::connect(ctx.cfg.addr)).await {
-        Ok(Ok(s)) => Rc::new(s),
-        Ok(Err(e)) => {
-            if ctx.stopping.get() && ctx.cfg.graceful_stop {
-                ctx.count(|c| c.tally.unserved_at_shutdown += 1);
-            } else {
-                ctx.count(|c| {
-                    c.tally.connect_errors += 1;
-                    c.tally.error(format!("connect: {e}"));
-                });
-            }
-            return;
-        }
-        Err(_) => {
-            ctx.count(|c| {
-                c.tally.connect_errors += 1;
-                c.tally.error("connect timed out".into());
-            });
-            return;
-        }
+    let Some(s) = super::slots::connect(&ctx.common, &ctx.cfg, |c| &mut c.tally).await else {
+        return;
     };
+    let s = Rc::new(s);
     let _ = s.set_nodelay(true);
     ctx.count(|c| c.tally.connects += 1);
     let mut rd = Reader {
@@ -290,7 +247,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
     let end_with_close = rng.chance(0.3);
     let rounds = rng.range(1, 12);
     for round in 0..rounds {
-        if ctx.stopping.get() {
+        if ctx.common.stopping.get() {
             break;
         }
         if vanish && round + 1 == rounds {
@@ -346,7 +303,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
                     }
                 }
                 Err(End::EofBetween)
-                    if ctx.stopping.get() && ctx.cfg.graceful_stop && answered > 0 =>
+                    if ctx.common.stopping.get() && ctx.cfg.graceful_stop && answered > 0 =>
                 {
                     writer.abort();
                     ctx.count(|c| {
@@ -415,7 +372,7 @@ fn judge(ctx: &Ctx, answered: u64, e: End) {
             c.tally.error(format!("stalled after {answered} responses"));
         }),
         End::Eof | End::EofBetween | End::Error(_) => {
-            if ctx.stopping.get() && ctx.cfg.graceful_stop && answered == 0 {
+            if ctx.common.stopping.get() && ctx.cfg.graceful_stop && answered == 0 {
                 ctx.count(|c| c.tally.unserved_at_shutdown += 1);
                 return;
             }

@@ -57,6 +57,24 @@ use server::{ProcSample, ServerProc, ServerSpec};
 pub use faults::FaultProfile;
 pub use report::{FaultFigures, ServerFigures, TortureReport};
 
+/// Settings of one run of chaos clients (echo or HTTP).
+#[derive(Debug, Clone)]
+pub struct ChaosConfig {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Concurrent session slots.
+    pub conns: usize,
+    /// Seed of every random decision.
+    pub seed: u64,
+    /// Stop starting new work at this moment.
+    pub stop_at: Instant,
+    /// A connection owed bytes with nothing arriving for this long has
+    /// stalled.
+    pub stall: Duration,
+    /// Whether stopping means the server is being shut down gracefully.
+    pub graceful_stop: bool,
+}
+
 /// Which server a torture run attacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 pub enum TortureMode {
