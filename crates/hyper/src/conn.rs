@@ -462,7 +462,12 @@ pub(crate) async fn serve<S, B>(
         .await;
     }
     drop(guard);
-    if let Ok(io) = Rc::try_unwrap(io) {
-        linger(io.into_inner()).await;
+    // Only a connection that answered something can have a peer still
+    // reading; one that never made a request (silent, a preface, a
+    // handshake) closes at once and frees its fd.
+    if activity.started.get() > 0 {
+        if let Ok(io) = Rc::try_unwrap(io) {
+            linger(io.into_inner()).await;
+        }
     }
 }

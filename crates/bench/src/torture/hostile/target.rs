@@ -191,6 +191,8 @@ pub struct Site {
 impl Site {
     /// Make the files under `dir` (which must be empty).
     pub fn make(dir: &Path) -> io::Result<Site> {
+        // Absolute: nginx reads relative paths from its own prefix.
+        let dir = &std::path::absolute(dir)?;
         let root = dir.join("www");
         let scratch = dir.join("scratch");
         std::fs::create_dir_all(&root)?;
