@@ -73,7 +73,11 @@ impl Idle {
         loop {
             ready!(std::pin::Pin::new(&mut self.timer).poll(cx));
             let due = self.last + self.limit;
-            if ringkit::time::coarse_now() >= due {
+            // The real clock here (once per period): the loop turn's clock
+            // does not move within a poll, and a deadline it has not
+            // reached yet would be re-armed in the past, fire at once and
+            // spin this loop for good.
+            if std::time::Instant::now() >= due {
                 return Poll::Ready(());
             }
             self.timer.reset(due);
