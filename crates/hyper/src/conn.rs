@@ -180,7 +180,7 @@ impl Drop for InFlight {
     fn drop(&mut self) {
         let a = &self.0;
         a.in_flight.set(a.in_flight.get() - 1);
-        a.last_end.set(Instant::now());
+        a.last_end.set(ringkit::time::coarse_now());
     }
 }
 
@@ -191,7 +191,7 @@ struct Sending(Rc<Activity>);
 impl Sending {
     fn begin(a: &Rc<Activity>) -> Sending {
         a.sending.set(a.sending.get() + 1);
-        a.last_write.set(Instant::now());
+        a.last_write.set(ringkit::time::coarse_now());
         Sending(a.clone())
     }
 }
@@ -200,7 +200,7 @@ impl Drop for Sending {
     fn drop(&mut self) {
         let a = &self.0;
         a.sending.set(a.sending.get() - 1);
-        a.last_end.set(Instant::now());
+        a.last_end.set(ringkit::time::coarse_now());
     }
 }
 
@@ -334,12 +334,13 @@ impl Read for Watched {
 }
 
 impl Watched {
-    /// A write that took bytes is progress.
+    /// A write that took bytes is progress (stamped with the loop turn's
+    /// clock: deadlines here are seconds, and a write is the hot path).
     fn note_write(&self, r: &Poll<io::Result<usize>>) {
         if let Poll::Ready(Ok(n)) = r {
             if *n > 0 {
                 let a = &self.activity;
-                a.last_write.set(Instant::now());
+                a.last_write.set(ringkit::time::coarse_now());
                 a.written.set(a.written.get() + *n as u64);
             }
         }

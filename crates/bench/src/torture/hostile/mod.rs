@@ -150,6 +150,20 @@ pub struct Row {
     pub notes: Vec<String>,
 }
 
+impl Row {
+    /// The two memory cells of a report: KiB per hostile connection at the
+    /// peak and after; for a burst, fresh (marked `fresh`) and after.
+    pub fn memory_cells(&self, fresh: &str) -> (String, String) {
+        match self.burst_kib {
+            Some([f, b]) => (format!("{f:.1}{fresh}"), format!("{b:.1}")),
+            None => (
+                format!("{:.1}", self.per_conn_kib[0]),
+                format!("{:.1}", self.per_conn_kib[1]),
+            ),
+        }
+    }
+}
+
 /// Peaks of a process while an attack runs.
 struct Sampler {
     stop: Arc<AtomicBool>,
@@ -397,13 +411,7 @@ pub fn table(rows: &[Row]) -> String {
             (None, Some(_)) => format!("{}/{}", r.closed, r.hostile),
             _ => "-".into(),
         };
-        let (during, after) = match r.burst_kib {
-            Some([f, b]) => (format!("{f:.1}f"), format!("{b:.1}")),
-            None => (
-                format!("{:.1}", r.per_conn_kib[0]),
-                format!("{:.1}", r.per_conn_kib[1]),
-            ),
-        };
+        let (during, after) = r.memory_cells("f");
         s += &format!(
             "{:<10} {:<6} {:<17} {:>5} {:>8.2} {:>12} {:>9} {:>9} {:>13} {:>5}\n",
             r.target,

@@ -93,13 +93,7 @@ fn markdown(rows: &[Row]) -> String {
             (None, Some(b)) => format!("{}/{} by {b:.0}", r.closed, r.hostile),
             _ => "-".into(),
         };
-        let (peak, after) = match r.burst_kib {
-            Some([f, b]) => (format!("{f:.1} fresh"), format!("{b:.1}")),
-            None => (
-                format!("{:.1}", r.per_conn_kib[0]),
-                format!("{:.1}", r.per_conn_kib[1]),
-            ),
-        };
+        let (peak, after) = r.memory_cells(" fresh");
         let _ = writeln!(
             md,
             "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {}/{}/{} | {} |",
