@@ -42,7 +42,8 @@ pub struct EchoArgs {
     /// 6.10). One CQE per batch in each case.
     #[arg(long, default_value = "vectored", env = "RINGKIT_SEND_BATCH")]
     send_batch: ringkit::driver::SendBatch,
-    /// Write runtime counters to PATH.<thread> every 50 ms (used by `compare`).
+    /// Write runtime counters to PATH.<thread> at start and on SIGUSR1, from
+    /// a writer thread, never on the serving loop (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
     /// io_uring: wait for up to WANT completions per enter, returning after

@@ -83,7 +83,8 @@ pub struct ServerArgs {
     #[arg(long, default_value = "sendfile", value_parser = FileSend::parse)]
     zero_copy: FileSend,
     /// Write this thread's runtime counters (io_uring enters, SQEs, CQEs,
-    /// syscalls, accepted connections) as JSON to PATH.<thread> every 50 ms;
+    /// syscalls, accepted connections) as JSON to PATH.<thread> at start and
+    /// on SIGUSR1, from a writer thread (never on the serving loop);
     /// `ringkit compare` reads them.
     #[arg(long)]
     stats: Option<PathBuf>,

@@ -67,7 +67,8 @@ pub struct EchoServerConfig {
     /// io_uring: how a batch of received buffers is sent back
     /// ([`ringkit::Builder::send_batch`]).
     pub send_batch: ringkit::driver::SendBatch,
-    /// Write runtime counters to `PATH.<thread>` every 50 ms.
+    /// Write runtime counters to `PATH.<thread>` at start and on request
+    /// ([`ringkit::publish`]).
     pub stats: Option<PathBuf>,
     /// Resource limits (for fault injection) and shutdown timing.
     pub limits: EchoLimits,

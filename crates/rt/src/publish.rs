@@ -1,24 +1,27 @@
 //! Publishing a server thread's counters to a file, for a process outside
 //! (a benchmark) to read at the start and end of its measured window.
 //!
-//! [`spawn_writer`] writes [`Published`] as JSON to `PATH.<thread>` every
-//! 50 ms, atomically (write `PATH.<thread>.tmp`, then rename), so a reader
-//! never sees half a file; [`Published::read_all`] sums every thread's file.
-//! Enabled by the `publish` feature.
+//! [`spawn_writer`] writes [`Published`] as JSON to `PATH.<thread>` when the
+//! server starts and then only when asked, atomically (write
+//! `PATH.<thread>.tmp`, then rename), so a reader never sees half a file;
+//! [`Published::read_all`] sums every thread's file. Enabled by the
+//! `publish` feature.
 //!
-//! # Reading at an exact moment
-//! A file read between two writes is up to 50 ms old, which at a window's
-//! edges skews per-request figures by a few percent. [`flush`] asks the
-//! server to write now: it sends `SIGUSR1`, whose handler (installed by the
-//! first [`spawn_writer`]) writes 1 to every writer's eventfd (the same
-//! eventfd table as `ringkit::signal`, `eventfd_table.rs`), and each writer
-//! publishes at once with its `seq` one higher; `flush` returns when every
-//! thread's file shows a newer `seq`.
+//! # Asking, and what it costs the server
+//! [`flush`] asks the server to publish now: it sends `SIGUSR1`, whose
+//! handler (installed by the first [`spawn_writer`]) writes 1 to every
+//! writer's eventfd (the same eventfd table as `ringkit::signal`,
+//! `eventfd_table.rs`); each thread copies its counters with its `seq` one
+//! higher and hands them to a writer thread, and `flush` returns when every
+//! thread's file holds figures copied after it asked. The serving thread does no file I/O
+//! and nothing on a timer: between two requests, a publishing server runs
+//! exactly the code an unpublishing one does. (Until 2026-11-26 each thread
+//! wrote and renamed its file itself every 50 ms, with blocking calls on its
+//! loop: on ext4 a rename can take 5-20 ms, which is where a p99 lives.)
 
 use std::cell::Cell;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -45,6 +48,23 @@ pub struct Published {
     /// threads keeps the largest.
     #[serde(default)]
     pub heap_bytes: u64,
+    /// When the serving thread copied these counters: `CLOCK_MONOTONIC`
+    /// in nanoseconds, the same clock in every process, so [`flush`] can
+    /// tell figures taken after it asked from older ones. In a sum, the
+    /// latest.
+    #[serde(default)]
+    pub copied_at_ns: u64,
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (vDSO: no syscall).
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// The allocator's bytes in use by this process (see
@@ -68,6 +88,7 @@ impl Published {
             accepted: self.accepted + o.accepted,
             seq: 0,
             heap_bytes: self.heap_bytes.max(o.heap_bytes),
+            copied_at_ns: self.copied_at_ns.max(o.copied_at_ns),
         }
     }
 
@@ -78,6 +99,7 @@ impl Published {
             accepted: self.accepted.saturating_sub(earlier.accepted),
             seq: 0,
             heap_bytes: self.heap_bytes,
+            copied_at_ns: self.copied_at_ns,
         }
     }
 
@@ -147,69 +169,105 @@ impl Published {
     }
 }
 
-/// Spawn a task on the current runtime that publishes this thread's
-/// counters to `PATH.<thread>` every 50 ms, and at once on `SIGUSR1` (see
-/// the module docs); `accepted` is the server's own count of accepted
-/// connections.
+/// Publish this thread's counters to `PATH.<thread>`: once now, then
+/// each time [`flush`] asks (`SIGUSR1`). `accepted` is the server's own
+/// count of accepted connections.
+///
+/// Nothing is written unasked, and the serving thread never writes a file:
+/// a task on the current runtime waits for the request (one eventfd read
+/// through the runtime, like a shutdown signal), copies the counters (a
+/// few dozen integers) and hands them to one writer thread per process,
+/// which serialises, writes and renames. So a server publishing its
+/// counters does on its loop what any server would, except for that copy
+/// at each request (a study asks at its window's two edges).
 pub fn spawn_writer(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>) {
-    spawn_writer_every(path, thread, accepted, Duration::from_millis(50));
-}
-
-/// [`spawn_writer`] with another period between the unasked writes.
-pub fn spawn_writer_every(path: PathBuf, thread: usize, accepted: Rc<Cell<u64>>, period: Duration) {
     if let Err(e) = install() {
         tracing::warn!("ringkit: publish: no SIGUSR1 flush: {e}");
     }
+    let file = PathBuf::from(format!("{}.{thread}", path.display()));
+    let tmp = PathBuf::from(format!("{}.{thread}.tmp", path.display()));
+    let reg = FLUSH.register();
+    if reg.is_none() {
+        tracing::warn!("ringkit: publish: no eventfd for thread {thread}: published once only");
+    }
     crate::spawn(async move {
-        let file = PathBuf::from(format!("{}.{thread}", path.display()));
-        let tmp = PathBuf::from(format!("{}.{thread}.tmp", path.display()));
-        let reg = FLUSH.register();
         let mut seq = 0u64;
-        let mut asked: Option<Pin<Box<dyn std::future::Future<Output = ()>>>> = None;
         loop {
             seq += 1;
-            let p = Published {
-                metrics: crate::metrics(),
-                accepted: accepted.get(),
-                seq,
-                heap_bytes: heap_in_use(),
+            let job = Job {
+                file: file.clone(),
+                tmp: tmp.clone(),
+                published: Published {
+                    metrics: crate::metrics(),
+                    accepted: accepted.get(),
+                    seq,
+                    heap_bytes: 0,
+                    copied_at_ns: monotonic_ns(),
+                },
             };
-            if let Ok(j) = serde_json::to_string(&p) {
-                if std::fs::write(&tmp, j).is_ok() {
-                    let _ = std::fs::rename(&tmp, &file);
-                }
+            if writer().send(job).is_err() {
+                tracing::warn!("ringkit: publish: the writer thread is gone");
+                return;
             }
-            let mut tick = std::pin::pin!(crate::time::sleep(period));
+            // On an error (the eventfd cannot be read), stop publishing.
             match &reg {
-                Some(r) => {
-                    let flush = asked.get_or_insert_with(|| {
-                        Box::pin(async {
-                            // On an error, stop listening for flushes; the
-                            // periodic writes go on.
-                            if r.wait().await.is_err() {
-                                std::future::pending::<()>().await;
-                            }
-                        })
-                    });
-                    if let crate::sync::Either::Right(()) =
-                        crate::sync::select(tick.as_mut(), flush.as_mut()).await
-                    {
-                        asked = None;
-                    }
-                }
-                None => tick.await,
+                Some(r) if r.wait().await.is_ok() => {}
+                _ => return,
             }
         }
     });
 }
 
+/// One write for the writer thread.
+struct Job {
+    file: PathBuf,
+    tmp: PathBuf,
+    published: Published,
+}
+
+/// The process's writer thread, started on first use. It fills in
+/// [`Published::heap_bytes`] (process-wide, and `mallinfo2` walks the
+/// allocator's arenas: not a serving thread's work), then writes the JSON
+/// to `tmp` and renames it over `file`, so a reader never sees half a file.
+fn writer() -> &'static std::sync::mpsc::Sender<Job> {
+    static WRITER: OnceLock<std::sync::mpsc::Sender<Job>> = OnceLock::new();
+    WRITER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("ringkit-publish".into())
+            .spawn(move || {
+                for mut job in rx {
+                    job.published.heap_bytes = heap_in_use();
+                    let Ok(j) = serde_json::to_string(&job.published) else {
+                        continue;
+                    };
+                    if let Err(e) = std::fs::write(&job.tmp, j)
+                        .and_then(|()| std::fs::rename(&job.tmp, &job.file))
+                    {
+                        tracing::warn!("ringkit: publish: {}: {e}", job.file.display());
+                    }
+                }
+            });
+        if let Err(e) = spawned {
+            // Sends fail from now on (the receiver is dropped with the
+            // closure), and each writer task stops with a warning.
+            tracing::warn!("ringkit: publish: no writer thread: {e}");
+        }
+        tx
+    })
+}
+
 /// Ask the process `pid` (a ringkit server publishing to `path`) to write
 /// its counters now, and return their sum once every thread has: the
-/// figures as of this call, not up to 50 ms before. The server must have
+/// figures as of this call. The server must have
 /// published at least once (so its `SIGUSR1` handler is in place: the
 /// signal's default action would end it); an error after `limit`.
 pub fn flush(pid: u32, path: &Path, limit: Duration) -> io::Result<Published> {
     let before = Published::read_each(path)?;
+    // Figures copied after this moment are the ones asked for. Not `seq`:
+    // a wake left over from an earlier request (another flusher's) can
+    // publish figures copied before this call with a newer `seq`.
+    let asked = monotonic_ns();
     // SAFETY: kill(2) with a valid signal; the caller names its own server.
     if unsafe { libc::kill(pid as libc::pid_t, libc::SIGUSR1) } != 0 {
         return Err(io::Error::last_os_error());
@@ -219,7 +277,7 @@ pub fn flush(pid: u32, path: &Path, limit: Duration) -> io::Result<Published> {
         let now = Published::read_each(path)?;
         let fresh = before
             .iter()
-            .all(|(t, b)| now.iter().any(|(t2, n)| t2 == t && n.seq > b.seq));
+            .all(|(t, _)| now.iter().any(|(t2, n)| t2 == t && n.copied_at_ns >= asked));
         if fresh {
             return Ok(now
                 .iter()
