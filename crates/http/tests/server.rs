@@ -342,7 +342,9 @@ ringkit::test_all! {
         stop.store(true, Ordering::SeqCst);
         let served = ringkit::time::timeout(Duration::from_secs(10), server).await;
         served.unwrap().unwrap().unwrap();
-        assert!(t0.elapsed() < Duration::from_secs(1), "drain took {:?}", t0.elapsed());
+        // The linger is 100 ms; the bug this guards against took 2 s. 1.5 s
+        // leaves a busy machine room without hiding it.
+        assert!(t0.elapsed() < Duration::from_millis(1500), "drain took {:?}", t0.elapsed());
         drop(held);
     }
 
