@@ -20,6 +20,8 @@ use ringkit::net::TcpStream;
 use ringkit::Backend;
 use serde::{Deserialize, Serialize};
 
+use super::open;
+use crate::harness::open_loop::Window;
 use crate::harness::phase::Phase;
 use crate::harness::sysinfo::CpuTimes;
 
@@ -64,6 +66,18 @@ pub struct EchoLoadResult {
     pub requests: u64,
     /// Messages read back (and verified) in the window.
     pub responses: u64,
+    /// Open loop: messages scheduled in the window and sent, with no echo
+    /// by its end (recorded in the latencies with their wait up to the end).
+    #[serde(default)]
+    pub unanswered: u64,
+    /// Open loop: messages scheduled in the window and never sent (the
+    /// connection's writer was held up), recorded the same way.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Open loop: the most messages in flight at once on one connection
+    /// (how many the schedule needed).
+    #[serde(default)]
+    pub most_in_flight: usize,
     /// The measured window, seconds.
     pub secs: f64,
     /// Time to open all connections, seconds.
@@ -147,15 +161,22 @@ impl EchoLoadResult {
     }
 }
 
-struct Shared {
+pub(super) struct Shared {
     phase: Cell<u8>,
-    requests: Cell<u64>,
-    responses: Cell<u64>,
-    connected: Cell<usize>,
+    /// The measured window (open loop).
+    pub(super) win: Window,
+    pub(super) requests: Cell<u64>,
+    pub(super) responses: Cell<u64>,
+    pub(super) connected: Cell<usize>,
     failed: Cell<u64>,
-    mismatches: Cell<u64>,
+    pub(super) mismatches: Cell<u64>,
+    /// Open loop: counted messages unanswered, and never sent, at the end.
+    pub(super) unanswered: Cell<u64>,
+    pub(super) unsent: Cell<u64>,
+    /// Open loop: the most messages in flight on one connection.
+    pub(super) most_in_flight: Cell<usize>,
     first_error: RefCell<Option<String>>,
-    hist: RefCell<Histogram<u64>>,
+    pub(super) hist: RefCell<Histogram<u64>>,
     /// Responses of each connection in the window.
     per_conn: RefCell<Vec<u64>>,
 }
@@ -166,11 +187,15 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
     let shared = Rc::new(Shared {
         phase: Cell::new(0),
+        win: Window::default(),
         requests: Cell::new(0),
         responses: Cell::new(0),
         connected: Cell::new(0),
         failed: Cell::new(0),
         mismatches: Cell::new(0),
+        unanswered: Cell::new(0),
+        unsent: Cell::new(0),
+        most_in_flight: Cell::new(0),
         first_error: RefCell::new(None),
         hist: RefCell::new(
             Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("histogram bounds"),
@@ -180,7 +205,7 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     if cfg.rate.is_some() && cfg.pipeline > 1 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            "--rate sends one message at a time: use it with --pipeline 1",
+            "--rate keeps as many messages in flight as its schedule needs; --pipeline is for the closed loop: use --pipeline 1",
         ));
     }
     // Open loop: each connection's interval, and its offset in it.
@@ -206,7 +231,16 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             let (addr, len, pipeline) = (cfg.addr, cfg.len, cfg.pipeline.max(1));
             let pace = interval.map(|i| (i, i.mul_f64(id as f64 / cfg.conns as f64)));
             handles.push(ringkit::spawn(async move {
-                if let Err(e) = conn_task(id, addr, len, pipeline, pooled, pace, &sh).await {
+                let r = match pace {
+                    Some(pace) => {
+                        let mut mine = 0;
+                        let r = open::open_conn(id, addr, len, pooled, pace, &sh, &mut mine).await;
+                        sh.per_conn.borrow_mut().push(mine);
+                        r
+                    }
+                    None => conn_task(id, addr, len, pipeline, pooled, None, &sh).await,
+                };
+                if let Err(e) = r {
                     sh.failed.set(sh.failed.get() + 1);
                     sh.first_error.borrow_mut().get_or_insert(e.to_string());
                 }
@@ -225,9 +259,11 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         hook(Phase::WindowStart);
         let t0 = Instant::now();
         let cpu0 = CpuTimes::own();
+        shared.win.open(t0);
         shared.phase.set(1);
         ringkit::time::sleep(cfg.duration).await;
         shared.phase.set(2);
+        shared.win.close(Instant::now());
         let secs = t0.elapsed().as_secs_f64();
         let cpu = CpuTimes::own().since(&cpu0);
         hook(Phase::WindowEnd);
@@ -244,6 +280,9 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             jain,
             requests: shared.requests.get(),
             responses: shared.responses.get(),
+            unanswered: shared.unanswered.get(),
+            unsent: shared.unsent.get(),
+            most_in_flight: shared.most_in_flight.get(),
             secs,
             connect_secs,
             failed_conns: shared.failed.get(),
@@ -260,7 +299,7 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     })
 }
 
-fn fill(buf: &mut [u8], id: usize, seq: u64) {
+pub(super) fn fill(buf: &mut [u8], id: usize, seq: u64) {
     let mut x =
         (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.wrapping_mul(0xD1B5_4A32_D192_ED03);
     for chunk in buf.chunks_mut(8) {
@@ -390,6 +429,16 @@ pub fn run_load_threads(
     use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex};
 
+    // A blocking thread per connection writes, then waits for its echo:
+    // it cannot keep a schedule, so it refuses one rather than run a
+    // closed loop under an open loop's name.
+    if cfg.rate.is_some() || cfg.pipeline > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the thread-per-connection client runs a closed loop, one message at a time: \
+             --rate and --pipeline need the ringkit client",
+        ));
+    }
     let phase = Arc::new(AtomicU8::new(0));
     let connected = Arc::new(AtomicUsize::new(0));
     let requests = Arc::new(AtomicU64::new(0));
@@ -497,6 +546,9 @@ pub fn run_load_threads(
         conn_median,
         conn_max,
         jain,
+        unanswered: 0,
+        unsent: 0,
+        most_in_flight: 1,
         requests: requests.load(Ordering::SeqCst),
         responses: responses.load(Ordering::SeqCst),
         secs,

@@ -3,6 +3,7 @@
 
 pub mod contenders;
 pub mod load;
+mod open;
 pub mod report;
 pub mod results;
 pub mod study;

@@ -31,7 +31,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::harness::stat::stat;
+use crate::harness::stalls::HostStalls;
+use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::SystemInfo;
 
@@ -100,8 +101,24 @@ pub struct Point {
     pub max_us: f64,
     /// Failed connections, mismatches, bad responses.
     pub errors: u64,
-    /// Jain's fairness index over the connections' responses.
-    pub jain: f64,
+    /// Jain's fairness index over the connections' responses, closed loop
+    /// only (in an open loop the schedule sets each connection's share).
+    pub jain: Option<f64>,
+    /// Echo's open loop: counted messages unanswered, and never sent, at
+    /// the window's end (in the latencies with their wait up to the end),
+    /// and the most in flight on one connection.
+    #[serde(default)]
+    pub unanswered: u64,
+    /// See `unanswered`.
+    #[serde(default)]
+    pub unsent: u64,
+    /// See `unanswered`.
+    #[serde(default)]
+    pub most_in_flight: usize,
+    /// The host's own stalls on the server's and the load's CPUs over the
+    /// same window ([`StallProbe`](crate::harness::stalls::StallProbe)).
+    #[serde(default)]
+    pub host: HostStalls,
     /// Why the run failed, if it did.
     pub error: Option<String>,
 }
@@ -145,6 +162,17 @@ pub struct Row {
     pub p99_vs_ref: Option<f64>,
     /// p999_vs_ref.
     pub p999_vs_ref: Option<f64>,
+    /// The fewest and most of the per-round ratios behind `p99_vs_ref`.
+    pub p99_vs_ref_span: Option<(f64, f64)>,
+    /// The same for `p999_vs_ref`.
+    pub p999_vs_ref_span: Option<(f64, f64)>,
+    /// The host's stalls over the same runs (medians): wake-up lateness of
+    /// a real-time probe on each CPU at p99 and p99.9, and the latest, µs.
+    pub host_p99_us: f64,
+    /// See `host_p99_us`.
+    pub host_p999_us: f64,
+    /// See `host_p99_us`.
+    pub host_max_us: f64,
 }
 
 /// A workload's reference: the epoll server with the highest closed-loop max.
@@ -217,7 +245,7 @@ fn summarize(points: &[Point], refs: &[Reference]) -> Vec<Row> {
             let rate = mine.first().and_then(|p| p.rate);
             let rps = m(|p| p.rps);
             let reference = refs.iter().find(|r| &r.workload == w);
-            let paired = |f: fn(&Point) -> f64| -> Option<f64> {
+            let paired = |f: fn(&Point) -> f64| -> Option<Stat> {
                 let r = reference?;
                 (*level)?;
                 let v: Vec<f64> = ok
@@ -233,8 +261,9 @@ fn summarize(points: &[Point], refs: &[Reference]) -> Vec<Row> {
                         (f(theirs) > 0.0).then(|| f(p) / f(theirs))
                     })
                     .collect();
-                (!v.is_empty()).then(|| median(v))
+                (!v.is_empty()).then(|| stat(v))
             };
+            let (p99, p999) = (paired(|p| p.p99_us), paired(|p| p.p999_us));
             Row {
                 workload: w.clone(),
                 contender: c.clone(),
@@ -249,8 +278,13 @@ fn summarize(points: &[Point], refs: &[Reference]) -> Vec<Row> {
                 saturated: rate.is_some_and(|r| rps < 0.95 * r),
                 failed: mine.len() - ok.len(),
                 runs: mine.len(),
-                p99_vs_ref: paired(|p| p.p99_us),
-                p999_vs_ref: paired(|p| p.p999_us),
+                p99_vs_ref: p99.map(|s| s.median),
+                p999_vs_ref: p999.map(|s| s.median),
+                p99_vs_ref_span: p99.map(|s| (s.min, s.max)),
+                p999_vs_ref_span: p999.map(|s| (s.min, s.max)),
+                host_p99_us: m(|p| p.host.p99_us),
+                host_p999_us: m(|p| p.host.p999_us),
+                host_max_us: m(|p| p.host.max_us),
             }
         })
         .collect()

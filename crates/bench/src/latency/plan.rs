@@ -11,6 +11,7 @@ use super::{Point, Variant};
 use crate::echo::load::{self as echo_load, EchoLoadConfig};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Family, RingkitServer, Server};
+use crate::harness::stalls::StallProbe;
 use crate::harness::study::StudyOpts;
 use crate::http::load::{self as http_load, HttpLoadConfig};
 use crate::http::{self, LoadTool, Run, Site, Workload};
@@ -168,7 +169,7 @@ pub(super) fn benches<'a>(
     let s = RingkitServer::axum(&opts.ringkit_bin)
         .backend("uring")
         .threads(1);
-    cs.push(s.contender("axum-ringkit-uring", Family::Uring));
+    cs.push(limit(s).contender("axum-ringkit-uring", Family::Uring));
     let body = ringkit_hyper::hello::ROOT_BODY;
     out.push(Bench {
         name: format!("axum GET / c={file_conns}"),
@@ -198,7 +199,11 @@ fn point(c: &Contender, b: &Bench<'_>, rate: Option<f64>) -> Point {
         p999_us: 0.0,
         max_us: 0.0,
         errors: 0,
-        jain: 0.0,
+        jain: None,
+        unanswered: 0,
+        unsent: 0,
+        most_in_flight: 0,
+        host: Default::default(),
         error: None,
     }
 }
@@ -228,7 +233,9 @@ pub(super) fn sample(
     let mut p = point(c, b, rate);
     let mut go = || -> io::Result<()> {
         let dur = Duration::from_secs_f64(secs);
-        let mut hook = |_: Phase| {};
+        // The host's own stalls on both CPUs, over the same window.
+        let probe = StallProbe::start(&[opts.server_cpu, opts.client_cpu])?;
+        let mut hook = |ph: Phase| probe.window(ph == Phase::WindowStart);
         match &b.kind {
             Kind::Echo { len, out } => {
                 std::fs::create_dir_all(out.join("logs"))?;
@@ -249,8 +256,11 @@ pub(super) fn sample(
                 drop(server);
                 p.rps = r.rps();
                 (p.p50_us, p.p90_us, p.p99_us) = (r.p50_us, r.p90_us, r.p99_us);
-                (p.p999_us, p.max_us, p.jain) = (r.p999_us, r.max_us, r.jain);
+                (p.p999_us, p.max_us) = (r.p999_us, r.max_us);
+                p.jain = rate.is_none().then_some(r.jain);
                 p.errors = r.failed_conns + r.mismatches;
+                (p.unanswered, p.unsent) = (r.unanswered, r.unsent);
+                p.most_in_flight = r.most_in_flight;
                 if !r.ok() {
                     p.error = Some(r.first_error.unwrap_or_else(|| "failed run".into()));
                 }
@@ -268,13 +278,15 @@ pub(super) fn sample(
                 drop(server);
                 p.rps = r.rps();
                 (p.p50_us, p.p90_us, p.p99_us) = (r.p50_us, r.p90_us, r.p99_us);
-                (p.p999_us, p.max_us, p.jain) = (r.p999_us, r.max_us, r.jain);
+                (p.p999_us, p.max_us) = (r.p999_us, r.max_us);
+                p.jain = rate.is_none().then_some(r.jain);
                 p.errors = r.errors();
                 if !r.ok() {
                     p.error = Some(r.first_error.unwrap_or_else(|| "failed run".into()));
                 }
             }
         }
+        p.host = probe.finish()?;
         Ok(())
     };
     if let Err(e) = go() {

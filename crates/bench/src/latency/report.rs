@@ -17,6 +17,14 @@ fn us(v: f64) -> String {
     }
 }
 
+/// A paired ratio with the fewest and most of its rounds: "0.82x (0.61-1.10)".
+fn spread(v: Option<f64>, span: Option<(f64, f64)>) -> String {
+    match (v, span) {
+        (Some(_), Some((lo, hi))) => format!("{} ({lo:.2}-{hi:.2})", ratio(v)),
+        _ => ratio(v),
+    }
+}
+
 fn slug(s: &str) -> String {
     s.chars()
         .map(|c| {
@@ -74,13 +82,24 @@ pub fn section(res: &LatencyResults) -> Section {
         md,
         "Each workload first finds every server's closed-loop maximum (median of {} rounds), then \
          drives every server **open loop** at {pct} of the best epoll server's \
-         maximum (the reference): requests leave at their scheduled moments whether or not \
-         earlier replies are back, and latency counts from the scheduled moment, so queueing \
-         shows (no coordinated omission). All servers face the same offered rate; a server that \
+         maximum (the reference), latency counted from each request's scheduled moment, so \
+         queueing shows (no coordinated omission). Echo is a true open loop: each connection \
+         sends at its scheduled moments whether or not earlier replies are back (several \
+         messages in flight), and messages unanswered or unsent at the window's end are \
+         recorded with their wait up to the end, not dropped. The HTTP workloads still keep one \
+         request in flight per connection: a late reply delays that connection's next send \
+         (its lateness is counted), and requests unanswered at the window's end are not. All servers face the same offered rate; a server that \
          cannot carry it is marked *saturated* (achieved under 95% of offered). {} rounds of {} s \
          per point, interleaved and rotated; server on CPU {}, load (one thread, the built-in \
          generator) on CPU {}. Ratios are the server's latency over the reference's, paired per \
-         round (median): below 1 is faster than the reference.\n",
+         round (median, with the fewest and most of the rounds in brackets): below 1 is faster \
+         than the reference.\n\n\
+         **Host stalls.** During every run a probe thread on each of the two CPUs, pinned and \
+         real-time (`SCHED_FIFO`), sleeps to an absolute deadline every 1 ms and records how late \
+         it wakes (cyclictest's method): time that CPU was not there for anyone. The host \
+         columns are the p99, p99.9 and latest of those wake-ups over the same window (median \
+         over rounds). A server's tail near the host's is the machine's, not the server's. The \
+         probe costs each CPU one wake-up per millisecond, the same for every server.\n",
         res.rounds,
         res.rounds,
         res.secs,
@@ -126,11 +145,11 @@ pub fn section(res: &LatencyResults) -> Section {
         }
         let _ = writeln!(
             md,
-            "| load | offered req/s | server | achieved req/s | p50 | p90 | p99 | p99.9 | max | p99 vs ref | p99.9 vs ref | failed runs |"
+            "| load | offered req/s | server | achieved req/s | p50 | p90 | p99 | p99.9 | max | p99 vs ref (rounds) | p99.9 vs ref (rounds) | host p99 | host p99.9 | host max | failed runs |"
         );
         let _ = writeln!(
             md,
-            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
         );
         for &level in levels {
             for r in res
@@ -140,7 +159,7 @@ pub fn section(res: &LatencyResults) -> Section {
             {
                 let _ = writeln!(
                     md,
-                    "| {:.0}% | {:.0} | {}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
+                    "| {:.0}% | {:.0} | {}{} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}/{} |",
                     level * 100.0,
                     r.rate.unwrap_or(0.0),
                     r.contender,
@@ -151,8 +170,11 @@ pub fn section(res: &LatencyResults) -> Section {
                     us(r.p99_us),
                     us(r.p999_us),
                     us(r.max_us),
-                    ratio(r.p99_vs_ref),
-                    ratio(r.p999_vs_ref),
+                    spread(r.p99_vs_ref, r.p99_vs_ref_span),
+                    spread(r.p999_vs_ref, r.p999_vs_ref_span),
+                    us(r.host_p99_us),
+                    us(r.host_p999_us),
+                    us(r.host_max_us),
                     r.failed,
                     r.runs
                 );
@@ -244,13 +266,15 @@ pub fn section(res: &LatencyResults) -> Section {
         {
             let _ = writeln!(
                 table,
-                "  {:<22} {:>9.0} req/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  vs ref p99 {}{}{}",
+                "  {:<22} {:>9.0} req/s  p50 {:>9}  p99 {:>9}  p99.9 {:>9}  vs ref p99 {}  host p99.9 {} max {}{}{}",
                 r.contender,
                 r.rps,
                 us(r.p50_us),
                 us(r.p99_us),
                 us(r.p999_us),
-                ratio(r.p99_vs_ref),
+                spread(r.p99_vs_ref, r.p99_vs_ref_span),
+                us(r.host_p999_us),
+                us(r.host_max_us),
                 if r.saturated { "  saturated" } else { "" },
                 if r.failed > 0 {
                     format!("  {} of {} runs FAILED", r.failed, r.runs)
