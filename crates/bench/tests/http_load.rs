@@ -22,13 +22,19 @@ enum Answer {
     BadStatus,
     /// Claims 10 bytes of body, sends 3 and closes.
     ShortBody,
+    /// `Ok`, each response 40 ms after the last.
+    Slow,
+    /// Reads every request, answers none.
+    Silent,
 }
 
 impl Answer {
     fn bytes(self, close: bool) -> Vec<u8> {
         let conn = if close { "Connection: close\r\n" } else { "" };
         match self {
-            Answer::Ok => format!("HTTP/1.1 200 OK\r\n{conn}Content-Length: 0\r\n\r\n"),
+            Answer::Ok | Answer::Slow | Answer::Silent => {
+                format!("HTTP/1.1 200 OK\r\n{conn}Content-Length: 0\r\n\r\n")
+            }
             Answer::OkChunked => {
                 format!("HTTP/1.1 200 OK\r\n{conn}Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
             }
@@ -42,7 +48,52 @@ impl Answer {
     }
 }
 
+/// `Slow`: each response leaves 40 ms after its request came, in order
+/// (a delay line), however many are waiting.
+async fn serve_slow(s: TcpStream) {
+    let s = Rc::new(s);
+    let line: Rc<std::cell::RefCell<std::collections::VecDeque<std::time::Instant>>> =
+        Rc::default();
+    let writer = {
+        let (s, line) = (s.clone(), line.clone());
+        ringkit::spawn(async move {
+            loop {
+                let front = line.borrow().front().copied();
+                match front {
+                    Some(at) if at <= std::time::Instant::now() => {
+                        line.borrow_mut().pop_front();
+                        if s.write_all(Answer::Ok.bytes(false)).await.0.is_err() {
+                            return;
+                        }
+                    }
+                    _ => ringkit::time::sleep(Duration::from_millis(1)).await,
+                }
+            }
+        })
+    };
+    let mut pending: Vec<u8> = Vec::new();
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        buf.clear();
+        let (res, b) = s.read(buf).await;
+        buf = b;
+        match res {
+            Ok(0) | Err(_) => break,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+        }
+        while let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") {
+            pending.drain(..end + 4);
+            let at = std::time::Instant::now() + Duration::from_millis(40);
+            line.borrow_mut().push_back(at);
+        }
+    }
+    writer.abort();
+}
+
 async fn serve_conn(s: TcpStream, answer: Answer) {
+    if let Answer::Slow = answer {
+        return serve_slow(s).await;
+    }
     let mut pending: Vec<u8> = Vec::new();
     let mut buf = Vec::with_capacity(4096);
     loop {
@@ -58,6 +109,9 @@ async fn serve_conn(s: TcpStream, answer: Answer) {
             let close = String::from_utf8_lossy(&head)
                 .to_ascii_lowercase()
                 .contains("connection: close");
+            if let Answer::Silent = answer {
+                continue;
+            }
             if s.write_all(answer.bytes(close)).await.0.is_err() {
                 return;
             }
@@ -107,9 +161,48 @@ ringkit::test_all! {
     async fn open_loop_holds_the_rate() {
         let r = run_at(Answer::Ok, false, Some(2000.0)).await;
         assert!(r.ok(), "{r:?}");
-        let rate = r.responses as f64 / r.secs;
-        assert!((1500.0..2500.0).contains(&rate), "{rate:.0}/s: {r:?}");
-        assert!(r.conn_min > 0 && r.jain > 0.95, "{r:?}");
+        // Counted by the schedule, sent or not: the asked rate.
+        let rate = r.requests as f64 / r.secs;
+        assert!((1800.0..2200.0).contains(&rate), "{rate:.0}/s: {r:?}");
+        assert!(r.conn_min > 0, "{r:?}");
+        assert_eq!(r.responses + r.unanswered + r.unsent, r.requests, "{r:?}");
+    }
+
+    /// A true open loop: responses 40 ms apart do not hold back the
+    /// requests (one in flight per connection would send ~25 a second on
+    /// each); several are in flight on a connection, pipelined. A server
+    /// that never answers: every scheduled request is recorded with its
+    /// wait up to the window's end, none dropped.
+    async fn open_loop_sends_on_schedule_while_responses_are_late() {
+        let r = run_at(Answer::Slow, false, Some(1000.0)).await;
+        assert!(r.ok(), "{r:?}");
+        let rate = r.requests as f64 / r.secs;
+        assert!((900.0..1100.0).contains(&rate), "{rate:.0}/s: {r:?}");
+        assert!(r.most_in_flight > 2, "{r:?}");
+        assert!(r.p50_us >= 40_000.0, "{r:?}");
+        assert_eq!(r.responses + r.unanswered + r.unsent, r.requests, "{r:?}");
+        let r = run_at(Answer::Silent, false, Some(1000.0)).await;
+        assert_eq!((r.responses, r.errors()), (0, 0), "{r:?}");
+        assert_eq!(r.unanswered + r.unsent, r.requests, "{r:?}");
+        assert!(r.requests > 300, "{r:?}");
+        assert!(r.max_us >= 0.9 * r.secs * 1e6, "{r:?}");
+    }
+
+    /// An open loop pipelines by itself: --close and --pipeline are refused.
+    async fn open_loop_refuses_close_and_pipeline() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut cfg = HttpLoadConfig::new(addr, 1, Duration::from_millis(10));
+        cfg.rate = Some(10.0);
+        cfg.close = true;
+        let mut piped = cfg.clone();
+        (piped.close, piped.pipeline) = (false, 2);
+        for c in [cfg, piped] {
+            let e = std::thread::spawn(move || load::run_load(&c, &mut |_| {}))
+                .join()
+                .unwrap()
+                .unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        }
     }
 
     async fn keep_alive_clean() {

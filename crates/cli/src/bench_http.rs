@@ -26,8 +26,12 @@ pub struct BenchHttpArgs {
     #[arg(long, default_value_t = 1, conflicts_with = "close")]
     pipeline: usize,
     /// Open loop: send this many requests per second in all, each at its
-    /// scheduled moment, and count latency from that moment (free of
-    /// coordinated omission, as wrk2's -R). Default: closed loop.
+    /// scheduled moment whether or not earlier responses are back
+    /// (pipelined on each keep-alive connection, as many in flight as the
+    /// schedule needs), and count latency from that moment (free of
+    /// coordinated omission). Requests unanswered or unsent at the window's
+    /// end count with their wait up to the end. Not with --close or
+    /// --pipeline. Default: closed loop
     #[arg(long)]
     rate: Option<f64>,
     /// Status every response must have.
@@ -199,10 +203,18 @@ fn print_result(r: &HttpLoadResult, mix: bool) {
         fmt_us(r.mean_us),
         fmt_us(r.max_us)
     );
-    println!(
-        "  Fairness  responses per connection min {} / median {} / max {}, Jain's index {:.3}",
-        r.conn_min, r.conn_median, r.conn_max, r.jain
-    );
+    if r.most_in_flight > 0 {
+        // An open loop: the schedule fixes each connection's share.
+        println!(
+            "  Open loop {} unanswered and {} unsent at the window's end (in the latencies up to the end); at most {} in flight on one connection",
+            r.unanswered, r.unsent, r.most_in_flight
+        );
+    } else {
+        println!(
+            "  Fairness  responses per connection min {} / median {} / max {}, Jain's index {:.3}",
+            r.conn_min, r.conn_median, r.conn_max, r.jain
+        );
+    }
     println!(
         "  {} requests in {:.2}s, {} read (window after {:.3}s of connecting)",
         r.responses,

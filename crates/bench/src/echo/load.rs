@@ -183,6 +183,23 @@ pub(super) struct Shared {
 
 /// Run the load on this thread (which gets its own runtime).
 pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<EchoLoadResult> {
+    if cfg.rate.is_some() && cfg.pipeline > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--rate keeps as many messages in flight as its schedule needs; --pipeline is for the closed loop: use --pipeline 1",
+        ));
+    }
+    // Open loop: each connection's interval, and its offset in it.
+    let interval = match cfg.rate {
+        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
+        Some(r) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--rate {r}: want a positive number of messages per second"),
+            ))
+        }
+        None => None,
+    };
     ringkit::raise_nofile_limit();
     let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
     let shared = Rc::new(Shared {
@@ -202,23 +219,6 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         ),
         per_conn: RefCell::new(Vec::with_capacity(cfg.conns)),
     });
-    if cfg.rate.is_some() && cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--rate keeps as many messages in flight as its schedule needs; --pipeline is for the closed loop: use --pipeline 1",
-        ));
-    }
-    // Open loop: each connection's interval, and its offset in it.
-    let interval = match cfg.rate {
-        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
-        Some(r) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("--rate {r}: want a positive number of messages per second"),
-            ))
-        }
-        None => None,
-    };
     // On io_uring the replies arrive by multishot recv into the buffer ring
     // (armed once per connection, no failed recv and poll re-arm per round
     // trip); on epoll a plain read into the connection's own buffer.
@@ -238,7 +238,7 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
                         sh.per_conn.borrow_mut().push(mine);
                         r
                     }
-                    None => conn_task(id, addr, len, pipeline, pooled, None, &sh).await,
+                    None => conn_task(id, addr, len, pipeline, pooled, &sh).await,
                 };
                 if let Err(e) = r {
                     sh.failed.set(sh.failed.get() + 1);
@@ -319,11 +319,10 @@ async fn conn_task(
     len: usize,
     pipeline: usize,
     mut pooled: bool,
-    pace: Option<(Duration, Duration)>,
     sh: &Shared,
 ) -> io::Result<()> {
     let mut mine = 0u64;
-    let r = conn_loop(id, addr, len, pipeline, &mut pooled, pace, sh, &mut mine).await;
+    let r = conn_loop(id, addr, len, pipeline, &mut pooled, sh, &mut mine).await;
     sh.per_conn.borrow_mut().push(mine);
     r
 }
@@ -337,7 +336,6 @@ async fn conn_loop(
     len: usize,
     pipeline: usize,
     pooled: &mut bool,
-    pace: Option<(Duration, Duration)>,
     sh: &Shared,
     mine: &mut u64,
 ) -> io::Result<()> {
@@ -348,17 +346,10 @@ async fn conn_loop(
     let mut out = vec![0u8; total];
     let mut chunk: Vec<u8> = Vec::with_capacity(if *pooled { 0 } else { total.max(4096) });
     let mut seq = 0u64;
-    // Open loop: the next scheduled send (staggered over the connections).
-    let mut pacer = crate::harness::latency::Pacer::new(pace);
     while sh.phase.get() < 2 {
         seq += 1;
         fill(&mut out, id, seq);
-        // The moment latency counts from: the scheduled one in open loop
-        // (a send that is late counts its lateness), else now.
-        let t = pacer.wait().await;
-        if sh.phase.get() >= 2 {
-            break;
-        }
+        let t = Instant::now();
         let counting = sh.phase.get() == 1;
         let (res, o) = s.write_all(out).await;
         out = o;

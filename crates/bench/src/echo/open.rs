@@ -34,9 +34,11 @@ pub(super) async fn open_conn(
         let writer = pin!(write_side(&s, id, len, &mut schedule, &flight, sh));
         let reader = pin!(read_side(&s, id, len, &mut pooled, &flight, sh, mine));
         let work = pin!(select(writer, reader));
-        match select(work, pin!(sh.win.closed())).await {
-            Either::Left(Either::Left(r) | Either::Right(r)) => r,
-            Either::Right(()) => Ok(()),
+        // The window's end first: once it has closed, no reply is taken
+        // (each is recorded by `settle` below, up to the end).
+        match select(pin!(sh.win.closed()), work).await {
+            Either::Right(Either::Left(r) | Either::Right(r)) => r,
+            Either::Left(()) => Ok(()),
         }
     };
     sh.most_in_flight

@@ -161,35 +161,3 @@ mod tests {
         assert_eq!(rotation(0, 3).count(), 0);
     }
 }
-
-/// The send schedule of one connection of an open-loop generator (wrk2's
-/// design): every `interval`, first after `offset`, whether or not the
-/// last reply came back; closed loop when there is no schedule.
-#[derive(Debug)]
-pub struct Pacer {
-    next: Option<(std::time::Instant, std::time::Duration)>,
-}
-
-impl Pacer {
-    /// `pace`: `(interval, offset)`, or `None` for a closed loop.
-    pub fn new(pace: Option<(std::time::Duration, std::time::Duration)>) -> Pacer {
-        Pacer {
-            next: pace.map(|(interval, offset)| (std::time::Instant::now() + offset, interval)),
-        }
-    }
-
-    /// Wait for the next scheduled send and return the moment latency
-    /// counts from: the scheduled one (a late send counts its lateness),
-    /// or now in a closed loop.
-    pub async fn wait(&mut self) -> std::time::Instant {
-        let Some((at, interval)) = &mut self.next else {
-            return std::time::Instant::now();
-        };
-        let due = *at;
-        if std::time::Instant::now() < due {
-            ringkit::time::sleep_until(due).await;
-        }
-        *at += *interval;
-        due
-    }
-}

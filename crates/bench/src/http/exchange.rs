@@ -8,7 +8,8 @@ use hdrhistogram::Histogram;
 use ringkit::net::TcpStream;
 
 use super::load::{verify, Want, MAX_RESPONSE};
-use super::response::{parse_response, Parse};
+use super::response::{parse_response, Parse, Response};
+use crate::harness::open_loop::Window;
 
 #[derive(Default)]
 pub(super) struct Counters {
@@ -23,6 +24,13 @@ pub(super) struct Counters {
 
 pub(super) struct Shared {
     pub(super) phase: Cell<u8>,
+    /// The measured window (open loop).
+    pub(super) win: Window,
+    /// Open loop: counted requests unanswered, and never sent, at the end.
+    pub(super) unanswered: Cell<u64>,
+    pub(super) unsent: Cell<u64>,
+    /// Open loop: the most requests in flight on one connection.
+    pub(super) most_in_flight: Cell<usize>,
     pub(super) requests: Cell<u64>,
     pub(super) responses: Cell<u64>,
     pub(super) bytes: Cell<u64>,
@@ -161,39 +169,7 @@ fn take_responses(
         match parse_response(&buf[pos..]) {
             Ok(Parse::Partial) => return Some(pos),
             Ok(Parse::Complete(r)) => {
-                if r.status != sh.expect_status {
-                    sh.error(&sh.errs.bad_status, || {
-                        format!("status {} (expected {})", r.status, sh.expect_status)
-                    });
-                }
-                let (want_len, want_crc) = match wants[*done] {
-                    Some((len, crc)) => (Some(len), crc),
-                    None => (sh.expect_body.get(), sh.expect_crc),
-                };
-                match want_len {
-                    None => sh.expect_body.set(Some(r.body_len)),
-                    Some(want) if want != r.body_len => {
-                        sh.error(&sh.errs.bad_body, || {
-                            format!("body of {} bytes (expected {want})", r.body_len)
-                        });
-                    }
-                    Some(_) => {}
-                }
-                if let (Some(crc), Some(at)) = (want_crc, r.body_at) {
-                    if verify(*nth, r.body_len) {
-                        let body = &buf[pos + at..pos + at + r.body_len];
-                        sh.verified.set(sh.verified.get() + 1);
-                        if crc32c::crc32c(body) != crc {
-                            sh.error(&sh.errs.bad_content, || {
-                                format!(
-                                    "body bytes differ from the expected ones (CRC-32C {:08x}, expected {crc:08x})",
-                                    crc32c::crc32c(body)
-                                )
-                            });
-                        }
-                    }
-                }
-                *nth += 1;
+                check_response(&buf[pos..], &r, wants[*done], nth, sh);
                 pos += r.len;
                 *done += 1;
                 *reuse = !r.close;
@@ -215,4 +191,49 @@ fn take_responses(
         return None;
     }
     Some(pos)
+}
+
+/// Check one complete response framed at the start of `buf` against what
+/// it must be (`want`, or the run's expectation), counting what is wrong;
+/// `nth` counts the connection's responses (for the content sample).
+pub(super) fn check_response(
+    buf: &[u8],
+    r: &Response,
+    want: Option<Want>,
+    nth: &mut u64,
+    sh: &Shared,
+) {
+    if r.status != sh.expect_status {
+        sh.error(&sh.errs.bad_status, || {
+            format!("status {} (expected {})", r.status, sh.expect_status)
+        });
+    }
+    let (want_len, want_crc) = match want {
+        Some((len, crc)) => (Some(len), crc),
+        None => (sh.expect_body.get(), sh.expect_crc),
+    };
+    match want_len {
+        None => sh.expect_body.set(Some(r.body_len)),
+        Some(want) if want != r.body_len => {
+            sh.error(&sh.errs.bad_body, || {
+                format!("body of {} bytes (expected {want})", r.body_len)
+            });
+        }
+        Some(_) => {}
+    }
+    if let (Some(crc), Some(at)) = (want_crc, r.body_at) {
+        if verify(*nth, r.body_len) {
+            let body = &buf[at..at + r.body_len];
+            sh.verified.set(sh.verified.get() + 1);
+            if crc32c::crc32c(body) != crc {
+                sh.error(&sh.errs.bad_content, || {
+                    format!(
+                        "body bytes differ from the expected ones (CRC-32C {:08x}, expected {crc:08x})",
+                        crc32c::crc32c(body)
+                    )
+                });
+            }
+        }
+    }
+    *nth += 1;
 }

@@ -40,6 +40,8 @@ use ringkit::Backend;
 use serde::{Deserialize, Serialize};
 
 use super::exchange::{exchange, Bufs, Counters, Outcome, Shared};
+use super::open;
+use crate::harness::open_loop::Window;
 use crate::harness::phase::Phase;
 use crate::harness::rng::Rng;
 
@@ -196,7 +198,7 @@ impl HttpLoadConfig {
 }
 
 /// What connections ask for: one request, or a mix (requests built once).
-enum Asks {
+pub(super) enum Asks {
     One(Vec<u8>),
     Mix(Vec<(Vec<u8>, Want)>),
 }
@@ -211,6 +213,18 @@ pub struct HttpLoadResult {
     pub requests: u64,
     /// Responses received and checked in the window.
     pub responses: u64,
+    /// Open loop: requests scheduled in the window and sent, with no
+    /// response by its end (recorded in the latencies with their wait up
+    /// to the end).
+    #[serde(default)]
+    pub unanswered: u64,
+    /// Open loop: requests scheduled in the window and never sent (the
+    /// connection's writer was held up), recorded the same way.
+    #[serde(default)]
+    pub unsent: u64,
+    /// Open loop: the most requests in flight at once on one connection.
+    #[serde(default)]
+    pub most_in_flight: usize,
     /// Response bytes read in the window.
     pub bytes: u64,
     /// The measured window, seconds.
@@ -301,10 +315,31 @@ impl HttpLoadResult {
 /// Run the load on this thread (it gets its own runtime). `hook` sees the
 /// window start and end, e.g. to sample the server's CPU time.
 pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<HttpLoadResult> {
+    let interval = match cfg.rate {
+        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
+        Some(r) => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("--rate {r}: want a positive number of requests per second"),
+            ))
+        }
+        None => None,
+    };
+    if interval.is_some() && (cfg.close || cfg.pipeline > 1) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--rate pipelines as many requests on each keep-alive connection as its schedule \
+             needs: it takes neither --close nor --pipeline",
+        ));
+    }
     ringkit::raise_nofile_limit();
     let rt = ringkit::Builder::new().backend(cfg.backend).build()?;
     let sh = Rc::new(Shared {
         phase: Cell::new(0),
+        win: Window::default(),
+        unanswered: Cell::new(0),
+        unsent: Cell::new(0),
+        most_in_flight: Cell::new(0),
         requests: Cell::new(0),
         responses: Cell::new(0),
         bytes: Cell::new(0),
@@ -321,16 +356,6 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         ),
         per_conn: RefCell::new(vec![0; cfg.conns]),
     });
-    let interval = match cfg.rate {
-        Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
-        Some(r) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("--rate {r}: want a positive number of requests per second"),
-            ))
-        }
-        None => None,
-    };
     let asks = Rc::new(match &cfg.mix {
         Some(mix) => Asks::Mix(
             mix.iter()
@@ -349,7 +374,10 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             let rng = Rng::for_stream(cfg.seed, i as u64, 0);
             let pace = interval.map(|iv| (iv, iv.mul_f64(i as f64 / cfg.conns as f64)));
             handles.push(ringkit::spawn(async move {
-                conn_task(i, addr, close, depth, pace, &asks, rng, &sh).await;
+                match pace {
+                    Some(pace) => open::open_conn(i, addr, pace, &asks, rng, &sh).await,
+                    None => conn_task(i, addr, close, depth, &asks, rng, &sh).await,
+                }
             }));
         }
         while sh.started.get() < cfg.conns && start.elapsed() < Duration::from_secs(30) {
@@ -359,11 +387,19 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
         ringkit::time::sleep(Duration::from_millis(200)).await;
         hook(Phase::WindowStart);
         let t0 = Instant::now();
+        sh.win.open(t0);
         sh.phase.set(1);
         ringkit::time::sleep(cfg.duration).await;
         sh.phase.set(2);
+        sh.win.close(Instant::now());
         let secs = t0.elapsed().as_secs_f64();
         hook(Phase::WindowEnd);
+        if interval.is_some() {
+            // Each open-loop connection records what it has unanswered.
+            for h in handles.drain(..) {
+                let _ = h.await;
+            }
+        }
         // Requests in flight finish; those that do not within GRACE are timeouts.
         let t1 = Instant::now();
         while sh.busy.get() > 0 && t1.elapsed() < GRACE {
@@ -389,6 +425,9 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             jain,
             requests: sh.requests.get(),
             responses: sh.responses.get(),
+            unanswered: sh.unanswered.get(),
+            unsent: sh.unsent.get(),
+            most_in_flight: sh.most_in_flight.get(),
             bytes: sh.bytes.get(),
             secs,
             connect_secs,
@@ -420,7 +459,6 @@ async fn conn_task(
     addr: SocketAddr,
     close: bool,
     depth: usize,
-    pace: Option<(Duration, Duration)>,
     asks: &Asks,
     mut rng: Rng,
     sh: &Shared,
@@ -433,15 +471,8 @@ async fn conn_task(
     let mut acc: Vec<u8> = Vec::new();
     let mut first = true;
     let mut conn: Option<TcpStream> = None;
-    // Open loop: the next scheduled send (staggered over the connections).
-    let mut pacer = crate::harness::latency::Pacer::new(pace);
     while sh.phase.get() < 2 {
-        // Latency counts from the scheduled moment in open loop (a late
-        // send counts its lateness), else from now.
-        let t = pacer.wait().await;
-        if sh.phase.get() >= 2 {
-            break;
-        }
+        let t = Instant::now();
         let counting = sh.phase.get() == 1;
         sh.busy.set(sh.busy.get() + 1);
         let s = match conn.take() {

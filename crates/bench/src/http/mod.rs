@@ -14,6 +14,7 @@
 mod exchange;
 pub mod load;
 mod nginx;
+mod open;
 mod report;
 pub mod response;
 mod results;

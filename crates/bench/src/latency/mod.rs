@@ -104,7 +104,7 @@ pub struct Point {
     /// Jain's fairness index over the connections' responses, closed loop
     /// only (in an open loop the schedule sets each connection's share).
     pub jain: Option<f64>,
-    /// Echo's open loop: counted messages unanswered, and never sent, at
+    /// Open loop: counted requests unanswered, and never sent, at
     /// the window's end (in the latencies with their wait up to the end),
     /// and the most in flight on one connection.
     #[serde(default)]

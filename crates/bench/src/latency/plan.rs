@@ -281,6 +281,8 @@ pub(super) fn sample(
                 (p.p999_us, p.max_us) = (r.p999_us, r.max_us);
                 p.jain = rate.is_none().then_some(r.jain);
                 p.errors = r.errors();
+                (p.unanswered, p.unsent) = (r.unanswered, r.unsent);
+                p.most_in_flight = r.most_in_flight;
                 if !r.ok() {
                     p.error = Some(r.first_error.unwrap_or_else(|| "failed run".into()));
                 }

@@ -83,12 +83,10 @@ pub fn section(res: &LatencyResults) -> Section {
         "Each workload first finds every server's closed-loop maximum (median of {} rounds), then \
          drives every server **open loop** at {pct} of the best epoll server's \
          maximum (the reference), latency counted from each request's scheduled moment, so \
-         queueing shows (no coordinated omission). Echo is a true open loop: each connection \
+         queueing shows (no coordinated omission). A true open loop: each connection \
          sends at its scheduled moments whether or not earlier replies are back (several \
-         messages in flight), and messages unanswered or unsent at the window's end are \
-         recorded with their wait up to the end, not dropped. The HTTP workloads still keep one \
-         request in flight per connection: a late reply delays that connection's next send \
-         (its lateness is counted), and requests unanswered at the window's end are not. All servers face the same offered rate; a server that \
+         requests in flight, pipelined on HTTP/1.1 keep-alive), and requests unanswered or \
+         unsent at the window's end are recorded with their wait up to the end, not dropped. All servers face the same offered rate; a server that \
          cannot carry it is marked *saturated* (achieved under 95% of offered). {} rounds of {} s \
          per point, interleaved and rotated; server on CPU {}, load (one thread, the built-in \
          generator) on CPU {}. Ratios are the server's latency over the reference's, paired per \
