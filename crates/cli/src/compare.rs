@@ -17,11 +17,12 @@ pub struct CompareArgs {
     /// and nginx (static files, clear and TLS), one table, attack by attack
     /// (about 8 minutes; with `all` only under `--full`, then on both
     /// backends). `latency` drives every server open loop at 25, 50,
-    /// 75 and 90% of the best epoll server's closed-loop maximum and
-    /// reports p50 to p99.9 (about 7 minutes; with `all` only under
-    /// `--full`); `c10k` holds 10 000 keep-alive connections on the HTTP,
-    /// static and axum servers (every request answered, p99 at 50% of the
-    /// best epoll server's maximum). `http` runs four
+    /// 75 and 90% of the best epoll server's open-loop capacity (what it
+    /// completes when offered 1.2x its closed-loop maximum) and reports p50
+    /// to p99.9 beside the host's own stalls (about 8 minutes; with `all`
+    /// only under `--full`); `c10k` holds 10 000 keep-alive connections on
+    /// the HTTP, static and axum servers (every request answered, p99 at 50%
+    /// of the best epoll server's open-loop capacity). `http` runs four
     /// parts: `http-core` (ringkit-http against nginx, hyper and the rest),
     /// `axum` (axum on ringkit and on tokio), `tls` (HTTPS against nginx)
     /// and `pipeline` (16 pipelined requests per connection); each part also

@@ -128,9 +128,11 @@ pub struct BenchFileArgs {
     /// loop turn, psync one at a time). Repeat for several jobs.
     #[arg(long = "job", default_value = "randread,bs=4k,qd=32,direct=1", value_parser = Job::parse)]
     jobs: Vec<Job>,
-    /// Engines: uring[-fixed][-sqpoll][-iopoll] (ringkit-uring directly;
+    /// Engines: uring[-fixed][-sqpoll][-iopoll][-spin] (ringkit-uring directly;
     /// fixed = registered buffer + file; sqpoll = poller on --sq-cpu;
-    /// iopoll = IORING_SETUP_IOPOLL, probed first), rt-uring, rt-epoll
+    /// iopoll = IORING_SETUP_IOPOLL, probed first; spin = reap by spinning
+    /// on the completion ring, as fio does under SQPOLL, needs -sqpoll),
+    /// rt-uring, rt-epoll
     /// (ringkit::fs::File tasks; epoll does inline pread, psync's stand-in),
     /// fio-io_uring[-fixed][-sqpoll][-iopoll], fio-libaio, fio-psync.
     #[arg(

@@ -55,7 +55,7 @@ pub(crate) fn run_uring(
     cfg: &FileConfig,
     path: &Path,
     job: &Job,
-    (fixed, sqpoll, iopoll): (bool, bool, bool),
+    (fixed, sqpoll, iopoll, spin): (bool, bool, bool, bool),
 ) -> io::Result<Measured> {
     let file = open_std(path, job)?;
     let mut offs = Offsets::new(job, cfg.size, now_ns());
@@ -67,6 +67,7 @@ pub(crate) fn run_uring(
         fixed,
         sqpoll_cpu: sqpoll.then_some(cfg.sq_cpu as u32),
         iopoll,
+        spin,
         secs: cfg.secs,
     };
     crate::raw::file::run(&ring_job, file.as_raw_fd(), || offs.next())

@@ -2,12 +2,21 @@
 //! it pinned to a CPU with `--output-format=json`, and read IOPS, latency
 //! and CPU out of its report.
 //!
-//! fio's CPU per I/O is measured around the process (`wait4`'s resource
-//! usage: every thread of fio and of its job process, the SQPOLL poller
-//! included), the same whole-process quantity the file study takes from
-//! `getrusage(RUSAGE_SELF)` for ringkit. fio's own `usr_cpu`/`sys_cpu` are
-//! its job thread's alone (`RUSAGE_THREAD`): with SQPOLL they left out a
-//! CPU's worth of polling, so they are kept only for reference.
+//! fio is charged the CPU of the threads that do its I/O, over its I/O,
+//! as ringkit's engine is charged its process's CPU inside its window:
+//! - its job thread, from fio's own `usr_cpu`/`sys_cpu` (`RUSAGE_THREAD`,
+//!   taken around the I/O loop: fio's start-up, clock calibration and exit
+//!   are outside it);
+//! - the kernel threads of its ring (`iou-sqp-*`, the SQPOLL poller, and
+//!   `iou-wrk-*`, io-wq workers), read from `/proc/PID/task` every 5 ms
+//!   while fio runs ([`crate::harness::tasks`]); they live from the ring's
+//!   setup, just before the I/O, to its teardown, just after.
+//!
+//! fio runs with `--thread`, so its job is a thread of the process we
+//! watch (without it fio forks the job). The whole process tree's CPU from
+//! `wait4` is kept beside ([`FioResult::process_cpu_per_io`]): it adds fio's
+//! start-up (115-190 ms of CPU here, half of it clock calibration), which
+//! until 2026-11-26 was charged to fio's rows.
 
 use std::io;
 use std::os::unix::process::CommandExt;
@@ -16,7 +25,7 @@ use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
-use crate::harness::sysinfo::CpuTimes;
+use crate::harness::tasks::run_watching;
 
 /// A fio ioengine with the options the study compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -113,12 +122,17 @@ pub struct FioResult {
     pub usr_cpu: f64,
     /// System CPU, percent of run time, as fio reports it (job thread).
     pub sys_cpu: f64,
-    /// User seconds of the whole fio process tree (all threads, the job
-    /// process, its SQPOLL thread), measured by us with `wait4`: what is
-    /// compared with ringkit's whole-process figure.
+    /// User seconds of the whole fio process tree (all threads, start-up
+    /// and exit included), measured by us with `wait4`: shown beside, not
+    /// compared.
     pub proc_user_s: f64,
     /// System seconds of the whole fio process tree.
     pub proc_sys_s: f64,
+    /// User and system seconds of the ring's kernel threads (`iou-sqp-*`,
+    /// `iou-wrk-*`), read from `/proc` while fio ran.
+    pub ring_threads_user_s: f64,
+    /// See `ring_threads_user_s`.
+    pub ring_threads_sys_s: f64,
     /// fio's version string.
     pub version: String,
 }
@@ -143,6 +157,8 @@ pub fn args(job: &FioJob<'_>, engine: FioEngine) -> Vec<String> {
     };
     let mut a = vec![
         "--name=ringkit".to_string(),
+        // The job as a thread of this process, so /proc/PID/task shows it.
+        "--thread".to_string(),
         format!("--filename={}", job.file.display()),
         format!("--size={}", job.size),
         format!("--bs={}", job.bs),
@@ -194,7 +210,8 @@ pub fn run(job: &FioJob<'_>, engine: FioEngine) -> io::Result<FioResult> {
     unsafe {
         cmd.pre_exec(move || ringkit::pin_to_cpu(cpu));
     }
-    let (out, cpu_times) = CpuTimes::of_command(&mut cmd)?;
+    let watched = run_watching(&mut cmd)?;
+    let out = &watched.output;
     let text = String::from_utf8_lossy(&out.stdout);
     if !out.status.success() {
         return Err(io::Error::other(format!(
@@ -205,8 +222,11 @@ pub fn run(job: &FioJob<'_>, engine: FioEngine) -> io::Result<FioResult> {
         )));
     }
     let mut r = parse(&text)?;
-    r.proc_user_s = cpu_times.user;
-    r.proc_sys_s = cpu_times.system;
+    r.proc_user_s = watched.process.user;
+    r.proc_sys_s = watched.process.system;
+    let ring = watched.named(&["iou-sqp", "iou-wrk"]);
+    r.ring_threads_user_s = ring.user;
+    r.ring_threads_sys_s = ring.system;
     Ok(r)
 }
 
@@ -240,6 +260,8 @@ pub fn parse(text: &str) -> io::Result<FioResult> {
         sys_cpu: f(&job["sys_cpu"]),
         proc_user_s: 0.0,
         proc_sys_s: 0.0,
+        ring_threads_user_s: 0.0,
+        ring_threads_sys_s: 0.0,
         version: j["fio version"].as_str().unwrap_or("").to_string(),
     };
     if r.ios == 0 {
@@ -252,10 +274,21 @@ pub fn parse(text: &str) -> io::Result<FioResult> {
 }
 
 impl FioResult {
-    /// CPU seconds per I/O (user, system) of the whole fio process tree
-    /// ([`run`] measures it; it includes fio's start and exit, a few ms in
-    /// a run of seconds, so fio is if anything charged a little more).
+    /// CPU seconds per I/O (user, system) charged to fio: its job thread
+    /// over its I/O loop plus its ring's kernel threads (see the module
+    /// docs).
     pub fn cpu_per_io(&self) -> (f64, f64) {
+        let n = self.ios.max(1) as f64;
+        let (u, s) = self.thread_cpu_per_io();
+        (
+            u + self.ring_threads_user_s / n,
+            s + self.ring_threads_sys_s / n,
+        )
+    }
+
+    /// CPU seconds per I/O of the whole fio process tree over its life,
+    /// start-up and exit included (`wait4`), for reference.
+    pub fn process_cpu_per_io(&self) -> (f64, f64) {
         let n = self.ios.max(1) as f64;
         (self.proc_user_s / n, self.proc_sys_s / n)
     }
@@ -298,8 +331,14 @@ mod tests {
         let (u, s) = r.thread_cpu_per_io();
         assert!((u - 0.02 * 1.5 / 117_199.0).abs() < 1e-15);
         assert!((s - 0.40 * 1.5 / 117_199.0).abs() < 1e-15);
-        // What the study compares is measured around the process, not parsed.
-        assert_eq!(r.cpu_per_io(), (0.0, 0.0));
+        // Charged: the job thread plus the ring's kernel threads (read
+        // from /proc by `run`, none here); the whole process is apart.
+        assert_eq!(r.cpu_per_io(), (u, s));
+        let mut r = r;
+        (r.ring_threads_user_s, r.ring_threads_sys_s) = (0.0, 1.2);
+        (r.proc_user_s, r.proc_sys_s) = (0.5, 2.0);
+        assert!((r.cpu_per_io().1 - (s + 1.2 / 117_199.0)).abs() < 1e-15);
+        assert_eq!(r.process_cpu_per_io(), (0.5 / 117_199.0, 2.0 / 117_199.0));
         assert!(parse("no json").is_err());
     }
 

@@ -182,6 +182,9 @@ pub enum Engine {
         sqpoll: bool,
         /// IOPOLL.
         iopoll: bool,
+        /// Reap by spinning on the completion ring (fio's design under
+        /// SQPOLL) instead of sleeping in `io_uring_enter`.
+        spin: bool,
     },
     /// ringkit tasks on this backend.
     Rt(#[serde(serialize_with = "ser_backend")] Backend),
@@ -201,9 +204,15 @@ impl Engine {
                 fixed,
                 sqpoll,
                 iopoll,
+                spin,
             } => {
                 let mut s = "uring".to_string();
-                for (on, n) in [(fixed, "-fixed"), (sqpoll, "-sqpoll"), (iopoll, "-iopoll")] {
+                for (on, n) in [
+                    (fixed, "-fixed"),
+                    (sqpoll, "-sqpoll"),
+                    (iopoll, "-iopoll"),
+                    (spin, "-spin"),
+                ] {
                     if on {
                         s.push_str(n);
                     }
@@ -238,6 +247,7 @@ impl Engine {
                 fixed,
                 sqpoll,
                 iopoll,
+                ..
             } => Some(Engine::Fio(FioEngine::IoUring {
                 fixed,
                 sqpoll,
@@ -265,21 +275,22 @@ impl Engine {
 impl std::str::FromStr for Engine {
     type Err = String;
     fn from_str(s: &str) -> Result<Engine, String> {
-        let flags = |rest: &str| -> Option<(bool, bool, bool)> {
-            let (mut f, mut sq, mut io) = (false, false, false);
+        let flags = |rest: &str| -> Option<(bool, bool, bool, bool)> {
+            let (mut f, mut sq, mut io, mut spin) = (false, false, false, false);
             for p in rest.split('-').filter(|p| !p.is_empty()) {
                 match p {
                     "fixed" => f = true,
                     "sqpoll" => sq = true,
                     "iopoll" => io = true,
+                    "spin" => spin = true,
                     _ => return None,
                 }
             }
-            Some((f, sq, io))
+            Some((f, sq, io, spin))
         };
         let bad = || {
             format!(
-                "unknown engine {s:?}: uring[-fixed][-sqpoll][-iopoll], rt-uring, rt-epoll, \
+                "unknown engine {s:?}: uring[-fixed][-sqpoll][-iopoll][-spin], rt-uring, rt-epoll, \
                  fio-io_uring[-fixed][-sqpoll][-iopoll], fio-libaio, fio-psync"
             )
         };
@@ -290,18 +301,29 @@ impl std::str::FromStr for Engine {
             "fio-psync" => Ok(Engine::Fio(FioEngine::Psync)),
             _ => {
                 if let Some(rest) = s.strip_prefix("fio-io_uring") {
-                    let (fixed, sqpoll, hipri) = flags(rest).ok_or_else(bad)?;
+                    let (fixed, sqpoll, hipri, spin) = flags(rest).ok_or_else(bad)?;
+                    if spin {
+                        return Err(format!(
+                            "{s:?}: fio chooses how it reaps (-spin is ringkit's)"
+                        ));
+                    }
                     Ok(Engine::Fio(FioEngine::IoUring {
                         fixed,
                         sqpoll,
                         hipri,
                     }))
                 } else if let Some(rest) = s.strip_prefix("uring") {
-                    let (fixed, sqpoll, iopoll) = flags(rest).ok_or_else(bad)?;
+                    let (fixed, sqpoll, iopoll, spin) = flags(rest).ok_or_else(bad)?;
+                    if spin && !sqpoll {
+                        // Without SQPOLL completions are posted only by an
+                        // enter (DEFER_TASKRUN): spinning is a syscall loop.
+                        return Err(format!("{s:?}: -spin needs -sqpoll"));
+                    }
                     Ok(Engine::Uring {
                         fixed,
                         sqpoll,
                         iopoll,
+                        spin,
                     })
                 } else {
                     Err(bad())
@@ -382,6 +404,7 @@ mod tests {
             "uring-sqpoll",
             "uring-fixed-sqpoll",
             "uring-iopoll",
+            "uring-sqpoll-spin",
             "rt-uring",
             "rt-epoll",
             "fio-io_uring",
@@ -395,6 +418,11 @@ mod tests {
         }
         assert!("uring-fast".parse::<Engine>().is_err());
         assert!("fio-spdk".parse::<Engine>().is_err());
+        // Spinning is ringkit's engine's, and only with SQPOLL.
+        assert!("uring-spin".parse::<Engine>().is_err());
+        assert!("fio-io_uring-sqpoll-spin".parse::<Engine>().is_err());
+        let e: Engine = "uring-sqpoll-spin".parse().unwrap();
+        assert_eq!(e.fio_peer().unwrap().name(), "fio-io_uring-sqpoll");
         let e: Engine = "uring-fixed".parse().unwrap();
         assert_eq!(e.fio_peer().unwrap().name(), "fio-io_uring-fixed");
         assert_eq!(Engine::Rt(Backend::Epoll).effective_qd(32), 1);

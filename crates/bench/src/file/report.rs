@@ -48,7 +48,7 @@ pub fn table(res: &FileResults) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<28} {:<22} {:>4} {:>9} {:>17} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>4}",
+        "{:<28} {:<22} {:>4} {:>9} {:>17} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>4}",
         "job",
         "engine",
         "qd",
@@ -62,12 +62,13 @@ pub fn table(res: &FileResults) -> String {
         "enter",
         "vs fio",
         "cpu/fio",
+        "sys/fio",
         "ok"
     );
     for r in &res.rows {
         let _ = writeln!(
             s,
-            "{:<28} {:<22} {:>4} {:>9.0} {:>17} {:>8.1} {:>9.1} {:>8.1} {:>8.1} {:>8.2} {:>7} {:>7} {:>7} {:>4}",
+            "{:<28} {:<22} {:>4} {:>9.0} {:>17} {:>8.1} {:>9.1} {:>8.1} {:>8.1} {:>8.2} {:>7} {:>7} {:>7} {:>7} {:>4}",
             r.job.label(),
             r.name,
             r.effective_qd,
@@ -81,6 +82,7 @@ pub fn table(res: &FileResults) -> String {
             opt(r.enters_per_io, 3),
             ratio(r.iops_vs_fio),
             ratio(r.cpu_vs_fio),
+            ratio(r.sys_vs_fio),
             format!("{}/{}", r.ok_samples, r.samples)
         );
     }
@@ -118,7 +120,7 @@ pub fn markdown(res: &FileResults) -> String {
          - {} rounds of {} s per sample, engines interleaved and rotated; wall {:.0} s\n\
          - IOPOLL: {}\n\
          - fio: {}\n\
-         - latency: submission to reaped completion (fio: `lat_ns`); CPU per I/O: process user+system time over the window (`getrusage`, SQPOLL thread included; fio: its whole process tree from `wait4`, poller included, not its per-thread usr_cpu/sys_cpu)\n\
+         - latency: submission to reaped completion (fio: `lat_ns`); CPU per I/O: what the I/O cost, over the I/O: ringkit's engines, their process's user+system time over the window (`getrusage`, SQPOLL thread included); fio (run with `--thread`), its job thread over its I/O loop (fio's own usr_cpu/sys_cpu) plus its ring's kernel threads (`iou-sqp-*`, `iou-wrk-*`, read from `/proc` every 5 ms). fio's whole process over its life (`wait4`: start-up, clock calibration and exit included) is the *whole-process* column, not compared. With SQPOLL, fio's job thread spins on the completion ring while ringkit's engine sleeps in `io_uring_enter`, unless it is the `-spin` engine: *sys vs fio* compares kernel time only (poller plus submissions)\n\
          - command: `{}`; ringkit {}\n",
         sys.kernel, sys.cpu_model, sys.cores, c.cpu, c.sq_cpu, c.size >> 20, t.path, t.device, t.fs,
         t.fill_secs, c.rounds, c.secs, res.wall_secs,
@@ -126,18 +128,19 @@ pub fn markdown(res: &FileResults) -> String {
         match &res.fio { Ok(v) => v.clone(), Err(e) => format!("rows skipped: {e}") },
         sys.command, sys.tool_version
     );
-    let _ = writeln!(s, "| job | engine | effective qd | IOPS | min–max | MiB/s | lat avg µs | p50 µs | p99 µs | CPU µs/IO (user+sys) | io_uring_enter/IO | IOPS vs fio | CPU vs fio | fio peer | ok |");
+    let _ = writeln!(s, "| job | engine | effective qd | IOPS | min–max | MiB/s | lat avg µs | p50 µs | p99 µs | CPU µs/IO (user+sys) | whole-process CPU µs/IO | io_uring_enter/IO | IOPS vs fio | CPU vs fio | sys vs fio | fio peer | ok |");
     let _ = writeln!(
         s,
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     );
     for r in &res.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0} | {:.0}–{:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {}/{} |",
+            "| {} | {} | {} | {:.0} | {:.0}–{:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} ({:.2}+{:.2}) | {:.2} | {} | {} | {} | {} | {} | {}/{} |",
             r.job.label(), r.name, r.effective_qd, r.iops.median, r.iops.min, r.iops.max, r.mib_s,
             r.lat_avg_us, r.lat_p50_us, r.lat_p99_us, r.cpu_us_per_io, r.cpu_user_us, r.cpu_sys_us,
-            opt(r.enters_per_io, 3), ratio(r.iops_vs_fio), ratio(r.cpu_vs_fio),
+            r.whole_cpu_us, opt(r.enters_per_io, 3), ratio(r.iops_vs_fio), ratio(r.cpu_vs_fio),
+            ratio(r.sys_vs_fio),
             r.fio_peer.as_deref().unwrap_or("-"), r.ok_samples, r.samples
         );
     }

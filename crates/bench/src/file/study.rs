@@ -74,6 +74,11 @@ pub struct FileSample {
     pub cpu_user_per_io: f64,
     /// System CPU seconds per I/O.
     pub cpu_sys_per_io: f64,
+    /// CPU seconds per I/O of the whole process over its life: fio's
+    /// start-up and exit included (`wait4`); for ringkit's engines the same
+    /// as the charged figure.
+    #[serde(default)]
+    pub whole_cpu_per_io: f64,
     /// `io_uring_enter` calls per I/O (raw io_uring engines).
     pub enters_per_io: Option<f64>,
     /// Setup that took effect.
@@ -109,12 +114,17 @@ pub struct FileRow {
     pub cpu_user_us: f64,
     /// System part.
     pub cpu_sys_us: f64,
+    /// Whole-process CPU µs per I/O (fio: start-up and exit included).
+    pub whole_cpu_us: f64,
     /// io_uring_enter per I/O.
     pub enters_per_io: Option<f64>,
     /// IOPS / the fio peer's IOPS (same job, same options).
     pub iops_vs_fio: Option<f64>,
     /// CPU per I/O / the fio peer's.
     pub cpu_vs_fio: Option<f64>,
+    /// System CPU per I/O / the fio peer's (with SQPOLL: the poller's and
+    /// the submissions' kernel time, without how each side reaps).
+    pub sys_vs_fio: Option<f64>,
     /// Which fio row the ratios use.
     pub fio_peer: Option<String>,
     /// Setup that took effect.
@@ -212,6 +222,8 @@ fn sample(cfg: &FileConfig, path: &Path, job: &Job, engine: Engine, round: usize
                     s.lat_p50 = r.lat_p50;
                     s.lat_p99 = r.lat_p99;
                     (s.cpu_user_per_io, s.cpu_sys_per_io) = r.cpu_per_io();
+                    let (u, sy) = r.process_cpu_per_io();
+                    s.whole_cpu_per_io = u + sy;
                     s.setup = format!("{} {}", r.version, fio::args(&fj, fe).join(" "));
                     return s;
                 }
@@ -226,7 +238,8 @@ fn sample(cfg: &FileConfig, path: &Path, job: &Job, engine: Engine, round: usize
                         fixed,
                         sqpoll,
                         iopoll,
-                    } => run_uring(cfg, path, job, (fixed, sqpoll, iopoll)),
+                        spin,
+                    } => run_uring(cfg, path, job, (fixed, sqpoll, iopoll, spin)),
                     Engine::Rt(b) => run_rt(cfg, path, job, b),
                     Engine::Fio(_) => unreachable!("handled above"),
                 }
@@ -246,6 +259,7 @@ fn sample(cfg: &FileConfig, path: &Path, job: &Job, engine: Engine, round: usize
             let n = l.count.max(1) as f64;
             s.cpu_user_per_io = m.cpu.0 / n;
             s.cpu_sys_per_io = m.cpu.1 / n;
+            s.whole_cpu_per_io = s.cpu_user_per_io + s.cpu_sys_per_io;
             s.enters_per_io = m.enters.map(|e| e as f64 / n);
             s.setup = m.setup;
             if l.count == 0 {
@@ -407,9 +421,11 @@ fn summarize(list: &[(Job, Engine)], samples: &[FileSample]) -> Vec<FileRow> {
                 cpu_us_per_io: med(&|s| (s.cpu_user_per_io + s.cpu_sys_per_io) * 1e6),
                 cpu_user_us: med(&|s| s.cpu_user_per_io * 1e6),
                 cpu_sys_us: med(&|s| s.cpu_sys_per_io * 1e6),
+                whole_cpu_us: med(&|s| s.whole_cpu_per_io * 1e6),
                 enters_per_io: (!epi.is_empty()).then(|| stat(epi).median),
                 iops_vs_fio: None,
                 cpu_vs_fio: None,
+                sys_vs_fio: None,
                 fio_peer: None,
                 setup: good.first().map_or_else(String::new, |s| s.setup.clone()),
                 ok_samples: good.len(),
@@ -417,20 +433,29 @@ fn summarize(list: &[(Job, Engine)], samples: &[FileSample]) -> Vec<FileRow> {
             }
         })
         .collect();
-    let peers: Vec<(Job, Engine, f64, f64)> = rows
+    let peers: Vec<(Job, Engine, f64, f64, f64)> = rows
         .iter()
         .filter(|r| r.ok_samples > 0)
-        .map(|r| (r.job, r.engine, r.iops.median, r.cpu_us_per_io))
+        .map(|r| {
+            (
+                r.job,
+                r.engine,
+                r.iops.median,
+                r.cpu_us_per_io,
+                r.cpu_sys_us,
+            )
+        })
         .collect();
     for r in &mut rows {
         let Some(peer) = r.engine.fio_peer() else {
             continue;
         };
-        if let Some(&(_, _, iops, cpu)) = peers.iter().find(|p| p.0 == r.job && p.1 == peer) {
+        if let Some(&(_, _, iops, cpu, sys)) = peers.iter().find(|p| p.0 == r.job && p.1 == peer) {
             r.fio_peer = Some(peer.name());
             if r.ok_samples > 0 && iops > 0.0 {
                 r.iops_vs_fio = Some(r.iops.median / iops);
                 r.cpu_vs_fio = (cpu > 0.0).then(|| r.cpu_us_per_io / cpu);
+                r.sys_vs_fio = (sys > 0.0).then(|| r.cpu_sys_us / sys);
             }
         }
     }
@@ -491,6 +516,7 @@ pub fn default_plans(quick: bool) -> Vec<JobPlan> {
                 "uring",
                 "uring-fixed",
                 "uring-sqpoll",
+                "uring-sqpoll-spin",
                 "uring-iopoll",
                 "rt-uring",
                 "rt-epoll",

@@ -21,3 +21,4 @@ pub mod study;
 pub mod summary;
 pub mod syscalls;
 pub mod sysinfo;
+pub mod tasks;

@@ -83,7 +83,14 @@ pub struct CpuTimes {
 impl CpuTimes {
     /// Read `/proc/<pid>/stat` (utime, stime).
     pub fn of(pid: u32) -> std::io::Result<CpuTimes> {
-        let s = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+        CpuTimes::of_path(std::path::Path::new(&format!("/proc/{pid}/stat")))
+    }
+
+    /// Read a `/proc/.../stat` file (a process's, or a thread's under
+    /// `/proc/PID/task/TID/stat`).
+    pub fn of_path(path: &std::path::Path) -> std::io::Result<CpuTimes> {
+        let pid = path.display();
+        let s = std::fs::read_to_string(path)?;
         // Fields after the parenthesised comm; utime and stime are fields 14 and 15.
         let rest = s
             .rsplit_once(')')
@@ -93,9 +100,9 @@ impl CpuTimes {
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
         let get = |i: usize| {
-            f.get(i).and_then(|v| v.parse::<f64>().ok()).ok_or_else(|| {
-                std::io::Error::other(format!("/proc/{pid}/stat: no field {}", i + 3))
-            })
+            f.get(i)
+                .and_then(|v| v.parse::<f64>().ok())
+                .ok_or_else(|| std::io::Error::other(format!("{pid}: no field {}", i + 3)))
         };
         Ok(CpuTimes {
             user: get(11)? / hz,
@@ -143,6 +150,16 @@ impl CpuTimes {
     pub fn of_command(
         cmd: &mut std::process::Command,
     ) -> std::io::Result<(std::process::Output, CpuTimes)> {
+        CpuTimes::of_command_watching(cmd, std::time::Duration::ZERO, &mut |_| {})
+    }
+
+    /// [`CpuTimes::of_command`], calling `watch(pid)` every `every` while
+    /// the child runs (never, for a zero `every`).
+    pub fn of_command_watching(
+        cmd: &mut std::process::Command,
+        every: std::time::Duration,
+        watch: &mut dyn FnMut(u32),
+    ) -> std::io::Result<(std::process::Output, CpuTimes)> {
         use std::io::Read;
         use std::os::unix::process::ExitStatusExt;
         use std::process::Stdio;
@@ -172,13 +189,21 @@ impl CpuTimes {
         let mut status = 0;
         // SAFETY: an all-zero rusage is valid; wait4 fills it.
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        let flags = if every.is_zero() { 0 } else { libc::WNOHANG };
         loop {
+            if !every.is_zero() {
+                watch(pid as u32);
+            }
             // SAFETY: waiting for our own child by its pid; `status` and
             // `ru` are valid and writable. `child` is never waited on by
             // std after this (dropping a Child does not wait).
-            let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+            let r = unsafe { libc::wait4(pid, &mut status, flags, &mut ru) };
             if r == pid {
                 break;
+            }
+            if r == 0 {
+                std::thread::sleep(every);
+                continue;
             }
             let e = std::io::Error::last_os_error();
             if e.kind() != std::io::ErrorKind::Interrupted {

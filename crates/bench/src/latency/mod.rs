@@ -3,14 +3,18 @@
 //!
 //! A closed-loop client slows down when the server does, so queueing never
 //! shows in its latencies. Here every workload first finds each server's
-//! closed-loop maximum (the same generator, closed loop, interleaved rounds),
-//! takes the best epoll server's median maximum as the reference, and then
-//! drives every server **open loop** at 25, 50, 75 and 90% of that one
-//! reference rate: each connection sends at its scheduled moments whether or
-//! not earlier replies are back, and latency counts from the scheduled
-//! moment (as wrk2 does). Every server thus faces the same offered load, and
-//! a server that cannot carry it shows it (achieved < offered, latency
-//! growing over the window).
+//! closed-loop maximum (the same generator, closed loop, interleaved rounds)
+//! and takes the epoll server with the best median as the reference. Its
+//! open-loop capacity is what it completes when offered [`OVERLOAD`] times
+//! that maximum, open loop. Every server is then driven **open loop** at 25,
+//! 50, 75 and 90% of that capacity: each connection sends at its scheduled
+//! moments whether or not earlier replies are back (pipelined, any number in
+//! flight), latency counts from the scheduled moment, and what is unanswered
+//! or unsent at the window's end is recorded up to the end, not dropped
+//! ([`crate::harness::open_loop`]). Every server thus faces the same offered
+//! load, and a server that cannot carry it shows it (achieved < offered,
+//! latency growing over the window). Beside every tail, the host's own
+//! stalls over the same window ([`crate::harness::stalls`]).
 //!
 //! Workloads: echo 512 B at 1000 connections (ringkit on io_uring and epoll,
 //! tokio, monoio), HTTP `GET /` at 1000 connections and a static 1 KiB file
@@ -184,7 +188,16 @@ pub struct Reference {
     pub contender: String,
     /// Its closed-loop maximum (median), requests/s.
     pub max_rps: f64,
+    /// Its open-loop capacity, requests/s: what it completes when offered
+    /// [`OVERLOAD`] times its closed-loop maximum, open loop (median over
+    /// rounds). The load levels are fractions of this.
+    #[serde(default)]
+    pub capacity_rps: f64,
 }
+
+/// How far past the reference's closed-loop maximum the capacity run
+/// offers: enough that the server, not the offer, is the limit.
+pub const OVERLOAD: f64 = 1.2;
 
 /// Everything the study measured.
 #[derive(Debug, Clone, Serialize)]
@@ -299,7 +312,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
 /// `GET /` on `ringkit http` and nginx, a static 1 KiB file on `ringkit
 /// serve` and nginx, and the axum app on ringkit and on tokio, each at
 /// 10 000 connections: every request must be answered; p99 at 50% of the
-/// best epoll server's maximum.
+/// best epoll server's open-loop capacity.
 pub fn study_c10k(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
     run(opts, Variant::C10k, progress)
 }
@@ -316,7 +329,7 @@ fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io
     let secs = opts.secs.unwrap_or(if opts.quick { 2.0 } else { 5.0 });
     let total: usize = benches
         .iter()
-        .map(|b| b.contenders.len() * rounds * (1 + levels.len()))
+        .map(|b| b.contenders.len() * rounds * (1 + levels.len()) + rounds)
         .sum();
     let mut points: Vec<Point> = Vec::new();
     let mut refs = Vec::new();
@@ -324,35 +337,41 @@ fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io
     let mut n = 0;
     for b in &benches {
         let cs = &b.contenders;
-        let mut measure = |level: Option<f64>, rate: Option<f64>, points: &mut Vec<Point>| {
-            for round in 0..rounds {
-                for i in 0..cs.len() {
-                    let c = &cs[(i + round) % cs.len()];
-                    let tag = match level {
-                        Some(l) => format!("{:.0}-{round}", l * 100.0),
-                        None => format!("max-{round}"),
-                    };
-                    let mut p = plan::sample(opts, b, c, rate, secs, &tag);
-                    p.level = level;
-                    p.round = round;
-                    n += 1;
-                    progress(&format!(
-                        "{n}/{total} {} {} {}: {:.0} req/s, p99 {:.0} µs{}",
-                        b.name,
-                        c.name,
-                        level.map_or("closed loop".to_string(), |l| format!(
-                            "{:.0}% load",
-                            l * 100.0
-                        )),
-                        p.rps,
-                        p.p99_us,
-                        if p.ok() { "" } else { " FAILED" }
-                    ));
-                    points.push(p);
+        // `only`: that contender alone (the capacity runs).
+        let mut measure =
+            |level: Option<f64>, rate: Option<f64>, only: Option<&str>, points: &mut Vec<Point>| {
+                for round in 0..rounds {
+                    for i in 0..cs.len() {
+                        let c = &cs[(i + round) % cs.len()];
+                        if only.is_some_and(|o| o != c.name) {
+                            continue;
+                        }
+                        let tag = match level {
+                            Some(l) => format!("{:.0}-{round}", l * 100.0),
+                            None => format!("max-{round}"),
+                        };
+                        let mut p = plan::sample(opts, b, c, rate, secs, &tag);
+                        p.level = level;
+                        p.round = round;
+                        n += 1;
+                        progress(&format!(
+                            "{n}/{total} {} {} {}: {:.0} req/s, p99 {:.0} µs{}",
+                            b.name,
+                            c.name,
+                            match level {
+                                None => "closed loop".to_string(),
+                                Some(OVERLOAD) => "capacity run".to_string(),
+                                Some(l) => format!("{:.0}% load", l * 100.0),
+                            },
+                            p.rps,
+                            p.p99_us,
+                            if p.ok() { "" } else { " FAILED" }
+                        ));
+                        points.push(p);
+                    }
                 }
-            }
-        };
-        measure(None, None, &mut points);
+            };
+        measure(None, None, None, &mut points);
         let max_of = |name: &str| {
             median(
                 points
@@ -375,13 +394,37 @@ fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io
             ));
             continue;
         };
+        // The reference's open-loop capacity: what it completes when
+        // offered more than it can carry.
+        // (Kept as points at level OVERLOAD; no table shows that level.)
+        measure(
+            Some(OVERLOAD),
+            Some(OVERLOAD * max_rps),
+            Some(&contender),
+            &mut points,
+        );
+        let caps: Vec<f64> = points
+            .iter()
+            .filter(|p| p.workload == b.name && p.contender == contender)
+            .filter(|p| p.level == Some(OVERLOAD) && p.error.is_none() && p.rps > 0.0)
+            .map(|p| p.rps)
+            .collect();
+        let capacity_rps = median(caps);
+        if capacity_rps <= 0.0 {
+            skipped.push((
+                b.name.clone(),
+                format!("{contender}'s open-loop capacity runs all failed: no reference rate"),
+            ));
+            continue;
+        }
         refs.push(Reference {
             workload: b.name.clone(),
             contender: contender.clone(),
             max_rps,
+            capacity_rps,
         });
         for &level in levels {
-            measure(Some(level), Some(level * max_rps), &mut points);
+            measure(Some(level), Some(level * capacity_rps), None, &mut points);
         }
         if let plan::Kind::Http { .. } = b.kind {
             if b.name.starts_with("http") && variant == Variant::Latency {
@@ -389,7 +432,7 @@ fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io
                     opts,
                     b,
                     &contender,
-                    CROSS_CHECK_LEVEL * max_rps,
+                    CROSS_CHECK_LEVEL * capacity_rps,
                     secs,
                     progress,
                 ));
@@ -440,6 +483,7 @@ mod tests {
             workload: "w".into(),
             contender: "ref".into(),
             max_rps: 1000.0,
+            capacity_rps: 900.0,
         }];
         let mut pts = vec![
             p("ref", Some(0.5), 0, 100.0),

@@ -80,9 +80,10 @@ pub fn section(res: &LatencyResults) -> Section {
     }
     let _ = writeln!(
         md,
-        "Each workload first finds every server's closed-loop maximum (median of {} rounds), then \
-         drives every server **open loop** at {pct} of the best epoll server's \
-         maximum (the reference), latency counted from each request's scheduled moment, so \
+        "Each workload first finds every server's closed-loop maximum (median of {} rounds); the \
+         epoll server with the highest is the reference. Its **open-loop capacity** is what it \
+         completes when offered {:.1}x that maximum open loop (median of as many rounds). Then \
+         every server is driven **open loop** at {pct} of that capacity, latency counted from each request's scheduled moment, so \
          queueing shows (no coordinated omission). A true open loop: each connection \
          sends at its scheduled moments whether or not earlier replies are back (several \
          requests in flight, pipelined on HTTP/1.1 keep-alive), and requests unanswered or \
@@ -99,6 +100,7 @@ pub fn section(res: &LatencyResults) -> Section {
          over rounds). A server's tail near the host's is the machine's, not the server's. The \
          probe costs each CPU one wake-up per millisecond, the same for every server.\n",
         res.rounds,
+        super::OVERLOAD,
         res.rounds,
         res.secs,
         res.server_cpu,
@@ -123,9 +125,10 @@ pub fn section(res: &LatencyResults) -> Section {
             Some(r) => {
                 let _ = writeln!(
                     md,
-                    "Reference: **{}**, closed-loop maximum {:.0} req/s. Closed-loop maxima: {}.\n",
+                    "Reference: **{}**, closed-loop maximum {:.0} req/s, open-loop capacity {:.0} req/s. Closed-loop maxima: {}.\n",
                     r.contender,
                     r.max_rps,
+                    r.capacity_rps,
                     maxima
                         .iter()
                         .map(|m| format!("{} {:.0}", m.contender, m.rps))
@@ -192,7 +195,7 @@ pub fn section(res: &LatencyResults) -> Section {
             title: format!("{w}: p99 latency against offered load"),
             unit: "µs".into(),
             x_label: format!(
-                "offered load, % of {}'s closed-loop maximum",
+                "offered load, % of {}'s open-loop capacity",
                 reference.map_or("the reference", |r| r.contender.as_str())
             ),
             x: levels
