@@ -18,7 +18,7 @@ pub struct CompareArgs {
     /// (about 8 minutes; with `all` only under `--full`, then on both
     /// backends). `latency` drives every server open loop at 25, 50,
     /// 75 and 90% of the best epoll server's open-loop capacity (what it
-    /// completes when offered 1.2x its closed-loop maximum) and reports p50
+    /// completes when offered more than it carries) and reports p50
     /// to p99.9 beside the host's own stalls (about 8 minutes; with `all`
     /// only under `--full`); `c10k` holds 10 000 keep-alive connections on
     /// the HTTP, static and axum servers (every request answered, p99 at 50%

@@ -8,12 +8,13 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::{ready, Poll};
+use std::task::Poll;
 use std::time::Duration;
 
 use ringkit::net::TcpStream;
 use ringkit::sync::DrainGuard;
 
+use crate::idle::IdleSlot;
 use crate::thread::ThreadState;
 
 /// Keeps a thread's count of open connections and a drain slot.
@@ -40,51 +41,6 @@ impl ConnGuard {
     }
 }
 
-/// A connection's idle timeout: one timer, armed once per timeout period
-/// and re-armed only when it fires early (a message only notes its time),
-/// so steady traffic costs a clock read per message, not a timer.
-/// Boxed whole: one word in every connection's task.
-struct Idle {
-    timer: ringkit::time::Sleep,
-    limit: Duration,
-    last: std::time::Instant,
-}
-
-impl Idle {
-    fn new(limit: Option<Duration>) -> Option<Box<Idle>> {
-        let limit = limit?;
-        let now = ringkit::time::coarse_now();
-        Some(Box::new(Idle {
-            timer: ringkit::time::sleep_until(now + limit),
-            limit,
-            last: now,
-        }))
-    }
-
-    /// A message came.
-    fn touch(this: &mut Option<Box<Idle>>) {
-        if let Some(i) = this {
-            i.last = ringkit::time::coarse_now();
-        }
-    }
-
-    /// Ready once the connection has been idle for the limit.
-    fn poll_expired(&mut self, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        loop {
-            ready!(std::pin::Pin::new(&mut self.timer).poll(cx));
-            let due = self.last + self.limit;
-            // The real clock here (once per period): the loop turn's clock
-            // does not move within a poll, and a deadline it has not
-            // reached yet would be re-armed in the past, fire at once and
-            // spin this loop for good.
-            if std::time::Instant::now() >= due {
-                return Poll::Ready(());
-            }
-            self.timer.reset(due);
-        }
-    }
-}
-
 /// Await `read`. Before draining it races the drain switch (without
 /// dropping the read) and the idle timeout; once draining, it gives up
 /// (`None`) when nothing arrives for the drain's idle time.
@@ -97,7 +53,7 @@ impl Idle {
 fn next_read<'a, F: Future>(
     drain: &'a DrainGuard,
     idle_time: Duration,
-    timeout: &'a mut Option<Box<Idle>>,
+    timeout: &'a Option<IdleSlot>,
     mut read: std::pin::Pin<&'a mut F>,
 ) -> impl Future<Output = Option<F::Output>> + 'a {
     let mut idle: Option<std::pin::Pin<Box<ringkit::time::Sleep>>> = None;
@@ -105,7 +61,7 @@ fn next_read<'a, F: Future>(
         if let Poll::Ready(v) = read.as_mut().poll(cx) {
             return Poll::Ready(Some(v));
         }
-        if let Some(t) = timeout.as_mut() {
+        if let Some(t) = timeout {
             if t.poll_expired(cx).is_ready() {
                 return Poll::Ready(None);
             }
@@ -127,13 +83,15 @@ fn next_read<'a, F: Future>(
 pub(crate) async fn serve_pooled(st: Rc<ThreadState>, s: TcpStream) {
     let guard = ConnGuard::new(st);
     let st = &guard.st;
-    let mut timeout = Idle::new(st.idle_timeout);
+    let timeout = st.idle.as_ref().map(|i| i.register());
     let res = loop {
         let read = pin!(s.read_pooled());
-        let Some(buf) = next_read(&guard.drain, st.drain_idle, &mut timeout, read).await else {
+        let Some(buf) = next_read(&guard.drain, st.drain_idle, &timeout, read).await else {
             break Ok(());
         };
-        Idle::touch(&mut timeout);
+        if let Some(t) = &timeout {
+            t.touch();
+        }
         let buf = match buf {
             Ok(b) if b.is_empty() => break Ok(()),
             Ok(b) => b,
@@ -167,14 +125,16 @@ async fn echo_back(s: &TcpStream, buf: ringkit::buf::RecvBuf) -> io::Result<()> 
 pub(crate) async fn serve_single(st: Rc<ThreadState>, s: TcpStream) {
     let guard = ConnGuard::new(st);
     let (drain, idle) = (&guard.drain, guard.st.drain_idle);
-    let mut timeout = Idle::new(guard.st.idle_timeout);
+    let timeout = guard.st.idle.as_ref().map(|i| i.register());
     let mut buf = Vec::with_capacity(4096);
     let res = loop {
         buf.clear();
-        let Some((res, b)) = next_read(drain, idle, &mut timeout, pin!(s.read(buf))).await else {
+        let Some((res, b)) = next_read(drain, idle, &timeout, pin!(s.read(buf))).await else {
             break Ok(());
         };
-        Idle::touch(&mut timeout);
+        if let Some(t) = &timeout {
+            t.touch();
+        }
         buf = b;
         match res {
             Ok(0) => break Ok(()),

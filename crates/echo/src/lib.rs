@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 mod conn;
+mod idle;
 mod thread;
 
 use std::io;

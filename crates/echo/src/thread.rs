@@ -10,6 +10,7 @@ use ringkit::net::TcpListener;
 use ringkit::sync::{select, Drain, Either};
 
 use crate::conn::{serve_pooled, serve_single};
+use crate::idle::IdleSweep;
 use crate::{EchoServerConfig, RecvMode};
 
 /// One server thread's shared state: counters and the drain switch its
@@ -28,8 +29,8 @@ pub(crate) struct ThreadState {
     pub(crate) drain: Rc<Drain>,
     /// After draining starts, a connection idle this long is closed.
     pub(crate) drain_idle: Duration,
-    /// A connection idle this long is closed (`None`: never).
-    pub(crate) idle_timeout: Option<Duration>,
+    /// Connections idle past the limit are closed (`None`: never).
+    pub(crate) idle: Option<Rc<IdleSweep>>,
 }
 
 impl ThreadState {
@@ -42,7 +43,7 @@ impl ThreadState {
             heap_reads: Cell::new(0),
             drain: Drain::new(),
             drain_idle,
-            idle_timeout,
+            idle: idle_timeout.map(IdleSweep::start),
         })
     }
 

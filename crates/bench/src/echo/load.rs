@@ -62,7 +62,8 @@ pub enum EchoClient {
 /// What the generator measured.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct EchoLoadResult {
-    /// Messages written in the window.
+    /// Messages counted in the window: closed loop, those written; open
+    /// loop, those scheduled in it (sent or not, see `unsent`).
     pub requests: u64,
     /// Messages read back (and verified) in the window.
     pub responses: u64,

@@ -26,7 +26,7 @@ use hdrhistogram::Histogram;
 pub struct Window {
     start: Cell<Option<Instant>>,
     end: Cell<Option<Instant>>,
-    waiters: RefCell<Vec<Waker>>,
+    waiters: RefCell<Vec<Option<Waker>>>,
 }
 
 impl Window {
@@ -38,7 +38,7 @@ impl Window {
     /// The window closes now; every [`Window::closed`] future resolves.
     pub fn close(&self, at: Instant) {
         self.end.set(Some(at));
-        for w in self.waiters.borrow_mut().drain(..) {
+        for w in self.waiters.borrow_mut().drain(..).flatten() {
             w.wake();
         }
     }
@@ -53,17 +53,34 @@ impl Window {
         self.end.get()
     }
 
-    /// Resolves once the window has closed.
+    /// Resolves once the window has closed. Each such future keeps one
+    /// waker slot, replaced when its task's waker changes (polled on every
+    /// wake of a connection's task, it must not add one per poll).
     pub async fn closed(&self) {
+        let mut slot: Option<usize> = None;
         poll_fn(|cx| {
             if self.end.get().is_some() {
-                Poll::Ready(())
-            } else {
-                self.waiters.borrow_mut().push(cx.waker().clone());
-                Poll::Pending
+                return Poll::Ready(());
             }
+            let mut w = self.waiters.borrow_mut();
+            match slot {
+                Some(i) => match &mut w[i] {
+                    Some(old) if old.will_wake(cx.waker()) => {}
+                    entry => *entry = Some(cx.waker().clone()),
+                },
+                None => {
+                    slot = Some(w.len());
+                    w.push(Some(cx.waker().clone()));
+                }
+            }
+            Poll::Pending
         })
         .await
+    }
+
+    /// Waker slots held (for tests).
+    pub fn waiters(&self) -> usize {
+        self.waiters.borrow().len()
     }
 }
 
@@ -218,6 +235,20 @@ mod tests {
         assert!((h.min() as f64 - 10e6).abs() < 0.01 * 10e6, "{}", h.min());
         s.next = t0 + Duration::from_millis(200);
         assert_eq!(s.unsent_before(t0 + Duration::from_millis(100)).count(), 0);
+    }
+
+    #[test]
+    fn a_closed_future_keeps_one_waker_however_often_it_is_polled() {
+        use std::future::Future;
+        let win = Window::default();
+        let mut f = std::pin::pin!(win.closed());
+        let mut cx = std::task::Context::from_waker(Waker::noop());
+        for _ in 0..1000 {
+            assert!(f.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(win.waiters(), 1);
+        win.close(Instant::now());
+        assert!(f.as_mut().poll(&mut cx).is_ready());
     }
 
     #[test]

@@ -91,11 +91,11 @@ impl StallProbe {
     }
 
     /// Stop the probes and merge what they saw.
-    pub fn finish(self) -> io::Result<HostStalls> {
+    pub fn finish(mut self) -> io::Result<HostStalls> {
         self.state.store(STOP, Ordering::SeqCst);
         let mut all = histogram();
         let mut realtime = true;
-        for t in self.threads {
+        for t in std::mem::take(&mut self.threads) {
             let (h, rt) = t
                 .join()
                 .map_err(|_| io::Error::other("stall probe panicked"))??;
@@ -103,6 +103,18 @@ impl StallProbe {
             realtime &= rt;
         }
         Ok(summarize(&all, realtime))
+    }
+}
+
+impl Drop for StallProbe {
+    /// A probe dropped unfinished (its sample failed early) stops too: a
+    /// real-time thread left waking every millisecond would disturb every
+    /// later sample.
+    fn drop(&mut self) {
+        self.state.store(STOP, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
@@ -157,17 +169,32 @@ fn probe(cpu: usize, state: &AtomicU8) -> io::Result<Seen> {
         };
         let now = now_ns();
         if now >= due && s == RECORD {
-            let _ = h.record((now - due).max(1));
+            // Every period the stall swallowed is recorded with the
+            // lateness a wake-up due then would have had (5 ms late: 5, 4,
+            // 3, 2 and 1 ms), so the histogram is weighted by time, as a
+            // steady stream of requests meeting the stall would be: its
+            // p99.9 can be set beside a server's.
+            record_late(&mut h, now - due, period);
         }
         // The next deadline from the schedule, or from now after a stall
-        // longer than a period (each stall counted once, not as a burst of
-        // late wake-ups that follow it).
+        // longer than a period (its missed periods are recorded above).
         due += period;
         if due <= now {
             due = now + period;
         }
     }
     Ok((h, realtime))
+}
+
+/// Record a wake-up `late` ns late, and each period it swallowed.
+fn record_late(h: &mut Histogram<u64>, mut late: u64, period: u64) {
+    loop {
+        let _ = h.record(late.max(1));
+        if late < period {
+            break;
+        }
+        late -= period;
+    }
 }
 
 #[cfg(test)]
@@ -189,9 +216,22 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_is_weighted_by_the_periods_it_swallowed() {
+        let mut h = histogram();
+        record_late(&mut h, 20_000, 1_000_000);
+        assert_eq!(h.len(), 1);
+        record_late(&mut h, 5_000_000, 1_000_000);
+        // 5, 4, 3, 2 and 1 ms (and 0, recorded as 1 ns).
+        assert_eq!(h.len(), 7);
+        assert_eq!(h.count_between(900_000, 5_100_000), 5);
+    }
+
+    #[test]
     fn a_probe_records_only_inside_its_window() {
         let p = StallProbe::start(&[0]).unwrap();
         std::thread::sleep(Duration::from_millis(30));
+        // Dropped unfinished, a probe stops its threads.
+        drop(StallProbe::start(&[0]).unwrap());
         let t = std::time::Instant::now();
         p.window(true);
         std::thread::sleep(Duration::from_millis(50));
@@ -203,5 +243,14 @@ mod tests {
         // the probe's whole life); some, when it ran under SCHED_FIFO.
         assert!(s.wakes <= open.as_millis() as u64 + 2, "{s:?} in {open:?}");
         assert!(!s.realtime || s.wakes > 0, "{s:?}");
+        let probes = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                std::fs::read_to_string(e.path().join("comm"))
+                    .is_ok_and(|c| c.starts_with("stall-probe"))
+            })
+            .count();
+        assert_eq!(probes, 0, "probe threads left running");
     }
 }

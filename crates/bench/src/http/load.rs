@@ -209,7 +209,8 @@ pub(super) type Want = (usize, Option<u32>);
 /// What a load run measured (counts are for the window unless noted).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct HttpLoadResult {
-    /// Requests written in the window.
+    /// Requests counted in the window: closed loop, those written; open
+    /// loop, those scheduled in it (sent or not, see `unsent`).
     pub requests: u64,
     /// Responses received and checked in the window.
     pub responses: u64,

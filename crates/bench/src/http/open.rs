@@ -44,6 +44,13 @@ pub(super) async fn open_conn(
         // (each is recorded by `settle` below, up to the end).
         let _ = select(pin!(sh.win.closed()), work).await;
     }
+    // A connection that broke before the window's end still owes its
+    // share of the window: wait for the end, then record what it had in
+    // flight and what it never sent, up to the end (the run has failed,
+    // but its latencies stay honest).
+    if sh.win.end().is_none() {
+        sh.win.closed().await;
+    }
     sh.most_in_flight
         .set(sh.most_in_flight.get().max(flight.most()));
     let got = settle(

@@ -82,7 +82,8 @@ pub fn section(res: &LatencyResults) -> Section {
         md,
         "Each workload first finds every server's closed-loop maximum (median of {} rounds); the \
          epoll server with the highest is the reference. Its **open-loop capacity** is what it \
-         completes when offered {:.1}x that maximum open loop (median of as many rounds). Then \
+         completes when offered more than it carries, open loop (1.2x that maximum, or 2x when \
+         1.2x was carried; median of as many rounds). Then \
          every server is driven **open loop** at {pct} of that capacity, latency counted from each request's scheduled moment, so \
          queueing shows (no coordinated omission). A true open loop: each connection \
          sends at its scheduled moments whether or not earlier replies are back (several \
@@ -95,16 +96,24 @@ pub fn section(res: &LatencyResults) -> Section {
          than the reference.\n\n\
          **Host stalls.** During every run a probe thread on each of the two CPUs, pinned and \
          real-time (`SCHED_FIFO`), sleeps to an absolute deadline every 1 ms and records how late \
-         it wakes (cyclictest's method): time that CPU was not there for anyone. The host \
+         it wakes (cyclictest's method): time that CPU was not there for anyone. A stall \
+         longer than 1 ms counts once per millisecond it swallowed, so the host's percentiles \
+         are weighted by time, as a server's are by a steady stream of requests. The host \
          columns are the p99, p99.9 and latest of those wake-ups over the same window (median \
          over rounds). A server's tail near the host's is the machine's, not the server's. The \
-         probe costs each CPU one wake-up per millisecond, the same for every server.\n",
+         probe costs each CPU one wake-up per millisecond, the same for every server (its cost \
+         has not been measured on its own).{}\n",
         res.rounds,
-        super::OVERLOAD,
         res.rounds,
         res.secs,
         res.server_cpu,
         res.client_cpu,
+        if res.points.iter().all(|p| p.host.realtime || p.host.wakes == 0) {
+            ""
+        } else {
+            " **Here `SCHED_FIFO` was refused for some runs: their probe waited behind the \
+             server and the load like any thread, so its lateness is not the host's alone.**"
+        },
         pct = pct
     );
     let mut workloads: Vec<&str> = Vec::new();
@@ -123,6 +132,17 @@ pub fn section(res: &LatencyResults) -> Section {
         let reference = res.references.iter().find(|r| r.workload == *w);
         match reference {
             Some(r) => {
+                // The capacity runs, as measured: a capacity read off a run
+                // that was not saturated is only a lower bound.
+                let caps: Vec<&super::Point> = res
+                    .points
+                    .iter()
+                    .filter(|p| p.workload == *w && p.contender == r.contender)
+                    .filter(|p| p.level == Some(r.overload))
+                    .collect();
+                let offered = caps.first().and_then(|p| p.rate).unwrap_or(0.0);
+                let failed = caps.iter().filter(|p| p.error.is_some()).count();
+                let saturated = r.saturated;
                 let _ = writeln!(
                     md,
                     "Reference: **{}**, closed-loop maximum {:.0} req/s, open-loop capacity {:.0} req/s. Closed-loop maxima: {}.\n",
@@ -134,6 +154,22 @@ pub fn section(res: &LatencyResults) -> Section {
                         .map(|m| format!("{} {:.0}", m.contender, m.rps))
                         .collect::<Vec<_>>()
                         .join(", ")
+                );
+                let _ = writeln!(
+                    md,
+                    "Capacity runs: offered {offered:.0} req/s ({:.1}x the closed-loop maximum), achieved {} req/s, {failed} of {} failed{}.\n",
+                    r.overload,
+                    caps.iter()
+                        .filter(|p| p.error.is_none())
+                        .map(|p| format!("{:.0}", p.rps))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    caps.len(),
+                    if saturated {
+                        ""
+                    } else {
+                        "; **the offer was carried (achieved at least 95% of it): the capacity is a lower bound**"
+                    }
                 );
             }
             None => {

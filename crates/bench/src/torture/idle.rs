@@ -74,13 +74,13 @@ impl IdleConfig {
             IdleServer {
                 name: "ringkit-uring".into(),
                 cmd: ringkit_cmd("uring"),
-                holds: "a task (its future is 288 bytes: the write path is boxed while it runs), the stream (fd, read stash), one multishot RECV entry in the driver, and no buffer: data lands in the shared provided-buffer ring (in the base RSS) only when it arrives, and the slot goes back to the kernel once echoed".into(),
+                holds: "a task (its future is 288 bytes: the write path is boxed while it runs), the stream (fd, read stash), one multishot RECV entry in the driver, a slot in the thread's idle-timeout table (one sweeper timer per thread, not a timer per connection), and no buffer: data lands in the shared provided-buffer ring (in the base RSS) only when it arrives, and the slot goes back to the kernel once echoed".into(),
                 stats: true,
             },
             IdleServer {
                 name: "ringkit-epoll".into(),
                 cmd: ringkit_cmd("epoll"),
-                holds: "a task, the stream and its epoll registration, and no buffer: the pending receive waits for readiness without one, then reads into the thread's scratch buffer and keeps an exact-size copy of what arrived, dropped once echoed".into(),
+                holds: "a task, the stream and its epoll registration, a slot in the thread's idle-timeout table, and no buffer: the pending receive waits for readiness without one, then reads into the thread's scratch buffer and keeps an exact-size copy of what arrived, dropped once echoed".into(),
                 stats: true,
             },
         ];
