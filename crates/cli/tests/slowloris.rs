@@ -5,7 +5,7 @@
 //! only a server that never closes them would exceed.
 
 use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,10 +21,9 @@ impl Drop for Server {
 }
 
 fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    // Never a port this process handed out before: servers here bind with
+    // SO_REUSEPORT, so two tests on one port would share connections.
+    ringkit_bench::harness::child::free_addr().unwrap()
 }
 
 fn start(backend: &str) -> Option<(Server, SocketAddr)> {

@@ -93,7 +93,36 @@ pub fn wait_for_port(addr: SocketAddr, limit: Duration) -> bool {
     false
 }
 
-/// A free loopback address (bound, then released: the child binds it next).
+/// A free loopback address (bound, then released: the child binds it next),
+/// never one this process handed out before. Tests run side by side: two
+/// that drew the same port would start two servers on it, and ringkit's
+/// listeners use `SO_REUSEPORT`, so the kernel would share one test's
+/// connections with the other's server (and break them when it stops).
 pub fn free_addr() -> io::Result<SocketAddr> {
-    std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    for _ in 0..64 {
+        let addr = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&addr.port()) {
+            given.push(addr.port());
+            return Ok(addr);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AddrInUse,
+        "no loopback port not handed out before in 64 tries",
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn free_addresses_are_never_handed_out_twice() {
+        let mut seen: Vec<u16> = (0..500)
+            .map(|_| super::free_addr().unwrap().port())
+            .collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 500);
+    }
 }

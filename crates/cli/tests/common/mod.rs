@@ -64,10 +64,9 @@ pub fn backend_usable(backend: &str) -> bool {
 
 /// A free loopback address.
 pub fn free_addr() -> SocketAddr {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    // Never a port this process handed out before: servers here bind with
+    // SO_REUSEPORT, so two tests on one port would share connections.
+    ringkit_bench::harness::child::free_addr().unwrap()
 }
 
 /// Start `ringkit <args> --addr A --backend B`; `nofile`: the child's fd
