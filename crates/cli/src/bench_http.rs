@@ -168,6 +168,8 @@ pub fn bench_http(a: BenchHttpArgs) -> std::io::Result<()> {
                 "keep-alive, {} pipelined requests in flight each",
                 cfg.pipeline
             )
+        } else if let Some(r) = cfg.rate {
+            format!("keep-alive, open loop at {r} req/s in all, pipelined as the schedule needs")
         } else {
             "keep-alive, one request in flight each".to_string()
         },

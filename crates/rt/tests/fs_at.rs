@@ -39,4 +39,41 @@ ringkit::test_all! {
         let e = fs::open_at(dir.as_fd(), "a\0b", libc::O_PATH, beneath).await.unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
     }
+
+    async fn descriptor_stat_runs_in_place_and_path_stat_on_the_ring() {
+        // io_uring hands every IORING_OP_STATX to an io-wq thread; a stat
+        // of an open descriptor is made in place instead (no SQE), with the
+        // same answer. A stat by path still goes through the ring.
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("f");
+        std::fs::write(&path, vec![7u8; 4321]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let want = std::fs::metadata(&path).unwrap();
+        let before = ringkit::metrics();
+        for _ in 0..100 {
+            let m = fs::fd_metadata(file.as_fd()).await.unwrap();
+            assert_eq!((m.len(), m.ino(), m.dev()), (4321, want.ino(), want.dev()));
+        }
+        let m = ringkit::metrics().since(&before);
+        assert_eq!(m.sqes_submitted, 0, "{m:?}");
+        assert!(m.other_syscalls >= 100, "{m:?}");
+
+        let before = ringkit::metrics();
+        let m = fs::metadata(&path).await.unwrap();
+        assert_eq!(m.len(), 4321);
+        let d = ringkit::metrics().since(&before);
+        if ringkit::backend_report().chosen == ringkit::Backend::Uring {
+            assert_eq!(d.sqes_submitted, 1, "{d:?}");
+        }
+
+        // A closed descriptor: the error, in place as well.
+        let fd = std::os::fd::OwnedFd::from(std::fs::File::open(&path).unwrap());
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        drop(fd);
+        // SAFETY: the number is closed; statx on it reports EBADF and
+        // touches nothing.
+        let closed = unsafe { std::os::fd::BorrowedFd::borrow_raw(raw) };
+        let e = fs::fd_metadata(closed).await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EBADF));
+    }
 }

@@ -1,4 +1,13 @@
 //! `statx(2)`: io_uring `IORING_OP_STATX`; epoll: `statx` inline.
+//!
+//! On io_uring a stat of an open descriptor (`AT_EMPTY_PATH`) runs in place
+//! too: the kernel always hands `IORING_OP_STATX` to an io-wq worker thread
+//! (it has no non-blocking attempt), so through the ring each one costs two
+//! thread switches, while the call itself only copies the in-memory inode's
+//! attributes (no path walk; a network filesystem may ask its server, as
+//! `fstat` would). A static server stats its cached descriptor on every
+//! request, so that hop was on every request's path. A stat by path (a walk
+//! that may read directories from disk) stays on the ring.
 
 use std::ffi::CString;
 use std::io;
@@ -29,6 +38,24 @@ impl Statx {
         }
     }
 
+    /// The fd form (`AT_EMPTY_PATH` with an empty path).
+    fn of_descriptor(&self) -> bool {
+        self.flags & libc::AT_EMPTY_PATH != 0 && self.path.as_bytes().is_empty()
+    }
+
+    fn call(&mut self) -> io::Result<u32> {
+        // SAFETY: valid path and writable statx buffer.
+        cvt(unsafe {
+            libc::statx(
+                self.dirfd,
+                self.path.as_ptr(),
+                self.flags,
+                libc::STATX_BASIC_STATS,
+                &mut *self.buf,
+            )
+        } as isize)
+    }
+
     /// Stat a path.
     pub(crate) fn path(path: CString) -> Statx {
         Statx {
@@ -44,6 +71,12 @@ impl Statx {
 impl OpCode for Statx {
     type Output = io::Result<libc::statx>;
 
+    fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
+        // A descriptor's stat never waits for I/O on a local filesystem:
+        // done in place, never handed to an io-wq thread (module docs).
+        self.of_descriptor().then(|| Some(self.call()))
+    }
+
     fn uring_entry(&mut self) -> Entry {
         opcode::Statx::new(self.dirfd, self.path.as_ptr(), &mut *self.buf)
             .flags(self.flags)
@@ -56,16 +89,7 @@ impl OpCode for Statx {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        // SAFETY: valid path and writable statx buffer.
-        cvt(unsafe {
-            libc::statx(
-                self.dirfd,
-                self.path.as_ptr(),
-                self.flags,
-                libc::STATX_BASIC_STATS,
-                &mut *self.buf,
-            )
-        } as isize)
+        self.call()
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<libc::statx> {
