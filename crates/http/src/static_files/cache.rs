@@ -1,7 +1,8 @@
 //! The open-file cache (nginx's `open_file_cache`): per runtime thread, a
 //! request path maps to the file it resolved to, held open, with its
-//! metadata. A hit costs one `statx` of the open descriptor (on the ring):
-//! no lookup, no open, no close.
+//! metadata. A hit costs one `statx` of the open descriptor (in place on
+//! both backends, see `ringkit::fs::fd_metadata`): no lookup, no open, no
+//! close.
 //!
 //! - An entry is made only from a successful [`Root::find`] (the same
 //!   contained `openat2(RESOLVE_BENEATH)` lookup, or the realpath
@@ -208,7 +209,8 @@ fn same_content(a: &Stat, b: &Stat) -> bool {
 }
 
 /// Whether the open file still has the size and modification time its
-/// entry was made with (`IORING_OP_STATX` on io_uring).
+/// entry was made with (a `statx` in place: io_uring would hand
+/// `IORING_OP_STATX` to an io-wq thread, a hop on every hit).
 async fn unchanged(open: &OpenFile) -> bool {
     use std::os::fd::{AsRawFd, BorrowedFd};
     // SAFETY: the descriptor belongs to `open.file`, which outlives this

@@ -23,11 +23,14 @@
 //! Without `/proc`, it is opened by path and kept only if it is the same
 //! device and inode the contained lookup found.
 //!
-//! Every step goes through the runtime, so on io_uring each is a ring
-//! operation, not a syscall: `IORING_OP_OPENAT2` for the lookup (served
-//! inline from the dentry cache in the common case), `IORING_OP_STATX`,
-//! `IORING_OP_OPENAT` for the reopen and `IORING_OP_CLOSE` for the `O_PATH`
-//! descriptor. The probe at start and the realpath fallback are plain
+//! Every step goes through the runtime. On io_uring all but one are ring
+//! operations: `IORING_OP_OPENAT2` for the lookup (served inline from the
+//! dentry cache in the common case), `IORING_OP_OPENAT` for the reopen
+//! (through `/proc/self/fd`, which the kernel cannot walk without
+//! blocking, so an io-wq thread does it: once per miss, not per hit) and
+//! `IORING_OP_CLOSE` for the `O_PATH` descriptor. The `statx` of the
+//! `O_PATH` descriptor is a syscall in place (`ringkit::fs::fd_metadata`:
+//! the ring would hand it to an io-wq thread). The probe at start and the realpath fallback are plain
 //! syscalls.
 
 use std::ffi::{CString, OsStr};
@@ -77,7 +80,7 @@ pub struct Stat {
 }
 
 impl Stat {
-    /// Through the runtime (`IORING_OP_STATX` on io_uring).
+    /// Through the runtime (in place on both backends).
     async fn of(fd: &OwnedFd) -> io::Result<Stat> {
         let m = ringkit::fs::fd_metadata(fd.as_fd()).await?;
         Ok(Stat {

@@ -1,6 +1,8 @@
 //! Files.
 //!
-//! On io_uring every call is one SQE. On epoll, files have no readiness, so
+//! On io_uring every call is one SQE, except a stat of an open descriptor
+//! ([`fd_metadata`], [`File::metadata`]), made in place because the kernel
+//! would hand it to an io-wq thread. On epoll, files have no readiness, so
 //! each call runs its syscall inline on the runtime thread (like fio's psync
 //! engine): simple and honest, but a slow disk stalls the thread's other tasks.
 //!
@@ -273,7 +275,12 @@ pub async fn open_at(
 }
 
 /// Metadata of an open descriptor of any kind, `O_PATH` included
-/// (`statx` with `AT_EMPTY_PATH`; `IORING_OP_STATX` on io_uring).
+/// (`statx` with `AT_EMPTY_PATH`), made in place on both backends: the
+/// kernel hands every `IORING_OP_STATX` to an io-wq worker thread, two
+/// thread switches for a call that only copies the in-memory inode's
+/// attributes (a network filesystem may ask its server, as `fstat` would).
+/// [`metadata`] of a path (a walk that may read from disk) stays on the
+/// ring.
 pub async fn fd_metadata(fd: BorrowedFd<'_>) -> io::Result<Metadata> {
     let stx = Op::new(Statx::fd(fd.as_raw_fd())).await?;
     Ok(Metadata { stx })
@@ -474,7 +481,8 @@ impl File {
         .await
     }
 
-    /// Metadata via `statx`.
+    /// Metadata via `statx` of the descriptor, in place on both backends
+    /// (see [`fd_metadata`]).
     pub async fn metadata(&self) -> io::Result<Metadata> {
         let stx = Op::new(Statx::fd(self.fd)).await?;
         Ok(Metadata { stx })

@@ -44,16 +44,22 @@ impl Statx {
     }
 
     fn call(&mut self) -> io::Result<u32> {
-        // SAFETY: valid path and writable statx buffer.
-        cvt(unsafe {
-            libc::statx(
-                self.dirfd,
-                self.path.as_ptr(),
-                self.flags,
-                libc::STATX_BASIC_STATS,
-                &mut *self.buf,
-            )
-        } as isize)
+        loop {
+            // SAFETY: valid path and writable statx buffer.
+            let r = cvt(unsafe {
+                libc::statx(
+                    self.dirfd,
+                    self.path.as_ptr(),
+                    self.flags,
+                    libc::STATX_BASIC_STATS,
+                    &mut *self.buf,
+                )
+            } as isize);
+            match r {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
     }
 
     /// Stat a path.
