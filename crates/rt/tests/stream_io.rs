@@ -298,6 +298,24 @@ ringkit::test_all! {
     }
 
     /// shutdown(Write) → the server reads EOF → replies → the client reads it.
+    async fn shutdown_runs_in_place_and_the_peer_sees_eof() {
+        // io_uring hands IORING_OP_SHUTDOWN to an io-wq thread (which can
+        // fail it with ECANCELED under load); the driver makes the call in
+        // place: no SQE, and the peer still sees the half-close.
+        let (c, s) = pair().await;
+        c.write_all(b"bye".to_vec()).await.0.unwrap();
+        let before = ringkit::metrics();
+        c.shutdown(Shutdown::Write).await.unwrap();
+        let m = ringkit::metrics().since(&before);
+        assert_eq!(m.sqes_submitted, 0, "{m:?}");
+        assert_eq!(m.other_syscalls, 1, "{m:?}");
+        assert_eq!(read_to_end(&s, 64).await, b"bye");
+        // The other way still works: the server answers after EOF.
+        s.write_all(b"ok".to_vec()).await.0.unwrap();
+        s.shutdown(Shutdown::Write).await.unwrap();
+        assert_eq!(read_to_end(&c, 64).await, b"ok");
+    }
+
     async fn half_close() {
         let (c, s) = pair().await;
         let server = ringkit::spawn(async move {

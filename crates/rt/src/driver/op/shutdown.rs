@@ -1,4 +1,10 @@
-//! `shutdown(2)`: io_uring `IORING_OP_SHUTDOWN`; epoll: the syscall (never blocks).
+//! `shutdown(2)`: the syscall in place on both backends (it never blocks).
+//!
+//! io_uring has `IORING_OP_SHUTDOWN`, but the kernel hands every one to an
+//! io-wq worker thread: two thread switches for a call that never waits,
+//! and a worker that could not be created completes it with `ECANCELED`
+//! (a torture client under load saw exactly that). So the driver makes the
+//! call in place and never submits the SQE.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -15,6 +21,11 @@ pub(crate) struct Shutdown {
 
 impl OpCode for Shutdown {
     type Output = io::Result<()>;
+
+    fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
+        // Never blocks on a socket: done in place (module docs).
+        Some(Some(self.epoll_attempt()))
+    }
 
     fn uring_entry(&mut self) -> Entry {
         opcode::Shutdown::new(Target::Fd(self.fd), self.how).build()
