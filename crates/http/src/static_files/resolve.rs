@@ -30,8 +30,8 @@
 //! blocking, so an io-wq thread does it: once per miss, not per hit) and
 //! `IORING_OP_CLOSE` for the `O_PATH` descriptor. The `statx` of the
 //! `O_PATH` descriptor is a syscall in place (`ringkit::fs::fd_metadata`:
-//! the ring would hand it to an io-wq thread). The probe at start and the realpath fallback are plain
-//! syscalls.
+//! the ring would hand it to an io-wq thread). The probe at start and the
+//! realpath fallback are plain syscalls.
 
 use std::ffi::{CString, OsStr};
 use std::io;

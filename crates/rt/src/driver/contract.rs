@@ -56,8 +56,8 @@ pub(crate) trait OpCode: Sized + 'static {
     /// place; `Some(None)`: tried in place (it would block), now to the
     /// ring. A try is one syscall, counted by the driver. For operations
     /// the ring would hand to an io-wq thread although they rarely block
-    /// (`splice`, `sendfile`, `statx` of a descriptor, `shutdown`). epoll never calls it: its `epoll_attempt` is
-    /// in place already.
+    /// (`splice`, `sendfile`, `statx` of a descriptor, `shutdown`). epoll
+    /// never calls it: its `epoll_attempt` is in place already.
     fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
         None
     }
