@@ -297,7 +297,6 @@ ringkit::test_all! {
         drop(sig);
     }
 
-    /// shutdown(Write) → the server reads EOF → replies → the client reads it.
     async fn shutdown_runs_in_place_and_the_peer_sees_eof() {
         // io_uring hands IORING_OP_SHUTDOWN to an io-wq thread (which can
         // fail it with ECANCELED under load); the driver makes the call in
@@ -316,6 +315,7 @@ ringkit::test_all! {
         assert_eq!(read_to_end(&c, 64).await, b"ok");
     }
 
+    /// shutdown(Write) → the server reads EOF → replies → the client reads it.
     async fn half_close() {
         let (c, s) = pair().await;
         let server = ringkit::spawn(async move {

@@ -18,7 +18,7 @@
 //!   KiB or on `poll_flush`. While a send is in flight new bytes collect in a
 //!   second buffer; when that is full too, `poll_write` pends (backpressure).
 //!   `poll_flush` returns when every accepted byte has been sent.
-//! - **Shutdown** flushes, then shuts down writing (a ring operation).
+//! - **Shutdown** flushes, then shuts down writing (`shutdown(2)` in place on both backends).
 //!
 //! A read or send in flight lives in a boxed future that owns its buffer and
 //! a reference to the stream; dropping the `PollIo` drops them, and the
