@@ -37,6 +37,9 @@
 //! client still sends for a short while before closing (a "lingering close",
 //! as nginx does): closing with unread bytes would make the kernel send a
 //! reset, which can destroy the error response before the client reads it.
+//! A connection whose send timed out (its peer took nothing for
+//! `send_timeout`) is reset on purpose: a FIN queued behind bytes the peer
+//! never takes would never reach it.
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -229,6 +232,15 @@ pub(crate) async fn serve<H: Handler>(
     };
     if let Err(e) = c.run().await {
         tracing::debug!("ringkit-http: connection ended: {e}");
+        if e.kind() == io::ErrorKind::TimedOut {
+            // The send timeout: the peer took nothing for that long. A FIN
+            // would queue behind the bytes it never takes and never reach
+            // it (and the socket would hold its send buffer for minutes of
+            // zero-window probes); a reset ends both.
+            if let Err(e) = c.stream.reset_on_close() {
+                tracing::debug!("ringkit-http: SO_LINGER 0 before a reset: {e}");
+            }
+        }
     }
     drop(guard);
 }

@@ -62,6 +62,18 @@ impl Transport {
         }
     }
 
+    /// Make the close (when this is dropped) a reset that discards unsent
+    /// bytes: for a peer that has stopped reading, which would never see a
+    /// FIN queued behind them.
+    pub(crate) fn reset_on_close(&self) -> io::Result<()> {
+        let zero = Some(std::time::Duration::ZERO);
+        match self {
+            Transport::Plain(s) => s.set_linger(zero),
+            #[cfg(feature = "tls")]
+            Transport::Tls(t) => t.borrow().get_ref().set_linger(zero),
+        }
+    }
+
     /// The TCP stream, for the zero-copy paths (`None` under TLS, where
     /// [`zero_copy`](Self::zero_copy) is false).
     pub(crate) fn plain(&self) -> Option<&TcpStream> {

@@ -57,6 +57,26 @@ fn get(addr: SocketAddr, path: &str) -> Vec<u8> {
     out
 }
 
+/// Seconds until the server closed `c` (FIN or RST seen), without ever
+/// reading from it; `None` if it has not within `limit`.
+fn seen_closed_within(c: &std::net::TcpStream, limit: Duration) -> Option<f64> {
+    use std::os::fd::AsRawFd;
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let mut p = libc::pollfd {
+            fd: c.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a 50 ms timeout.
+        unsafe { libc::poll(&mut p, 1, 50) };
+        if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return Some(t0.elapsed().as_secs_f64());
+        }
+    }
+    None
+}
+
 fn have(tool: &str) -> bool {
     let ok = Command::new(tool).arg("--version").output().is_ok();
     if !ok {
@@ -100,6 +120,22 @@ ringkit::test_all! {
                 }
                 assert!(n < HUGE / 4, "a stalled connection kept sending ({n} bytes)");
             }
+        })
+        .await;
+    }
+
+    /// A client that asks for a large file and never reads sees the server
+    /// close (a reset) soon after the send timeout, without reading a byte:
+    /// a FIN queued behind the unread body would never reach it.
+    async fn a_reader_that_never_reads_sees_the_close() {
+        let dir = site();
+        let files = StaticFiles::new(dir.path()).unwrap();
+        with_server(config(), files, |addr| {
+            let mut c = small_window(addr);
+            c.write_all(b"GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            // Send timeout 1 s, and slack for a busy machine.
+            let after = seen_closed_within(&c, Duration::from_secs(5));
+            assert!(after.is_some(), "no FIN or RST within 5 s of a never-read request");
         })
         .await;
     }

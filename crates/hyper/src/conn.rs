@@ -24,6 +24,9 @@
 //!
 //! At a deadline the connection is asked to shut down gracefully (HTTP/2:
 //! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
+//! Then it closes lingering (see [`linger`]), unless a write failed (the
+//! write timeout: a response its peer stopped reading): then it is reset,
+//! as a FIN queued behind bytes the peer never takes would never reach it.
 //!
 //! Bytes a connection receives while no request of it is in flight (a
 //! request head on its way, HTTP/2 frames that have not made a request
@@ -66,8 +69,18 @@ const LINGER_BYTES: usize = 1 << 20;
 /// kernel drop what it has received and not yet handed to the client: the
 /// end of a download still being read (an HTTP/2 client keeps sending
 /// window updates as it reads).
+///
+/// The half-close flushes first; if that fails (the write timeout: the
+/// peer has taken nothing for the send timeout), the connection is reset
+/// instead.
 async fn linger(mut io: HyperIo) {
-    let _ = poll_fn(|cx| Pin::new(&mut io).poll_shutdown(cx)).await;
+    if poll_fn(|cx| Pin::new(&mut io).poll_shutdown(cx))
+        .await
+        .is_err()
+    {
+        reset(io);
+        return;
+    }
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
     let mut discarded = 0;
     let _ = ringkit::time::timeout(LINGER_TIME, async {
@@ -79,6 +92,16 @@ async fn linger(mut io: HyperIo) {
         }
     })
     .await;
+}
+
+/// Close `io` with a reset, for a peer that stopped reading: a FIN would
+/// queue behind bytes it never takes, so it would never see the close, and
+/// the socket would hold its full send buffer for minutes of zero-window
+/// probes. A reset ends both at once.
+fn reset(io: HyperIo) {
+    if let Err(e) = io.reset_on_close() {
+        tracing::debug!("ringkit-hyper: SO_LINGER 0 before a reset: {e}");
+    }
 }
 
 /// How long a connection asked to close at a deadline may take to do so.
@@ -102,6 +125,9 @@ struct Activity {
     /// long after the body itself is gone).
     yielded: Cell<u64>,
     written: Cell<u64>,
+    /// A write or flush failed (the write timeout: the peer took nothing
+    /// for the send timeout).
+    write_failed: Cell<bool>,
     /// Bytes received since a request last started (charged to `budget`).
     unstarted: Cell<usize>,
     /// The thread's count of such bytes, and its limit.
@@ -337,13 +363,23 @@ impl Watched {
     /// A write that took bytes is progress (stamped with the loop turn's
     /// clock: deadlines here are seconds, and a write is the hot path).
     fn note_write(&self, r: &Poll<io::Result<usize>>) {
-        if let Poll::Ready(Ok(n)) = r {
-            if *n > 0 {
+        match r {
+            Poll::Ready(Ok(n)) if *n > 0 => {
                 let a = &self.activity;
                 a.last_write.set(ringkit::time::coarse_now());
                 a.written.set(a.written.get() + *n as u64);
             }
+            Poll::Ready(Err(_)) => self.activity.write_failed.set(true),
+            _ => {}
         }
+    }
+
+    /// A flush or shutdown that failed.
+    fn note_failure<T>(&self, r: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if let Poll::Ready(Err(_)) = &r {
+            self.activity.write_failed.set(true);
+        }
+        r
     }
 }
 
@@ -375,11 +411,13 @@ impl Write for Watched {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx)
+        let r = Pin::new(&mut *self.io.borrow_mut()).poll_flush(cx);
+        self.note_failure(r)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.io.borrow_mut()).poll_shutdown(cx)
+        let r = Pin::new(&mut *self.io.borrow_mut()).poll_shutdown(cx);
+        self.note_failure(r)
     }
 }
 
@@ -407,6 +445,7 @@ pub(crate) async fn serve<S, B>(
         last_write: Cell::new(now),
         yielded: Cell::new(0),
         written: Cell::new(0),
+        write_failed: Cell::new(false),
         unstarted: Cell::new(0),
         budget,
         limit: limits.max_buffered_bytes,
@@ -463,12 +502,18 @@ pub(crate) async fn serve<S, B>(
         .await;
     }
     drop(guard);
+    let Ok(io) = Rc::try_unwrap(io) else {
+        return;
+    };
+    let io = io.into_inner();
+    if activity.write_failed.get() {
+        reset(io);
+        return;
+    }
     // Only a connection that answered something can have a peer still
     // reading; one that never made a request (silent, a preface, a
     // handshake) closes at once and frees its fd.
     if activity.started.get() > 0 {
-        if let Ok(io) = Rc::try_unwrap(io) {
-            linger(io.into_inner()).await;
-        }
+        linger(io).await;
     }
 }

@@ -58,6 +58,18 @@ impl HyperIo {
         }
     }
 
+    /// Make the close (when this is dropped) a reset that discards unsent
+    /// bytes: for a peer that has stopped reading, which would never see a
+    /// FIN queued behind them.
+    pub(crate) fn reset_on_close(&self) -> io::Result<()> {
+        let zero = Some(std::time::Duration::ZERO);
+        match &self.0 {
+            Inner::Plain(io) => io.set_linger(zero),
+            #[cfg(feature = "tls")]
+            Inner::Tls(io) => io.get_ref().set_linger(zero),
+        }
+    }
+
     /// Read into `dst`; the count of bytes read (0 at end of stream).
     pub(crate) fn poll_read_into(
         &mut self,

@@ -67,6 +67,26 @@ fn get_root(addr: SocketAddr) -> Vec<u8> {
     out
 }
 
+/// Seconds until the server closed `c` (FIN or RST seen), without ever
+/// reading from it; `None` if it has not within `limit`.
+fn seen_closed_within(c: &std::net::TcpStream, limit: Duration) -> Option<f64> {
+    use std::os::fd::AsRawFd;
+    let t0 = Instant::now();
+    while t0.elapsed() < limit {
+        let mut p = libc::pollfd {
+            fd: c.as_raw_fd(),
+            events: libc::POLLRDHUP,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a 50 ms timeout.
+        unsafe { libc::poll(&mut p, 1, 50) };
+        if p.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0 {
+            return Some(t0.elapsed().as_secs_f64());
+        }
+    }
+    None
+}
+
 /// Read until EOF or an error; the bytes read.
 fn drain(mut c: std::net::TcpStream) -> usize {
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -118,6 +138,23 @@ ringkit::test_all! {
             let t0 = Instant::now();
             assert_eq!(drain(slow), 0);
             assert!(t0.elapsed() < Duration::from_secs(10), "slow head held {:?}", t0.elapsed());
+        })
+        .await;
+    }
+
+    /// A client that asks for a large body and never reads sees the
+    /// server close (a reset) soon after the send timeout and the close
+    /// grace, without reading a byte. A lingering close used to queue its
+    /// FIN behind the unread body, where a peer that never reads never sees
+    /// it (the hostile battery's never-read attack, 1 of 8 connections).
+    async fn a_reader_that_never_reads_sees_the_close() {
+        let addr = start();
+        blocking(move || {
+            let mut c = small_window(addr);
+            c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            // Send timeout 1 s, close grace 1 s: 2 s, and slack for a busy machine.
+            let after = seen_closed_within(&c, Duration::from_secs(6));
+            assert!(after.is_some(), "no FIN or RST within 6 s of a never-read request");
         })
         .await;
     }

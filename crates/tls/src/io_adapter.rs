@@ -74,6 +74,11 @@ impl TlsIo {
         })
     }
 
+    /// The stream under the TLS layer (for its socket options).
+    pub fn get_ref(&self) -> &PollIo {
+        &self.io
+    }
+
     /// Whether any byte has arrived from the peer (a handshake under way
     /// counts, though it yields no plaintext yet).
     pub fn has_received(&self) -> bool {

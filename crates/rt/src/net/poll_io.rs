@@ -214,6 +214,14 @@ impl PollIo {
         self.core.set_write_timeout(limit);
     }
 
+    /// `SO_LINGER` on the socket (`Some(Duration::ZERO)`: when the stream
+    /// is dropped, close resets the connection and discards unsent bytes,
+    /// rather than queueing a FIN behind them). For a peer that has stopped
+    /// reading: a FIN behind bytes it never takes never reaches it.
+    pub fn set_linger(&self, d: Option<std::time::Duration>) -> io::Result<()> {
+        super::with_sock(self.core.fd, |s| s.set_linger(d))
+    }
+
     /// Flush, then shut down writing.
     pub fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         ready!(self.poll_flush(cx))?;
