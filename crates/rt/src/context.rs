@@ -228,7 +228,7 @@ impl Context {
         let waker = waker(self.id, gen, key);
         let mut cx = TaskCx::from_waker(&waker);
         self.metrics.polls.set(self.metrics.polls.get() + 1);
-        let done = fut.as_mut().poll(&mut cx).is_ready();
+        let done = poll_task(fut.as_mut(), &mut cx).is_ready();
         let mut tasks = self.tasks.borrow_mut();
         if done {
             tasks.remove(key as usize);
@@ -276,7 +276,7 @@ impl Context {
         tcx: &mut TaskCx<'_>,
     ) -> Poll<F::Output> {
         if self.main_woken.replace(false) {
-            if let Poll::Ready(v) = fut.poll(tcx) {
+            if let Poll::Ready(v) = poll_task(fut, tcx) {
                 return Poll::Ready(v);
             }
         }
@@ -300,6 +300,36 @@ impl Context {
         self.timers.borrow_mut().fire(now);
         self.drain_remote();
     }
+}
+
+/// Poll one task (or the main future).
+///
+/// With the `tokio` feature, each task gets tokio's cooperative budget of
+/// its own, as a tokio task does. Hosted, a whole ringkit turn runs inside
+/// one poll of the joint loop's future, where tokio allows 128 operations
+/// on its resources (semaphores, timers, sockets) for everything polled;
+/// without this the first tasks of a turn would use them up and the rest
+/// would see every tokio resource `Pending` and be polled for nothing.
+/// `poll_proceed` takes one unit of the budget in force and returns a
+/// guard that, dropped without `made_progress`, puts the budget back to
+/// what it was (tokio documents this): each task starts from the budget
+/// the turn started with, one unit less. Outside tokio the budget is
+/// unlimited and this costs a thread-local read.
+fn poll_task<F: Future + ?Sized>(
+    fut: std::pin::Pin<&mut F>,
+    cx: &mut TaskCx<'_>,
+) -> Poll<F::Output> {
+    #[cfg(feature = "tokio")]
+    {
+        // Pending only when the turn's budget is already spent (tokio has
+        // then deferred a wake of this task): poll it anyway, as before.
+        if let Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
+            let r = fut.poll(cx);
+            drop(restore);
+            return r;
+        }
+    }
+    fut.poll(cx)
 }
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_raw, drop_raw);
