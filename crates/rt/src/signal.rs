@@ -23,6 +23,13 @@
 //! If the slot table is full, or an eventfd cannot be made, a waiter falls
 //! back to checking the flag every 50 ms.
 //!
+//! # Other handlers
+//! A handler installed before ours (tokio's `signal`, through
+//! signal-hook-registry, or any other `sigaction`) is kept and called after
+//! ours on every signal, with the same arguments; one installed after ours
+//! must do the same (signal-hook-registry, and so tokio, does). `SIG_IGN`
+//! and `SIG_DFL` are not called: ringkit takes the signal over from them.
+//!
 //! The first signal (or [`request_shutdown`]) starts a graceful shutdown. A
 //! signal that arrives once shutdown was already requested ends the process
 //! at once, as an operator who presses Ctrl-C twice expects: the handler
@@ -31,7 +38,7 @@
 //! in a shell) without waiting for the drain.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -43,21 +50,52 @@ static SIGNAL: AtomicI32 = AtomicI32::new(-1);
 /// The eventfds of the tasks awaiting shutdown.
 static WAITERS: EventfdTable = EventfdTable::new();
 static INSTALLED: OnceLock<Result<(), i32>> = OnceLock::new();
+/// The handlers that were in place before ours, for `SIGINT` and `SIGTERM`
+/// (`sa_sigaction`, 0 for none to call), and whether each takes `siginfo`.
+/// Written before our handler is installed, read by it: atomics, so the
+/// reads are async-signal-safe.
+static PREV_HANDLER: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+static PREV_SIGINFO: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
+
+fn slot(sig: libc::c_int) -> Option<usize> {
+    match sig {
+        libc::SIGINT => Some(0),
+        libc::SIGTERM => Some(1),
+        _ => None,
+    }
+}
 
 /// Install the `SIGINT`/`SIGTERM` handler (idempotent; also done by the
 /// first [`shutdown_requested`]). Call it early in a server, so that a
 /// signal arriving before anything awaits shutdown is not fatal.
 pub fn install() -> io::Result<()> {
     let r = INSTALLED.get_or_init(|| {
-        for sig in [libc::SIGINT, libc::SIGTERM] {
+        for (i, sig) in [libc::SIGINT, libc::SIGTERM].into_iter().enumerate() {
+            // SAFETY: a zeroed sigaction is a valid out-parameter, filled by
+            // the call for a valid signal number (no action is changed).
+            let prev = unsafe {
+                let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, std::ptr::null(), &mut prev) != 0 {
+                    return Err(io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EINVAL));
+                }
+                prev
+            };
+            let h = prev.sa_sigaction;
+            if h != libc::SIG_DFL && h != libc::SIG_IGN && h != on_signal as SigAction as usize {
+                PREV_SIGINFO[i].store(prev.sa_flags & libc::SA_SIGINFO != 0, SeqCst);
+                PREV_HANDLER[i].store(h, SeqCst);
+            }
             // SAFETY: a zeroed sigaction is a valid starting point; we set the
-            // handler (an extern "C" fn of the right signature), an empty
-            // mask and SA_RESTART, then install it for a valid signal number.
+            // handler (an extern "C" fn of the SA_SIGINFO signature), an
+            // empty mask and SA_RESTART | SA_SIGINFO, then install it for a
+            // valid signal number.
             let rc = unsafe {
                 let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                sa.sa_sigaction = on_signal as SigAction as libc::sighandler_t;
                 libc::sigemptyset(&mut sa.sa_mask);
-                sa.sa_flags = libc::SA_RESTART;
+                sa.sa_flags = libc::SA_RESTART | libc::SA_SIGINFO;
                 libc::sigaction(sig, &sa, std::ptr::null_mut())
             };
             if rc != 0 {
@@ -71,7 +109,9 @@ pub fn install() -> io::Result<()> {
     r.map_err(io::Error::from_raw_os_error)
 }
 
-extern "C" fn on_signal(sig: libc::c_int) {
+type SigAction = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
+
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     if REQUESTED.load(SeqCst) {
         // The second request: stop now (see the module docs).
         // SAFETY: signal(2) and raise(3) are async-signal-safe; `sig` is the
@@ -86,8 +126,33 @@ extern "C" fn on_signal(sig: libc::c_int) {
     // restoring it keeps the interrupted code's errno intact.
     let saved = unsafe { *libc::__errno_location() };
     notify(sig);
+    chain(sig, info, ctx);
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = saved };
+}
+
+/// Call the handler that was in place before ours, if there was one to
+/// call. Async-signal-safe as far as that handler is.
+fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    let Some(i) = slot(sig) else { return };
+    let h = PREV_HANDLER[i].load(SeqCst);
+    if h == 0 {
+        return;
+    }
+    if PREV_SIGINFO[i].load(SeqCst) {
+        // SAFETY: `h` is the `sa_sigaction` of a handler installed with
+        // SA_SIGINFO, so it has this signature; the arguments are the
+        // kernel's, passed on unchanged.
+        let f: SigAction = unsafe { std::mem::transmute::<usize, SigAction>(h) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: `h` is the `sa_handler` of a handler installed without
+        // SA_SIGINFO (neither SIG_DFL nor SIG_IGN), so it takes the signal
+        // number only.
+        let f: extern "C" fn(libc::c_int) =
+            unsafe { std::mem::transmute::<usize, extern "C" fn(libc::c_int)>(h) };
+        f(sig);
+    }
 }
 
 /// Set the flag and wake every registered waiter. Async-signal-safe:

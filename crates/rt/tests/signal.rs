@@ -286,3 +286,72 @@ fn a_second_signal_ends_the_drain_at_once() {
         second_at.elapsed()
     );
 }
+
+/// In a child: a tokio signal stream for `SIGTERM` and ringkit's handler,
+/// installed in the order `tokio_first` says, then one `SIGTERM`: both must
+/// see it. Prints `BOTH` when they do.
+fn both_see_sigterm(tokio_first: bool) {
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut stream = None;
+    let tokio_signal = || {
+        let _g = tokio_rt.enter();
+        Some(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).unwrap())
+    };
+    if tokio_first {
+        stream = tokio_signal();
+    }
+    ringkit::signal::install().unwrap();
+    if !tokio_first {
+        stream = tokio_signal();
+    }
+    let mut stream = stream.unwrap();
+    // SAFETY: sending a signal to our own process, whose handlers are installed.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGTERM) }, 0);
+    let got = tokio_rt
+        .block_on(async { tokio::time::timeout(Duration::from_secs(10), stream.recv()).await });
+    assert!(
+        matches!(got, Ok(Some(()))),
+        "tokio's signal stream never saw SIGTERM"
+    );
+    assert_eq!(ringkit::signal::requested_by(), Some(libc::SIGTERM));
+    println!("BOTH");
+}
+
+#[test]
+#[ignore = "child of tokio_and_ringkit_both_see_a_signal"]
+fn child_tokio_first() {
+    if is_child("child_tokio_first") {
+        both_see_sigterm(true);
+    }
+}
+
+#[test]
+#[ignore = "child of tokio_and_ringkit_both_see_a_signal"]
+fn child_ringkit_first() {
+    if is_child("child_ringkit_first") {
+        both_see_sigterm(false);
+    }
+}
+
+/// ringkit's handler chains to one installed before it (tokio's, through
+/// signal-hook-registry, which chains to ringkit's when it comes second):
+/// whichever installs first, a tokio `signal(SIGTERM)` stream and
+/// `shutdown_requested` both see the signal. ringkit used to replace
+/// tokio's handler, and tokio's `recv()` never resolved.
+#[test]
+fn tokio_and_ringkit_both_see_a_signal() {
+    for name in ["child_tokio_first", "child_ringkit_first"] {
+        let mut child = child_command(name).spawn().unwrap();
+        let out = child.stdout.take().map(|mut o| {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        });
+        let (ok, stdout, stderr) = finish(child, out.unwrap_or_default());
+        assert!(ok, "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(stdout.contains("BOTH"), "{name}: {stdout}");
+    }
+}
