@@ -131,7 +131,22 @@ impl Context {
             }
             let mut reports = Vec::with_capacity(tasks.len());
             for mut t in tasks {
-                drop(t.future.take());
+                // A drop that panics must not skip the other tasks' drops
+                // or the rest of the runtime's tear-down (a panic inside
+                // another unwinding drop would abort the process): caught
+                // and logged, as tokio catches a panic in a task's drop.
+                let fut = t.future.take();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(fut)));
+                if let Err(p) = r {
+                    let what = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a non-string payload".into());
+                    tracing::error!(
+                        "ringkit: a task's drop panicked while the runtime shut down: {what}"
+                    );
+                }
                 reports.extend(t.on_abort.take());
             }
             for f in reports {

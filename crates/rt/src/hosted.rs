@@ -103,16 +103,24 @@ impl Host {
     }
 
     /// Tear down in the order that keeps every drop inside the contexts it
-    /// may need, with tokio's entered throughout: tokio's local tasks
-    /// (they may hold ringkit operations; ringkit's context is still
-    /// installed), then `drain_ringkit` (ringkit's tasks, which may hold
-    /// tokio resources or spawn), then tokio's runtime with its remaining
-    /// tasks. Dropping the runtime waits for `spawn_blocking` jobs that are
+    /// may need, with tokio's runtime entered throughout and ringkit's
+    /// context installed: ringkit's tasks first, inside the `LocalSet`
+    /// (their drops may use tokio resources or `spawn_local`; what they
+    /// spawn there never runs), then tokio's local tasks (they may hold
+    /// ringkit operations, or spawn ringkit tasks), then ringkit's tasks
+    /// again (those), then tokio's runtime with its remaining tasks.
+    /// Dropping the runtime waits for `spawn_blocking` jobs that are
     /// running, as tokio always does.
-    pub(crate) fn shutdown(mut self, drain_ringkit: impl FnOnce()) {
+    pub(crate) fn shutdown(mut self, drain_ringkit: impl Fn()) {
         {
             let _g = self.rt.enter();
-            drop(self.local.take());
+            if let Some(local) = self.local.take() {
+                {
+                    let _in = local.enter();
+                    drain_ringkit();
+                }
+                drop(local);
+            }
             drain_ringkit();
         }
         clear_idle();
