@@ -146,7 +146,7 @@ async fn run_at(answer: Answer, close: bool, rate: Option<f64>) -> HttpLoadResul
     let mut cfg = HttpLoadConfig::new(addr, 8, Duration::from_millis(500));
     cfg.close = close;
     cfg.rate = rate;
-    cfg.backend = ringkit::backend_report().chosen;
+    cfg.backend = ringkit::backend_report().expect("inside a runtime").chosen;
     let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));
     while !gen.is_finished() {
         ringkit::time::sleep(Duration::from_millis(5)).await;
@@ -294,7 +294,7 @@ async fn run_corrupting(every: u64) -> HttpLoadResult {
     };
     let body: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
     let mut cfg = HttpLoadConfig::new(addr, 4, Duration::from_millis(400));
-    cfg.backend = ringkit::backend_report().chosen;
+    cfg.backend = ringkit::backend_report().expect("inside a runtime").chosen;
     cfg.expect_body_len = Some(1000);
     cfg.expect_crc32c = Some(crc32c::crc32c(&body));
     let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));

@@ -22,7 +22,7 @@ async fn run(root: &std::path::Path, mix: Vec<Target>) -> HttpLoadResult {
     });
     let mut cfg = HttpLoadConfig::new(addr, 8, Duration::from_millis(400));
     cfg.mix = Some(Arc::from(mix));
-    cfg.backend = ringkit::backend_report().chosen;
+    cfg.backend = ringkit::backend_report().expect("inside a runtime").chosen;
     let gen = std::thread::spawn(move || load::run_load(&cfg, &mut |_| {}));
     while !gen.is_finished() {
         ringkit::time::sleep(Duration::from_millis(5)).await;

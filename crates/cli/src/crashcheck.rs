@@ -88,7 +88,7 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
         a.seed,
         a.ops,
         if a.direct { "O_DIRECT" } else { "buffered" },
-        ringkit::backend_report().chosen,
+        ringkit::backend_report().expect("inside a runtime").chosen,
         match (a.fault, r.fault_fired) {
             (None, _) => String::new(),
             (Some(f), fired) => format!(", fault {f:?} {}", if fired { "fired" } else { "never reached" }),

@@ -240,7 +240,7 @@ where
         let local = server.local_addr().unwrap_or(addr);
         eprintln!(
             "{name}: thread {i} listening on {local} with {}",
-            ringkit::backend_report()
+            ringkit::backend_report().expect("inside a runtime")
         );
         let server = match &stats {
             Some(path) => {

@@ -73,7 +73,7 @@ pub fn serve(a: ServeArgs) -> io::Result<()> {
                 "ringkit log: serving {} on {} ({}), next LSN {}",
                 dir.display(),
                 l.local_addr()?,
-                ringkit::backend_report(),
+                ringkit::backend_report().expect("inside a runtime"),
                 log.next_lsn()
             );
             let limits = Rc::new(Limits {

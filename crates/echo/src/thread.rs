@@ -72,7 +72,7 @@ pub(crate) async fn serve_thread(
     cfg: EchoServerConfig,
     listener: TcpListener,
 ) -> io::Result<()> {
-    let report = ringkit::backend_report();
+    let report = ringkit::backend_report().map_or_else(|| "no runtime".into(), |r| r.to_string());
     tracing::info!(
         "ringkit echo: thread {i} listening on {} with {report} (recv {:?})",
         listener.local_addr()?,

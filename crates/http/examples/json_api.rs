@@ -99,7 +99,7 @@ fn main() -> io::Result<()> {
         println!(
             "listening on {} ({})",
             server.local_addr()?,
-            ringkit::backend_report()
+            ringkit::backend_report().expect("inside a runtime")
         );
         // Until SIGINT/SIGTERM, then a graceful drain.
         server.serve(app(Store::default())).await

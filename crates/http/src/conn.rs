@@ -106,7 +106,8 @@ impl Shared {
         Shared {
             config,
             tls,
-            pooled_reads: ringkit::backend_report().chosen == ringkit::Backend::Uring,
+            pooled_reads: ringkit::backend_report()
+                .is_some_and(|r| r.chosen == ringkit::Backend::Uring),
             drain: Drain::new(),
             buffered: std::cell::Cell::new(0),
         }

@@ -219,7 +219,7 @@ where
             tracing::info!(
                 "ringkit-hyper: thread {i} listening on {} with {}",
                 listener.local_addr()?,
-                ringkit::backend_report()
+                ringkit::backend_report().map_or_else(|| "no runtime".into(), |r| r.to_string())
             );
             let shutdown = ringkit::signal::shutdown_requested();
             serve_listener(listener, service, tls, shutdown, limits).await

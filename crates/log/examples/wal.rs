@@ -48,7 +48,7 @@ fn main() -> std::io::Result<()> {
             "{} sets durable in {} batches ({}), log now at LSN {}",
             stats.records,
             stats.batches,
-            ringkit::backend_report(),
+            ringkit::backend_report().expect("inside the runtime"),
             log.durable_lsn()
         );
         assert_eq!(log.durable_lsn(), before + 800);

@@ -38,7 +38,8 @@ impl Log {
     /// before acknowledged records, a missing, extra or foreign segment, a
     /// damaged header) fails with `InvalidData` naming the segment and
     /// offset, and nothing is written. One open log per directory (`LOCK`,
-    /// `flock`): a second open fails with `WouldBlock`. Must be called
+    /// `flock`): a second open fails with `ResourceBusy`, naming the lock
+    /// file and, where `/proc/locks` tells, the process holding it. Must be called
     /// inside a ringkit runtime; the log then lives on it.
     pub async fn open(dir: impl AsRef<Path>, opts: Options) -> io::Result<Log> {
         opts.check()?;
@@ -356,13 +357,43 @@ fn lock_dir(dir: &Path) -> io::Result<std::fs::File> {
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::WouldBlock {
+            return Err(e);
+        }
+        let holder = f
+            .metadata()
+            .ok()
+            .and_then(|m| lock_holder(std::os::unix::fs::MetadataExt::ino(&m)))
+            .map_or_else(String::new, |pid| format!(" by process {pid}"));
         return Err(io::Error::new(
-            e.kind(),
+            io::ErrorKind::ResourceBusy,
             format!(
-                "log {} is already open (its LOCK is held): {e}",
-                dir.display()
+                "log {} is already open: its lock {} is held{holder}",
+                dir.display(),
+                dir.join("LOCK").display()
             ),
         ));
     }
     Ok(f)
+}
+
+/// The process holding a `flock` on the file with inode `ino`, from
+/// `/proc/locks` (lines like `1: FLOCK ADVISORY WRITE 4242 fd:01:1234 0 EOF`);
+/// `None` if it cannot be told.
+fn lock_holder(ino: u64) -> Option<u32> {
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    locks.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        // A blocked waiter's line has "->" after the number.
+        let f = if f.get(1) == Some(&"->") {
+            &f[1..]
+        } else {
+            &f[..]
+        };
+        if f.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let file_ino: u64 = f.get(5)?.rsplit(':').next()?.parse().ok()?;
+        (file_ino == ino).then(|| f.get(4)?.parse().ok()).flatten()
+    })
 }

@@ -25,7 +25,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     let r = crashcheck::explore(&cfg).await.unwrap();
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), {} acked",
-        ringkit::backend_report().chosen,
+        ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
         r.states,

@@ -69,7 +69,7 @@ ringkit::test_all! {
         let st = log.stats();
         assert_eq!(st.records, 300);
         // On io_uring the batch buffer is registered: writes go WRITE_FIXED.
-        let uring = ringkit::backend_report().chosen == ringkit::Backend::Uring;
+        let uring = ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring;
         assert_eq!(st.registered_buffer, uring);
         // Queued together, they went in a few batches, one sync each.
         assert!(st.batches < 50, "{st:?}");
@@ -221,6 +221,12 @@ ringkit::test_all! {
         // One open log per directory.
         let e = Log::open(t.path(), small()).await.unwrap_err();
         assert!(e.to_string().contains("already open"), "{e}");
+        // Busy, not "try again" (WouldBlock): a caller's retry loop would
+        // spin on it. The message names the lock file and who holds it.
+        assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+        let lock = t.path().join("LOCK");
+        assert!(e.to_string().contains(&lock.display().to_string()), "{e}");
+        assert!(e.to_string().contains(&format!("process {}", std::process::id())), "{e}");
     }
 
     async fn an_empty_log_reads_nothing_and_a_smaller_reopen_reads_everything() {
@@ -250,7 +256,7 @@ ringkit::test_all! {
         // driver is busy shutting down.
         let t = tempfile::tempdir().unwrap();
         let dir = t.path().to_path_buf();
-        let backend = ringkit::backend_report().chosen;
+        let backend = ringkit::backend_report().expect("inside a runtime").chosen;
         std::thread::spawn(move || {
             let rt = ringkit::Builder::new().backend(backend).build().unwrap();
             rt.block_on(async {

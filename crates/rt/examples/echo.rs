@@ -41,7 +41,7 @@ fn main() -> io::Result<()> {
         println!(
             "listening on {} ({})",
             listener.local_addr()?,
-            ringkit::backend_report()
+            ringkit::backend_report().expect("inside the runtime")
         );
         let mut stop = std::pin::pin!(ringkit::signal::shutdown_requested());
         loop {

@@ -35,7 +35,7 @@ async fn serve_thread(i: usize, addr: String) -> io::Result<()> {
     println!(
         "thread {i} listening on {} ({})",
         listener.local_addr()?,
-        ringkit::backend_report()
+        ringkit::backend_report().expect("inside the runtime")
     );
     let drain = Drain::new();
     let mut stop = pin!(ringkit::signal::shutdown_requested());

@@ -80,7 +80,7 @@ pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
 /// use ringkit::LaunchConfig;
 /// let handles = ringkit::launch(LaunchConfig::new(2), |i| async move {
 ///     ringkit::time::sleep(std::time::Duration::from_millis(1)).await;
-///     println!("thread {i} ran on {}", ringkit::backend_report());
+///     println!("thread {i} ran on {:?}", ringkit::backend_report().map(|r| r.chosen));
 /// })?;
 /// for h in handles {
 ///     h.join().expect("no panic")?;

@@ -434,9 +434,10 @@ impl Drop for Runtime {
     }
 }
 
-/// The backend report of the current thread's runtime.
-pub fn backend_report() -> BackendReport {
-    with_ctx(|cx| cx.report().clone())
+/// The backend report of the current thread's runtime; `None` on a thread
+/// without one.
+pub fn backend_report() -> Option<BackendReport> {
+    try_with_ctx(|cx| cx.report().clone())
 }
 
 /// The metrics of the current thread's runtime.

@@ -26,7 +26,7 @@ impl Drop for DropFlag {
 }
 
 fn is_uring() -> bool {
-    ringkit::backend_report().chosen == Backend::Uring
+    ringkit::backend_report().expect("inside a runtime").chosen == Backend::Uring
 }
 
 async fn pair() -> (TcpStream, TcpStream) {
@@ -454,4 +454,22 @@ ringkit::test_all! {
             );
         }
     }
+}
+
+/// `backend_report` outside a runtime is `None` (it used to panic), inside
+/// one the runtime's report, and on another thread `None` again.
+#[test]
+fn backend_report_is_none_outside_a_runtime() {
+    assert!(ringkit::backend_report().is_none());
+    let rt = ringkit::Builder::new()
+        .backend(Backend::Epoll)
+        .ignore_env()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let r = ringkit::backend_report().expect("inside a runtime");
+        assert_eq!(r.chosen, Backend::Epoll);
+        let off = std::thread::spawn(ringkit::backend_report).join().unwrap();
+        assert!(off.is_none(), "another thread has no runtime");
+    });
 }

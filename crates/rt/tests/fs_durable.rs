@@ -25,7 +25,7 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
 }
 
 fn on_uring() -> bool {
-    ringkit::backend_report().chosen == Backend::Uring
+    ringkit::backend_report().expect("inside a runtime").chosen == Backend::Uring
 }
 
 ringkit::test_all! {

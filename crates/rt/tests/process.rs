@@ -505,7 +505,10 @@ fn child_seccomp_fallback() {
             .attempts
             .iter()
             .all(|a| a.contains("EPERM") || a.contains("not permitted")));
-        assert_eq!(ringkit::backend_report().chosen, Backend::Epoll);
+        assert_eq!(
+            ringkit::backend_report().expect("inside a runtime").chosen,
+            Backend::Epoll
+        );
 
         rt.block_on(async {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();

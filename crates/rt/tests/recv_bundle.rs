@@ -214,7 +214,7 @@ fn dropped_streams_give_their_buffers_back(mode: Mode) {
         t.join().unwrap();
         assert!(got == data);
         let m = ringkit::metrics().since(&before);
-        if ringkit::backend_report().chosen == Backend::Uring {
+        if ringkit::backend_report().expect("inside a runtime").chosen == Backend::Uring {
             // Leaked buffers would leave the ring dry: every multishot
             // would end at once with ENOBUFS and plain receives stand in.
             assert!(

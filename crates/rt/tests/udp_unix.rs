@@ -159,7 +159,10 @@ ringkit::test_all! {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("echo.sock");
         let l = UnixListener::bind(&path).unwrap();
-        assert!(UnixListener::bind(&path).is_err(), "binding an existing path fails");
+        let e = UnixListener::bind(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
+        // The error names the path (a bare "Address in use" did not).
+        assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         let server = ringkit::spawn(async move {
             let mut served = Vec::new();
             for _ in 0..2 {

@@ -443,7 +443,9 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             malformed: e.malformed.get(),
             expected_body_len: sh.expect_body.get(),
             first_error: sh.first_error.borrow().clone(),
-            backend: ringkit::backend_report().to_string(),
+            backend: ringkit::backend_report()
+                .expect("inside a runtime")
+                .to_string(),
             p50_us: q(0.5),
             p90_us: q(0.9),
             p99_us: q(0.99),

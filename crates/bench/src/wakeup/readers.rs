@@ -297,7 +297,9 @@ fn runtime_reader(
             record(&mut out, sh, warmup, i, t0, t1);
         }
         let enters = ringkit::metrics().since(&m0).uring_enters;
-        out.enters = (ringkit::backend_report().chosen == Backend::Uring).then_some(enters);
+        out.enters = (ringkit::backend_report().expect("inside a runtime").chosen
+            == Backend::Uring)
+            .then_some(enters);
         Ok(out)
     })
 }
@@ -341,7 +343,9 @@ fn runtime_file_reader(fd: RawFd, total: u64, warmup: u64, sh: &Shared) -> io::R
             record(&mut out, sh, warmup, i, t0, t1);
         }
         let enters = ringkit::metrics().since(&m0).uring_enters;
-        out.enters = (ringkit::backend_report().chosen == Backend::Uring).then_some(enters);
+        out.enters = (ringkit::backend_report().expect("inside a runtime").chosen
+            == Backend::Uring)
+            .then_some(enters);
         Ok(out)
     })
 }

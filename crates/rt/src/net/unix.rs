@@ -15,6 +15,11 @@ use crate::driver::op::accept::Accept;
 use crate::driver::op::connect::Connect;
 use crate::driver::Op;
 
+/// `e`, with the same kind, its message naming what was done to `path`.
+fn naming(path: &Path, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+}
+
 /// A listening Unix-domain stream socket.
 #[derive(Debug)]
 pub struct UnixListener {
@@ -22,12 +27,17 @@ pub struct UnixListener {
 }
 
 impl UnixListener {
-    /// Bind to `path` (which must not exist) and listen.
+    /// Bind to `path` (which must not exist) and listen. An error keeps
+    /// its kind and names the path.
     pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
-        let s = socket(socket2::Domain::UNIX, socket2::Type::STREAM)?;
-        s.bind(&socket2::SockAddr::unix(path)?)?;
-        s.listen(1024)?;
-        Ok(UnixListener { fd: into_raw(s) })
+        let path = path.as_ref();
+        let bind = || {
+            let s = socket(socket2::Domain::UNIX, socket2::Type::STREAM)?;
+            s.bind(&socket2::SockAddr::unix(path)?)?;
+            s.listen(1024)?;
+            Ok(UnixListener { fd: into_raw(s) })
+        };
+        bind().map_err(|e| naming(path, "bind", e))
     }
 
     /// Accept a connection.
@@ -64,12 +74,15 @@ pub struct UnixStream {
 impl UnixStream {
     /// Connect to the socket at `path`.
     pub async fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
-        let addr = socket2::SockAddr::unix(path)?;
+        let path = path.as_ref();
+        let addr = socket2::SockAddr::unix(path).map_err(|e| naming(path, "connect to", e))?;
         let s = socket(socket2::Domain::UNIX, socket2::Type::STREAM)?;
         let stream = UnixStream {
             core: Rc::new(StreamCore::new(into_raw(s))),
         };
-        Op::new(Connect::new(stream.core.fd, addr)).await?;
+        Op::new(Connect::new(stream.core.fd, addr))
+            .await
+            .map_err(|e| naming(path, "connect to", e))?;
         Ok(stream)
     }
 

@@ -157,7 +157,7 @@ pub async fn stream_writer(
 }
 
 pub fn is_uring() -> bool {
-    ringkit::backend_report().chosen == Backend::Uring
+    ringkit::backend_report().expect("inside a runtime").chosen == Backend::Uring
 }
 
 /// Blocks SIGPIPE on this thread for the guard's life, so a SIGPIPE raised by
