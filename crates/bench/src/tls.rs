@@ -38,6 +38,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             .backend(backend)
             .threads(1)
             .stats()
+            .flag("--open-file-cache-valid", crate::http::CACHE_VALID_SECS)
             .flag("--tls-cert", cert.display())
             .flag("--tls-key", key.display());
         contenders.push(server.contender(name, family));

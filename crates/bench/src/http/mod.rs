@@ -22,7 +22,7 @@ mod sample;
 mod study;
 pub mod wrk;
 
-pub use nginx::{nginx_conf, Site, NGINX};
+pub use nginx::{nginx_conf, Site, CACHE_VALID_SECS, NGINX};
 pub(crate) use report::section;
 pub use results::{HttpResults, HttpSample, HttpSummary, LoadTool, Workload};
 pub(crate) use sample::Run;

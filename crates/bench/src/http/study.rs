@@ -275,7 +275,7 @@ pub(crate) fn run(
         .map(|w| {
             let cmd = match tool {
                 LoadTool::Wrk => wrk::command(
-                    &format!("http://127.0.0.1:PORT{}", w.path),
+                    &format!("{}://127.0.0.1:PORT{}", p.scheme, w.path),
                     w.conns,
                     run.wrk_secs(),
                     w.close,
@@ -291,7 +291,8 @@ pub(crate) fn run(
                 .collect::<Vec<_>>()
                 .join(" "),
                 LoadTool::Builtin => format!(
-                    "ringkit bench http http://127.0.0.1:PORT{} {}-c {} -t {secs}{} --cpu {}",
+                    "ringkit bench http {}://127.0.0.1:PORT{} {}-c {} -t {secs}{} --cpu {}",
+                    p.scheme,
                     w.path,
                     match (&w.mix, &p.mix_file, w.body_len) {
                         (Some(_), Some(f), _) => format!("--paths {} ", f.display()),

@@ -130,7 +130,8 @@ pub(super) fn benches<'a>(
         let s = RingkitServer::serve(&opts.ringkit_bin, &t.root)
             .backend(backend)
             .threads(1)
-            .flag("--open-file-cache", SINGLES.len());
+            .flag("--open-file-cache", SINGLES.len())
+            .flag("--open-file-cache-valid", crate::http::CACHE_VALID_SECS);
         cs.push(limit(s).contender(name, family));
     }
     let (label, path, size) = SINGLES[0];

@@ -3,10 +3,10 @@
 //! Contenders: nginx in its best documented configuration for static files
 //! (`sendfile on`, `tcp_nopush on`, `open_file_cache` for every file of the
 //! tree; one worker), `ringkit serve` on io_uring and on epoll (open-file
-//! cache as large as nginx's; bodies over 16 KiB by `sendfile`), and,
-//! outside `--quick`, ringkit on io_uring with the cache off, with bodies
-//! spliced through a pipe, and with bodies copied through the ring, so the
-//! report shows what each choice is worth.
+//! cache as large as nginx's, paths looked up again as often; bodies over
+//! 16 KiB by `sendfile`), and, outside `--quick`, ringkit on io_uring with
+//! the cache off, with bodies spliced through a pipe, and with bodies
+//! copied through the ring, so the report shows what each choice is worth.
 //!
 //! Workloads, 100 connections each: 1 KiB, 64 KiB and 1 MiB files with
 //! keep-alive; 1 KiB with `Connection: close`; and 10 000 files of mixed
@@ -60,6 +60,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             .threads(1)
             .stats()
             .flag("--open-file-cache", cache)
+            .flag("--open-file-cache-valid", http::CACHE_VALID_SECS)
     };
     contenders.push(serve("uring").contender("ringkit-uring", Family::Uring));
     contenders.push(serve("epoll").contender("ringkit-epoll", Family::Epoll));
@@ -99,9 +100,11 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         about: format!(
             "files from `{}`: 1 KiB, 64 KiB and 1 MiB files, and {MIX_FILES} files of mixed sizes \
              (70% 100 B–8 KiB, 25% 8–64 KiB, 5% 64 KiB–1 MiB, {:.0} KiB on average) asked for \
-             uniformly at random; open-file caches of {cache} entries on both sides",
+             uniformly at random; open-file caches of {cache} entries on both sides, each \
+             path looked up again after {valid} s on both sides",
             tree.root.display(),
-            workloads.last().map_or(0.0, |w| w.mean_body / 1024.0)
+            workloads.last().map_or(0.0, |w| w.mean_body / 1024.0),
+            valid = http::CACHE_VALID_SECS,
         ),
         contenders,
         skipped,
