@@ -194,12 +194,29 @@ impl From<&ServeConfig> for ConnLimits {
 /// address that cannot be bound is this call's error (naming the address),
 /// and nothing is left running. The library prints nothing: each thread
 /// logs its address and backend through `tracing` (`info`).
+///
+/// `make` runs once on each worker thread, inside its runtime (hosted
+/// tokio included): make per-thread state there, such as a database pool
+/// (threads x pool size connections in all) or an HTTP client. State made
+/// before `serve`, on another tokio runtime, is driven by that runtime
+/// only; with the `tokio` feature `serve` refuses to run inside a tokio
+/// runtime for that reason (and because it blocks its thread).
 pub fn serve<M, S, B>(cfg: ServeConfig, make: M) -> io::Result<()>
 where
     M: Fn() -> S + Send + Sync + Clone + 'static,
     S: HttpService<B>,
     B: HttpBody,
 {
+    #[cfg(feature = "tokio")]
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Err(io::Error::other(
+            "ringkit-hyper: serve was called inside a tokio runtime (`#[tokio::main]`?): it \
+             blocks this thread until shutdown, so that runtime would never run again, and \
+             anything made on it (a connection pool, a client) would hang the requests that \
+             use it. Call serve from a plain `fn main`, and make per-thread state (pools, \
+             clients) in its closure, which runs once on each worker, inside its runtime",
+        ));
+    }
     // With the `tokio` feature every worker hosts a tokio runtime, so
     // handlers may use tokio and the crates built on it.
     let builder = ringkit::Builder::new().backend(cfg.backend);

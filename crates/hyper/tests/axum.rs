@@ -236,3 +236,23 @@ fn serve_returns_a_bind_error_naming_the_address() {
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
 }
+
+/// `serve` called inside a tokio runtime (a `#[tokio::main]` that made a
+/// pool, then called `serve`) is an error that says why and what to do,
+/// before anything is bound: requests drawing a connection made on the
+/// outer runtime used to hang until the pool's timeout.
+#[test]
+fn serve_refuses_to_run_inside_a_tokio_runtime() {
+    let outer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let e = outer
+        .block_on(async {
+            let cfg = ringkit_hyper::ServeConfig::new("127.0.0.1:0".parse().unwrap());
+            ringkit_hyper::serve(cfg, app)
+        })
+        .expect_err("serve ran inside a tokio runtime");
+    assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
+    assert!(e.to_string().contains("closure"), "{e}");
+}

@@ -97,6 +97,20 @@ impl Builder {
     /// stays on its driver. How the loops are joined, and what it costs:
     /// docs/ARCHITECTURE.md, "Hosted mode".
     ///
+    /// What differs from `#[tokio::main]`:
+    /// - The hosted tokio runtime is current-thread, so
+    ///   `tokio::task::block_in_place` panics, as on any current-thread
+    ///   runtime: run blocking work with `tokio::task::spawn_blocking`.
+    /// - Each runtime thread hosts its own tokio runtime. A resource made on
+    ///   a tokio runtime (a database pool and its connections, a reqwest
+    ///   client's connections) is driven by that runtime's reactor only:
+    ///   make it inside this runtime, on each thread that uses it (for a
+    ///   server, in the per-thread closure of `serve`), not in a
+    ///   `#[tokio::main]` around it. A pool per thread means threads x pool
+    ///   size connections to the database.
+    /// - `build` fails inside a tokio runtime (its `block_on` would start a
+    ///   tokio runtime within one): build on a thread of its own.
+    ///
     /// ```
     /// let rt = ringkit::Builder::new().host_tokio().build()?;
     /// rt.block_on(async {
@@ -194,6 +208,15 @@ impl Builder {
         #[cfg(feature = "tokio")]
         {
             config.hosted = self.host_tokio;
+            if self.host_tokio && tokio::runtime::Handle::try_current().is_ok() {
+                return Err(io::Error::other(
+                    "a hosted ringkit runtime cannot be built inside a tokio runtime: its \
+                     block_on would start a tokio runtime within one (tokio panics), and \
+                     resources made on the outer runtime (a connection pool, a client) are \
+                     driven only by it; build it on a thread of its own and make such \
+                     resources inside it",
+                ));
+            }
             let defer = ringkit_uring::sys::IORING_SETUP_DEFER_TASKRUN;
             if self.host_tokio
                 && backend != Backend::Epoll

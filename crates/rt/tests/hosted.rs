@@ -526,3 +526,19 @@ fn every_task_has_a_tokio_budget_of_its_own() {
         );
     });
 }
+
+/// Building a hosted runtime inside a tokio runtime is a clear error, not
+/// a panic in its `block_on` ("Cannot start a runtime from within a
+/// runtime") or requests that hang on resources of the outer runtime.
+#[test]
+fn a_hosted_runtime_is_refused_inside_a_tokio_runtime() {
+    let outer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let r = outer.block_on(async { Builder::new().host_tokio().ignore_env().build().map(drop) });
+    let e = r.expect_err("a hosted runtime was built inside a tokio runtime");
+    assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
+    // Outside, on this same thread, it builds.
+    drop(Builder::new().host_tokio().ignore_env().build().unwrap());
+}
