@@ -84,6 +84,8 @@ pub struct ServeConfig {
     /// I/O backend.
     pub backend: Backend,
     /// How long connections may take to finish after a shutdown request.
+    /// Hosted, `spawn_blocking` jobs still running then get at most this
+    /// long again before `serve` returns without them.
     pub grace: Duration,
     /// Serve TLS with this configuration (feature `tls`; see
     /// `tls::server_config`).
@@ -222,7 +224,10 @@ where
     let builder = ringkit::Builder::new().backend(cfg.backend);
     #[cfg(feature = "tokio")]
     let builder = if cfg.host_tokio {
-        builder.host_tokio()
+        // A `spawn_blocking` job still running after the drain gets at most
+        // one more grace period (the drop of a tokio runtime would wait for
+        // it without end).
+        builder.host_tokio().host_shutdown_timeout(cfg.grace)
     } else {
         builder
     };

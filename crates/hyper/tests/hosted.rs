@@ -28,6 +28,14 @@ fn app() -> Router {
             }),
         )
         .route(
+            "/stuck",
+            // A blocking job that outlives the server (an hour).
+            get(|| async {
+                tokio::task::spawn_blocking(|| std::thread::sleep(Duration::from_secs(3600)));
+                "started"
+            }),
+        )
+        .route(
             "/panic",
             get(|| async {
                 if true {
@@ -97,7 +105,9 @@ fn check(addr: SocketAddr) {
 
 /// Both backends at once, then one SIGTERM for the process: each hosted
 /// server sees it (a signal's wake reaches a hosted ring), drains and
-/// returns Ok.
+/// returns Ok, within its grace (1 s) twice over although a
+/// `spawn_blocking` job of an hour is still running (`serve` used to wait
+/// for it).
 #[test]
 fn serve_hosts_tokio_and_survives_panicking_handlers() {
     let mut servers = vec![start(Backend::Epoll)];
@@ -112,11 +122,16 @@ fn serve_hosts_tokio_and_survives_panicking_handlers() {
     }
     for (addr, _) in &servers {
         check(*addr);
+        let r = request(*addr, "/stuck").expect("an answer");
+        assert!(r.ends_with("started"), "{r}");
     }
+    let t0 = std::time::Instant::now();
     // SAFETY: signalling our own process; `serve` installed the handler,
     // which turns the signal into a graceful shutdown.
     unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
     for (_, h) in servers {
         h.join().unwrap().unwrap();
     }
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(10), "serve returned after {took:?}");
 }

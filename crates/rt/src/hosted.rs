@@ -70,11 +70,14 @@ pub(crate) struct Host {
     /// `None` once [`shutdown`](Self::shutdown) dropped it.
     local: Option<tokio::task::LocalSet>,
     rt: tokio::runtime::Runtime,
+    /// How long the tear-down waits for running `spawn_blocking` jobs
+    /// (`None`: until they end).
+    shutdown_timeout: Option<Duration>,
 }
 
 impl Host {
     /// A current-thread tokio runtime with every driver on, watching `fd`.
-    pub(crate) fn new(fd: RawFd) -> io::Result<Host> {
+    pub(crate) fn new(fd: RawFd, shutdown_timeout: Option<Duration>) -> io::Result<Host> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -90,6 +93,7 @@ impl Host {
             readiness,
             local: Some(tokio::task::LocalSet::new()),
             rt,
+            shutdown_timeout,
         })
     }
 
@@ -110,11 +114,19 @@ impl Host {
     /// ringkit operations, or spawn ringkit tasks), then ringkit's tasks
     /// again (those), then tokio's runtime with its remaining tasks.
     /// Dropping the runtime waits for `spawn_blocking` jobs that are
-    /// running, as tokio always does.
-    pub(crate) fn shutdown(mut self, drain_ringkit: impl Fn()) {
+    /// running, as tokio does, for at most the shutdown timeout if one was
+    /// given.
+    pub(crate) fn shutdown(self, drain_ringkit: impl Fn()) {
+        let Host {
+            readiness,
+            local,
+            rt,
+            shutdown_timeout,
+        } = self;
         {
-            let _g = self.rt.enter();
-            if let Some(local) = self.local.take() {
+            let _g = rt.enter();
+            drop(readiness);
+            if let Some(local) = local {
                 {
                     let _in = local.enter();
                     drain_ringkit();
@@ -122,6 +134,10 @@ impl Host {
                 drop(local);
             }
             drain_ringkit();
+        }
+        match shutdown_timeout {
+            Some(limit) => rt.shutdown_timeout(limit),
+            None => drop(rt),
         }
         clear_idle();
     }

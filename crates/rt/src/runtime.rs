@@ -34,6 +34,8 @@ pub struct Builder {
     env_override: bool,
     #[cfg(feature = "tokio")]
     host_tokio: bool,
+    #[cfg(feature = "tokio")]
+    host_shutdown_timeout: Option<Duration>,
 }
 
 impl Default for Builder {
@@ -52,6 +54,8 @@ impl Builder {
             env_override: false,
             #[cfg(feature = "tokio")]
             host_tokio: false,
+            #[cfg(feature = "tokio")]
+            host_shutdown_timeout: None,
         }
     }
 
@@ -123,6 +127,17 @@ impl Builder {
     #[cfg(feature = "tokio")]
     pub fn host_tokio(mut self) -> Self {
         self.host_tokio = true;
+        self
+    }
+
+    /// Hosted mode: dropping the runtime waits at most `limit` for the
+    /// hosted tokio runtime's running `spawn_blocking` jobs (tokio's
+    /// `Runtime::shutdown_timeout`); those still running are left to finish
+    /// on their own threads. Without it the drop waits for them, as
+    /// dropping a tokio runtime does.
+    #[cfg(feature = "tokio")]
+    pub fn host_shutdown_timeout(mut self, limit: Duration) -> Self {
+        self.host_shutdown_timeout = Some(limit);
         self
     }
 
@@ -300,7 +315,7 @@ impl Builder {
         #[cfg(feature = "tokio")]
         if self.host_tokio {
             let fd = rt.ctx.driver.borrow_mut().readiness_fd()?;
-            rt.host = Some(crate::hosted::Host::new(fd)?);
+            rt.host = Some(crate::hosted::Host::new(fd, self.host_shutdown_timeout)?);
         }
         Ok(rt)
     }

@@ -542,3 +542,34 @@ fn a_hosted_runtime_is_refused_inside_a_tokio_runtime() {
     // Outside, on this same thread, it builds.
     drop(Builder::new().host_tokio().ignore_env().build().unwrap());
 }
+
+/// `host_shutdown_timeout` bounds how long dropping a hosted runtime waits
+/// for running `spawn_blocking` jobs (tokio's `shutdown_timeout`); without
+/// it the drop waits for them, as tokio's own drop does.
+#[test]
+fn a_shutdown_timeout_bounds_blocking_jobs() {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rt = Builder::new()
+        .host_tokio()
+        .host_shutdown_timeout(Duration::from_millis(200))
+        .ignore_env()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (started_tx, started) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_blocking(move || {
+            let _ = started_tx.send(());
+            // Until the test ends (the sender is dropped then).
+            let _ = rx.recv();
+        });
+        started.await.unwrap();
+    });
+    let t0 = Instant::now();
+    drop(rt);
+    let took = t0.elapsed();
+    drop(tx);
+    assert!(
+        took < Duration::from_secs(5),
+        "the drop waited {took:?} for a blocking job"
+    );
+}
