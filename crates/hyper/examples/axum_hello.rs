@@ -21,6 +21,9 @@ struct Args {
 }
 
 fn main() -> std::io::Result<()> {
+    // The library logs through `tracing` only: this prints each thread's
+    // "listening on" line.
+    tracing_subscriber::fmt().init();
     let a = Args::parse();
     let mut cfg = ringkit_hyper::ServeConfig::from_args(&a.launch, "127.0.0.1:3000");
     cfg.tls = a.tls.server_config(&[b"h2", b"http/1.1"])?;

@@ -24,8 +24,14 @@
 //! ```no_run
 //! use axum::{routing::get, Router};
 //! let app = Router::new().route("/", get(|| async { "Hello, World!" }));
-//! ringkit_hyper::serve(ringkit_hyper::ServeConfig::new("127.0.0.1:8080".parse().unwrap()), move || app.clone()).unwrap();
+//! // One thread per core; `make` runs once on each, inside its runtime.
+//! let cfg = ringkit_hyper::ServeConfig::new("127.0.0.1:8080".parse().unwrap());
+//! ringkit_hyper::serve(cfg, move || app.clone()).unwrap();
 //! ```
+//!
+//! The library prints nothing: each thread logs the address it listens on
+//! and its backend through `tracing` at `info`. Install a subscriber to see
+//! it, for example `tracing_subscriber::fmt().init()` first in `main`.
 
 pub mod client;
 mod conn;

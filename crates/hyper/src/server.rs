@@ -120,11 +120,13 @@ pub struct ServeConfig {
 }
 
 impl ServeConfig {
-    /// One thread on `addr`, backend `auto`, 30 s of grace.
+    /// On `addr`: one thread per available core (as tokio's multi-thread
+    /// runtime; `std::thread::available_parallelism`, 1 if unknown), each
+    /// with its own runtime and listener; backend `auto`; 30 s of grace.
     pub fn new(addr: SocketAddr) -> ServeConfig {
         ServeConfig {
             addr,
-            threads: 1,
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpus: Vec::new(),
             backend: Backend::Auto,
             grace: Duration::from_secs(30),

@@ -256,3 +256,12 @@ fn serve_refuses_to_run_inside_a_tokio_runtime() {
     assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
     assert!(e.to_string().contains("closure"), "{e}");
 }
+
+/// `ServeConfig::new` runs one thread per available core, as a tokio user
+/// expects (it used to run one).
+#[test]
+fn serve_config_defaults_to_a_thread_per_core() {
+    let cfg = ringkit_hyper::ServeConfig::new("127.0.0.1:0".parse().unwrap());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(cfg.threads, cores);
+}
