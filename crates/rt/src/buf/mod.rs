@@ -14,6 +14,8 @@
 //! - [`BufPool`] / [`PooledBuf`]: reusable buffers that return to their pool on drop.
 //! - [`RecvBuf`]: what a pooled read returns (a provided-buffer ring slot on
 //!   io_uring, recycled on drop).
+//! - [`Slice`] ([`IoBufExt::slice`]): part of a buffer as a buffer, to read
+//!   into its free tail or write a part of it without a copy.
 //!
 //! After a read of `n` bytes a `Vec` holds exactly those `n` bytes (reads
 //! fill from the start; its length becomes `n`), so it can be written back
@@ -47,7 +49,9 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 mod recv_buf;
+mod slice;
 pub use recv_buf::RecvBuf;
+pub use slice::{IoBufExt, Slice};
 
 /// A buffer the kernel may read from while an operation is in flight.
 ///

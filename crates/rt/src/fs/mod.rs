@@ -340,6 +340,36 @@ impl File {
         .await
     }
 
+    /// Fill `buf` from its start to its capacity with the file's bytes from
+    /// `offset`, reading as often as it takes: a `Vec` comes back with
+    /// length = capacity. The end of the file first is `UnexpectedEof`, with
+    /// the bytes there were in the buffer. To fill part of a buffer, pass a
+    /// slice (`buf.slice(a..b)`, see [`crate::buf::Slice`]).
+    pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
+        use crate::buf::IoBufExt;
+        let total = buf.bytes_total();
+        let (mut buf, mut filled) = (buf, 0);
+        while filled < total {
+            let (r, s) = self
+                .read_at(buf.slice(filled..), offset + filled as u64)
+                .await;
+            buf = s.into_inner();
+            match r {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("end of file after {filled} of {total} bytes from offset {offset}"),
+                    );
+                    return (Err(e), buf);
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
     /// Write `buf` at `offset`; returns how much was written.
     pub async fn write_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         let fd = self.fd;

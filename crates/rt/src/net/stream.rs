@@ -116,6 +116,32 @@ impl StreamCore {
         self.fixed.get()
     }
 
+    /// Fill `buf` from its start to its capacity, reading as often as it
+    /// takes (see `TcpStream::read_exact`).
+    pub(crate) async fn read_exact<B: IoBufMut>(&self, buf: B) -> (io::Result<()>, B) {
+        use crate::buf::IoBufExt;
+        let total = buf.bytes_total();
+        let (mut buf, mut filled) = (buf, 0);
+        while filled < total {
+            // The slice starts at the end of what was read: within the data.
+            let (r, s) = self.read(buf.slice(filled..)).await;
+            buf = s.into_inner();
+            match r {
+                Ok(0) => {
+                    let e = io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("the peer closed after {filled} of {total} bytes"),
+                    );
+                    return (Err(e), buf);
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
     pub(crate) async fn read<B: IoBufMut>(&self, buf: B) -> (io::Result<usize>, B) {
         if buf.bytes_total() == 0 {
             return (Err(crate::driver::op::no_room()), buf);

@@ -241,6 +241,18 @@ impl TcpStream {
         self.core.read(buf)
     }
 
+    /// Fill `buf` from its start to its capacity (`bytes_total`), reading as
+    /// often as it takes: a `Vec` comes back with length = capacity. To
+    /// fill only part, pass a slice (`buf.slice(a..b)`, see
+    /// [`crate::buf::Slice`]). The peer closing first is `UnexpectedEof`,
+    /// with the bytes that did arrive in the buffer returned.
+    pub fn read_exact<B: IoBufMut>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.read_exact(buf)
+    }
+
     /// Read with a deadline. On timeout the result is `TimedOut` and no byte
     /// is lost: on io_uring the timeout is linked to the receive, so if data
     /// won the race it is returned here; otherwise nothing was read.

@@ -122,6 +122,15 @@ impl UnixStream {
         self.core.read(buf)
     }
 
+    /// Fill `buf` from its start to its capacity; see
+    /// [`TcpStream::read_exact`](crate::net::TcpStream::read_exact).
+    pub fn read_exact<B: IoBufMut>(
+        &self,
+        buf: B,
+    ) -> impl Future<Output = (io::Result<()>, B)> + '_ {
+        self.core.read_exact(buf)
+    }
+
     /// Write some of `buf`.
     pub fn write<B: IoBuf>(&self, buf: B) -> impl Future<Output = (io::Result<usize>, B)> + '_ {
         self.core.write(buf)
