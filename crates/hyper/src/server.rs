@@ -206,12 +206,12 @@ impl From<&ServeConfig> for ConnLimits {
 /// only; with the `tokio` feature `serve` refuses to run inside a tokio
 /// runtime for that reason (and because it blocks its thread).
 ///
-/// To share one pool across the threads instead (fewer database
-/// connections), make it on a dedicated tokio runtime that keeps running
-/// (a multi-thread runtime whose handle outlives `serve`) and hand
-/// `make` a clone; each use then crosses threads: the request's worker
-/// wakes the pool's runtime and is woken back, two cross-thread wake-ups
-/// per query that a per-thread pool does not pay.
+/// One pool shared by every thread (fewer database connections) is
+/// possible but not what this crate tests: each connection is driven by
+/// the runtime its tasks were spawned on, which must keep running, and a
+/// request on another worker then wakes that thread and is woken back,
+/// two cross-thread wake-ups per query that a per-thread pool does not
+/// pay.
 pub fn serve<M, S, B>(cfg: ServeConfig, make: M) -> io::Result<()>
 where
     M: Fn() -> S + Send + Sync + Clone + 'static,
