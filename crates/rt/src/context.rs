@@ -122,11 +122,29 @@ impl Context {
     /// in-flight operations hand buffers to the driver and get cancelled;
     /// then their handles resolve to `Cancelled` (a handle kept past the
     /// runtime must not wait forever). Dropping a future may spawn or
-    /// abort: loop until the slab stays empty. Then the run queue is cleared.
+    /// abort: loop until the slab stays empty, for at most
+    /// [`DROP_ROUNDS`] rounds (a task whose drop spawns a task that does the
+    /// same would otherwise keep the tear-down spinning for good): the
+    /// tasks still there after that are leaked, with an error logged. Then
+    /// the run queue is cleared.
     pub(crate) fn drop_tasks(&self) {
-        loop {
+        for round in 0.. {
             let tasks: Vec<TaskSlot> = self.tasks.borrow_mut().drain().collect();
             if tasks.is_empty() {
+                break;
+            }
+            if round == DROP_ROUNDS {
+                tracing::error!(
+                    "ringkit: tasks kept spawning tasks from their drops for {DROP_ROUNDS} \
+                     rounds while the runtime shut down; leaking the {} left",
+                    tasks.len()
+                );
+                for mut t in tasks {
+                    std::mem::forget(t.future.take());
+                    if let Some(f) = t.on_abort.take() {
+                        f();
+                    }
+                }
                 break;
             }
             let mut reports = Vec::with_capacity(tasks.len());
@@ -346,6 +364,9 @@ fn poll_task<F: Future + ?Sized>(
     }
     fut.poll(cx)
 }
+
+/// Rounds of [`Context::drop_tasks`] before the tasks left are leaked.
+const DROP_ROUNDS: usize = 64;
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_raw, drop_raw);
 

@@ -573,3 +573,43 @@ fn a_shutdown_timeout_bounds_blocking_jobs() {
         "the drop waited {took:?} for a blocking job"
     );
 }
+
+/// Runs `f` when dropped.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+fn respawn_forever() {
+    let d = OnDrop(respawn_forever);
+    ringkit::spawn(async move {
+        let _d = d;
+        std::future::pending::<()>().await;
+    });
+}
+
+/// A task whose drop spawns a task that does the same: the runtime's drop
+/// ends (the tear-down used to spin on it for good), hosted and plain.
+#[test]
+fn a_drop_that_respawns_forever_does_not_hold_the_tear_down() {
+    for hosted in [false, true] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let b = Builder::new().backend(Backend::Epoll).ignore_env();
+            let rt = if hosted { b.host_tokio() } else { b }.build().unwrap();
+            rt.block_on(async {
+                respawn_forever();
+                ringkit::yield_now().await;
+            });
+            drop(rt);
+            let _ = tx.send(());
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_secs(20)).is_ok(),
+            "hosted {hosted}: the runtime's drop did not end"
+        );
+    }
+}
