@@ -77,6 +77,8 @@ pub(crate) struct Context {
     pub(crate) metrics: Metrics,
     remote: Arc<Remote>,
     report: BackendReport,
+    /// Hosted mode: tasks get tokio budgets of their own (see `poll_task`).
+    hosted: bool,
 }
 
 impl Context {
@@ -86,6 +88,7 @@ impl Context {
         driver: Driver,
         report: BackendReport,
         remote: Arc<Remote>,
+        hosted: bool,
     ) -> Box<Context> {
         Box::new(Context {
             id,
@@ -100,6 +103,7 @@ impl Context {
             metrics: Metrics::default(),
             remote,
             report,
+            hosted,
         })
     }
 
@@ -261,7 +265,7 @@ impl Context {
         let waker = waker(self.id, gen, key);
         let mut cx = TaskCx::from_waker(&waker);
         self.metrics.polls.set(self.metrics.polls.get() + 1);
-        let done = poll_task(fut.as_mut(), &mut cx).is_ready();
+        let done = poll_task(fut.as_mut(), &mut cx, self.hosted).is_ready();
         let mut tasks = self.tasks.borrow_mut();
         if done {
             tasks.remove(key as usize);
@@ -309,7 +313,7 @@ impl Context {
         tcx: &mut TaskCx<'_>,
     ) -> Poll<F::Output> {
         if self.main_woken.replace(false) {
-            if let Poll::Ready(v) = poll_task(fut, tcx) {
+            if let Poll::Ready(v) = poll_task(fut, tcx, self.hosted) {
                 return Poll::Ready(v);
             }
         }
@@ -337,23 +341,35 @@ impl Context {
 
 /// Poll one task (or the main future).
 ///
-/// With the `tokio` feature, each task gets tokio's cooperative budget of
-/// its own, as a tokio task does. Hosted, a whole ringkit turn runs inside
-/// one poll of the joint loop's future, where tokio allows 128 operations
-/// on its resources (semaphores, timers, sockets) for everything polled;
-/// without this the first tasks of a turn would use them up and the rest
-/// would see every tokio resource `Pending` and be polled for nothing.
-/// `poll_proceed` takes one unit of the budget in force and returns a
-/// guard that, dropped without `made_progress`, puts the budget back to
-/// what it was (tokio documents this): each task starts from the budget
-/// the turn started with, one unit less. Outside tokio the budget is
-/// unlimited and this costs a thread-local read.
+/// With the `tokio` feature, tokio's cooperative budget is kept per task:
+///
+/// - **Hosted**, each task gets a budget of its own, as a tokio task does.
+///   A whole ringkit turn runs inside one poll of the joint loop's future,
+///   where tokio allows 128 operations on its resources (semaphores,
+///   timers, sockets) for everything polled; without this the first tasks
+///   of a turn would use them up and the rest would see every tokio
+///   resource `Pending` and be polled for nothing. `poll_proceed` takes one
+///   unit of the budget in force and returns a guard that, dropped without
+///   `made_progress`, puts the budget back to what it was (tokio documents
+///   this): each task starts from the budget the turn started with, one
+///   unit less.
+/// - **Not hosted**, the task is polled unconstrained. A plain runtime run
+///   from inside a tokio task (a `#[tokio::test]`) would otherwise charge
+///   the outer task's budget, and once it was spent every tokio resource
+///   would answer `Pending` with a wake deferred to a tokio scheduler that
+///   this blocked thread never runs again: a hang.
+///
+/// Outside tokio this costs a thread-local read.
 fn poll_task<F: Future + ?Sized>(
     fut: std::pin::Pin<&mut F>,
     cx: &mut TaskCx<'_>,
+    hosted: bool,
 ) -> Poll<F::Output> {
     #[cfg(feature = "tokio")]
     {
+        if !hosted {
+            return std::pin::pin!(tokio::task::coop::unconstrained(fut)).poll(cx);
+        }
         // Pending only when the turn's budget is already spent (tokio has
         // then deferred a wake of this task): poll it anyway, as before.
         if let Poll::Ready(restore) = tokio::task::coop::poll_proceed(cx) {
@@ -362,6 +378,8 @@ fn poll_task<F: Future + ?Sized>(
             return r;
         }
     }
+    #[cfg(not(feature = "tokio"))]
+    let _ = hosted;
     fut.poll(cx)
 }
 

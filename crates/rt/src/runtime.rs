@@ -296,7 +296,11 @@ impl Builder {
         }
         let remote = Arc::new(Remote::new(efd));
         let id = sched::register_remote(remote.clone());
-        let ctx = Context::new(id, driver, report, remote);
+        #[cfg(feature = "tokio")]
+        let hosted = self.host_tokio;
+        #[cfg(not(feature = "tokio"))]
+        let hosted = false;
+        let ctx = Context::new(id, driver, report, remote, hosted);
         // SAFETY: the context is boxed and owned by the `Runtime` built
         // below, whose `Installed` guard uninstalls it before the box goes.
         unsafe { context::install(&ctx) };

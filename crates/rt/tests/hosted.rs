@@ -613,3 +613,45 @@ fn a_drop_that_respawns_forever_does_not_hold_the_tear_down() {
         );
     }
 }
+
+/// A plain (not hosted) runtime run from inside a current-thread tokio
+/// task, its tasks using a tokio channel 300 times: it finishes. Its tasks
+/// used to charge the outer tokio task's budget; once it was spent every
+/// `recv` answered `Pending` with a wake deferred to the blocked tokio
+/// scheduler, and the runtime hung.
+#[test]
+fn a_plain_runtime_inside_a_tokio_task_does_not_spend_its_budget() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let outer = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let got = outer.block_on(async {
+            let rt = Builder::new()
+                .backend(Backend::Epoll)
+                .ignore_env()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let (t, mut r) = tokio::sync::mpsc::unbounded_channel();
+                for i in 0..300 {
+                    t.send(i).unwrap();
+                }
+                ringkit::spawn(async move {
+                    let mut n = 0;
+                    while n < 300 {
+                        r.recv().await.unwrap();
+                        n += 1;
+                    }
+                    n
+                })
+                .await
+                .unwrap()
+            })
+        });
+        let _ = tx.send(got);
+    });
+    let got = rx.recv_timeout(Duration::from_secs(20));
+    assert_eq!(got, Ok(300), "the plain runtime hung inside a tokio task");
+}
