@@ -203,8 +203,9 @@ impl From<&ServeConfig> for ConnLimits {
 /// tokio included): make per-thread state there, such as a database pool
 /// (threads x pool size connections in all) or an HTTP client. State made
 /// before `serve`, on another tokio runtime, is driven by that runtime
-/// only; with the `tokio` feature `serve` refuses to run inside a tokio
-/// runtime for that reason (and because it blocks its thread).
+/// only; with the `tokio` feature `serve` logs a warning when called where
+/// a tokio runtime is current for that reason (and because it blocks its
+/// thread).
 ///
 /// One pool shared by every thread (fewer database connections) is
 /// possible but not what this crate tests: each connection is driven by
@@ -220,13 +221,16 @@ where
 {
     #[cfg(feature = "tokio")]
     if tokio::runtime::Handle::try_current().is_ok() {
-        return Err(io::Error::other(
-            "ringkit-hyper: serve was called inside a tokio runtime (`#[tokio::main]`?): it \
-             blocks this thread until shutdown, so that runtime would never run again, and \
-             anything made on it (a connection pool, a client) would hang the requests that \
-             use it. Call serve from a plain `fn main`, and make per-thread state (pools, \
-             clients) in its closure, which runs once on each worker, inside its runtime",
-        ));
+        // A warning, not an error: from a `spawn_blocking` job (beside a
+        // tokio admin server, say) this is legitimate.
+        tracing::warn!(
+            "ringkit-hyper: serve called where a tokio runtime is current \
+             (`#[tokio::main]`?): it blocks this thread until shutdown, so if this is that \
+             runtime's thread it never runs again, and anything made on it (a connection \
+             pool, a client) hangs the requests that use it. Call serve from a plain \
+             `fn main`, and make per-thread state in its closure, which runs once on each \
+             worker, inside its runtime"
+        );
     }
     // With the `tokio` feature every worker hosts a tokio runtime, so
     // handlers may use tokio and the crates built on it.

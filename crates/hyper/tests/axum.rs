@@ -237,24 +237,47 @@ fn serve_returns_a_bind_error_naming_the_address() {
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
 }
 
-/// `serve` called inside a tokio runtime (a `#[tokio::main]` that made a
-/// pool, then called `serve`) is an error that says why and what to do,
-/// before anything is bound: requests drawing a connection made on the
-/// outer runtime used to hang until the pool's timeout.
+/// `serve` called where a tokio runtime is current (a `#[tokio::main]`
+/// that made a pool, then called `serve`) logs a warning that says why and
+/// what to do: requests drawing a connection made on the outer runtime used
+/// to hang until the pool's timeout. (A busy address makes `serve` return
+/// right after.)
 #[test]
-fn serve_refuses_to_run_inside_a_tokio_runtime() {
+fn serve_inside_a_tokio_runtime_warns() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
     let outer = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    let e = outer
-        .block_on(async {
-            let cfg = ringkit_hyper::ServeConfig::new("127.0.0.1:0".parse().unwrap());
-            ringkit_hyper::serve(cfg, app)
-        })
-        .expect_err("serve ran inside a tokio runtime");
-    assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
-    assert!(e.to_string().contains("closure"), "{e}");
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = out.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || Sink(sink.clone()))
+        .finish();
+    let r = tracing::subscriber::with_default(sub, || {
+        outer.block_on(async { ringkit_hyper::serve(ringkit_hyper::ServeConfig::new(addr), app) })
+    });
+    assert!(r.is_err(), "bound a busy address");
+    let text = String::from_utf8_lossy(&out.lock().unwrap()).into_owned();
+    assert!(
+        text.contains("WARN") && text.contains("tokio runtime is current"),
+        "{text:?}"
+    );
+    assert!(text.contains("closure"), "{text:?}");
+}
+
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// `ServeConfig::new` runs one thread per available core, as a tokio user

@@ -133,5 +133,8 @@ fn serve_hosts_tokio_and_survives_panicking_handlers() {
         h.join().unwrap().unwrap();
     }
     let took = t0.elapsed();
-    assert!(took < Duration::from_secs(10), "serve returned after {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "serve returned after {took:?}"
+    );
 }

@@ -112,8 +112,9 @@ impl Builder {
     ///   server, in the per-thread closure of `serve`), not in a
     ///   `#[tokio::main]` around it. A pool per thread means threads x pool
     ///   size connections to the database.
-    /// - `build` fails inside a tokio runtime (its `block_on` would start a
-    ///   tokio runtime within one): build on a thread of its own.
+    /// - Built where a tokio runtime is current, `build` logs a warning
+    ///   (resources made on that runtime are not driven by this one), and
+    ///   its `block_on` inside a tokio task panics as tokio's own does.
     ///
     /// ```
     /// let rt = ringkit::Builder::new().host_tokio().build()?;
@@ -224,13 +225,14 @@ impl Builder {
         {
             config.hosted = self.host_tokio;
             if self.host_tokio && tokio::runtime::Handle::try_current().is_ok() {
-                return Err(io::Error::other(
-                    "a hosted ringkit runtime cannot be built inside a tokio runtime: its \
-                     block_on would start a tokio runtime within one (tokio panics), and \
-                     resources made on the outer runtime (a connection pool, a client) are \
-                     driven only by it; build it on a thread of its own and make such \
-                     resources inside it",
-                ));
+                // Not an error: from a `spawn_blocking` job, or a thread that
+                // only entered a handle, this is legitimate (and from inside
+                // a tokio task, tokio's own `block_on` refuses, saying why).
+                tracing::warn!(
+                    "ringkit: a hosted runtime built where a tokio runtime is current: \
+                     resources made on that runtime (a connection pool, a client) are driven \
+                     only by it, not by this one; make them inside this runtime"
+                );
             }
             let defer = ringkit_uring::sys::IORING_SETUP_DEFER_TASKRUN;
             if self.host_tokio

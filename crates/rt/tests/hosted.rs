@@ -527,20 +527,62 @@ fn every_task_has_a_tokio_budget_of_its_own() {
     });
 }
 
-/// Building a hosted runtime inside a tokio runtime is a clear error, not
-/// a panic in its `block_on` ("Cannot start a runtime from within a
-/// runtime") or requests that hang on resources of the outer runtime.
+/// What `f` logs through `tracing` on this thread, as text.
+fn logged(f: impl FnOnce()) -> String {
+    let out = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let sink = out.clone();
+    let sub = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || Sink(sink.clone()))
+        .finish();
+    tracing::subscriber::with_default(sub, f);
+    let v = out.lock().unwrap().clone();
+    String::from_utf8_lossy(&v).into_owned()
+}
+
+struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A hosted runtime built where a tokio runtime is current logs a
+/// warning that names the trap (resources made on the outer runtime are
+/// not driven by this one); from a `spawn_blocking` job it is legitimate,
+/// so it builds and runs.
 #[test]
-fn a_hosted_runtime_is_refused_inside_a_tokio_runtime() {
-    let outer = tokio::runtime::Builder::new_current_thread()
+fn a_hosted_runtime_built_inside_tokio_warns() {
+    let outer = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let r = outer.block_on(async { Builder::new().host_tokio().ignore_env().build().map(drop) });
-    let e = r.expect_err("a hosted runtime was built inside a tokio runtime");
-    assert!(e.to_string().contains("inside a tokio runtime"), "{e}");
-    // Outside, on this same thread, it builds.
-    drop(Builder::new().host_tokio().ignore_env().build().unwrap());
+    let (text, got) = outer.block_on(async {
+        tokio::task::spawn_blocking(|| {
+            let mut got = 0;
+            let text = logged(|| {
+                let rt = Builder::new().host_tokio().ignore_env().build().unwrap();
+                got = rt.block_on(async { tokio::spawn(async { 42 }).await.unwrap() });
+            });
+            (text, got)
+        })
+        .await
+        .unwrap()
+    });
+    assert_eq!(got, 42);
+    assert!(
+        text.contains("WARN") && text.contains("driven only by it"),
+        "{text:?}"
+    );
+    // Outside, nothing to say.
+    let text = logged(|| drop(Builder::new().host_tokio().ignore_env().build().unwrap()));
+    assert!(!text.contains("WARN"), "{text:?}");
 }
 
 /// `host_shutdown_timeout` bounds how long dropping a hosted runtime waits
