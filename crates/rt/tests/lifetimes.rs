@@ -280,8 +280,9 @@ ringkit::test_all! {
                 matches!(&e, Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused),
                 "round {round}: connect after the listener's drop: {e:?}"
             );
-            let again = std::net::TcpListener::bind(addr);
-            assert!(again.is_ok(), "round {round}: rebind {addr}: {again:?}");
+            // (Refused is the proof that nothing listens; a rebind is not
+            // asked: under load another program's outgoing connection may
+            // take the freed port.)
         }
     }
 }
