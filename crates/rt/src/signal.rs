@@ -31,11 +31,15 @@
 //! and `SIG_DFL` are not called: ringkit takes the signal over from them.
 //!
 //! The first signal (or [`request_shutdown`]) starts a graceful shutdown. A
-//! signal that arrives once shutdown was already requested ends the process
-//! at once, as an operator who presses Ctrl-C twice expects: the handler
-//! puts back the default action and raises the signal again (both
-//! async-signal-safe), so the process dies of it (exit status 128 + signal
-//! in a shell) without waiting for the drain.
+//! second *signal* ends the process at once, as an operator who presses
+//! Ctrl-C twice expects: the handler puts back the default action and
+//! raises the signal again (both async-signal-safe), so the process dies of
+//! it (exit status 128 + signal in a shell) without waiting for the drain.
+//! A shutdown requested by code ([`request_shutdown`], as when a server
+//! thread fails) does not count as the first: the operator's first signal
+//! still drains. [`set_exit_on_second_signal`]`(false)` turns the exit off,
+//! for a program that handles repeated signals itself (through tokio's
+//! `signal`, say).
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
@@ -45,6 +49,10 @@ use std::time::Duration;
 use crate::eventfd_table::EventfdTable;
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+/// A signal (not [`request_shutdown`]) has been handled.
+static SIGNALED: AtomicBool = AtomicBool::new(false);
+/// Whether a second signal ends the process ([`set_exit_on_second_signal`]).
+static EXIT_ON_SECOND: AtomicBool = AtomicBool::new(true);
 /// The signal that requested shutdown (0: [`request_shutdown`]; -1: none).
 static SIGNAL: AtomicI32 = AtomicI32::new(-1);
 /// The eventfds of the tasks awaiting shutdown.
@@ -112,8 +120,8 @@ pub fn install() -> io::Result<()> {
 type SigAction = extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void);
 
 extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
-    if REQUESTED.load(SeqCst) {
-        // The second request: stop now (see the module docs).
+    if SIGNALED.swap(true, SeqCst) && EXIT_ON_SECOND.load(SeqCst) {
+        // The second signal: stop now (see the module docs).
         // SAFETY: signal(2) and raise(3) are async-signal-safe; `sig` is the
         // valid signal number this handler was installed for.
         unsafe {
@@ -164,8 +172,15 @@ fn notify(sig: i32) {
     });
 }
 
-/// Request shutdown from code, exactly as if `SIGTERM` had arrived (but
-/// recorded as signal 0). Wakes every waiter on every thread.
+/// Whether a second `SIGINT`/`SIGTERM` ends the process at once (the
+/// default) or is handled like the first (see the module docs).
+pub fn set_exit_on_second_signal(exit: bool) {
+    EXIT_ON_SECOND.store(exit, SeqCst);
+}
+
+/// Request shutdown from code, as if `SIGTERM` had arrived (but recorded as
+/// signal 0, and not counted as a first signal: the next signal still
+/// drains). Wakes every waiter on every thread.
 pub fn request_shutdown() {
     notify(0);
 }

@@ -355,3 +355,53 @@ fn tokio_and_ringkit_both_see_a_signal() {
         assert!(stdout.contains("BOTH"), "{name}: {stdout}");
     }
 }
+
+#[test]
+#[ignore = "child of code_requests_and_repeated_signals_do_not_kill"]
+fn child_request_then_sigterm() {
+    if !is_child("child_request_then_sigterm") {
+        return;
+    }
+    ringkit::signal::install().unwrap();
+    ringkit::signal::request_shutdown();
+    // SAFETY: signalling our own process, whose handler is installed.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGTERM) }, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    println!("ALIVE");
+}
+
+#[test]
+#[ignore = "child of code_requests_and_repeated_signals_do_not_kill"]
+fn child_no_exit_on_second() {
+    if !is_child("child_no_exit_on_second") {
+        return;
+    }
+    ringkit::signal::set_exit_on_second_signal(false);
+    ringkit::signal::install().unwrap();
+    for _ in 0..3 {
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGTERM) }, 0);
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert_eq!(ringkit::signal::requested_by(), Some(libc::SIGTERM));
+    println!("ALIVE");
+}
+
+/// A shutdown requested by code (a server thread that failed) does not
+/// count as the operator's first signal: the next `SIGTERM` drains instead
+/// of killing the process (it used to kill it). And with
+/// `set_exit_on_second_signal(false)`, repeated signals never do.
+#[test]
+fn code_requests_and_repeated_signals_do_not_kill() {
+    for name in ["child_request_then_sigterm", "child_no_exit_on_second"] {
+        let mut child = child_command(name).spawn().unwrap();
+        let out = child.stdout.take().map(|mut o| {
+            let mut s = String::new();
+            let _ = o.read_to_string(&mut s);
+            s
+        });
+        let (ok, stdout, stderr) = finish(child, out.unwrap_or_default());
+        assert!(ok, "{name} died\nstdout:\n{stdout}\nstderr:\n{stderr}");
+        assert!(stdout.contains("ALIVE"), "{name}: {stdout}");
+    }
+}
