@@ -68,7 +68,10 @@ impl<T> Slice<T> {
 
     /// The whole buffer, back from the slice. After a read of `n` bytes
     /// into a slice starting at `b`, a `Vec` holds its first `b` bytes and
-    /// the `n` read (its length is `b + n`).
+    /// the `n` read: its length is `b + n`, and whatever it held after byte
+    /// `b + n` is gone (reads leave exactly what was read, as a plain read
+    /// leaves a `Vec` of length `n`). Slice from the end of the data to
+    /// append.
     pub fn into_inner(self) -> T {
         self.buf
     }
@@ -79,7 +82,9 @@ pub trait IoBufExt: IoBuf + Sized {
     /// Bytes `range` of this buffer, as an owned buffer. The range must lie
     /// within the buffer's capacity, and start within its data (at or
     /// before `bytes_init`): a read into the slice then leaves no gap of
-    /// uninitialised bytes.
+    /// uninitialised bytes. A read into a slice that starts inside the data
+    /// cuts a `Vec` at the end of what was read (see
+    /// [`Slice::into_inner`]).
     ///
     /// # Panics
     /// If `range` ends past `bytes_total`, or starts past its end or past

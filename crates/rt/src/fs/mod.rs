@@ -342,9 +342,10 @@ impl File {
 
     /// Fill `buf` from its start to its capacity with the file's bytes from
     /// `offset`, reading as often as it takes: a `Vec` comes back with
-    /// length = capacity. The end of the file first is `UnexpectedEof`, with
-    /// the bytes there were in the buffer. To fill part of a buffer, pass a
-    /// slice (`buf.slice(a..b)`, see [`crate::buf::Slice`]).
+    /// length = capacity (which can be more than was asked for: to read
+    /// exactly `n` bytes, pass `buf.slice(..n)`, see [`crate::buf::Slice`]).
+    /// The end of the file first is `UnexpectedEof`, with the bytes there
+    /// were in the buffer.
     pub async fn read_exact_at<B: IoBufMut>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
         use crate::buf::IoBufExt;
         let total = buf.bytes_total();

@@ -242,10 +242,15 @@ impl TcpStream {
     }
 
     /// Fill `buf` from its start to its capacity (`bytes_total`), reading as
-    /// often as it takes: a `Vec` comes back with length = capacity. To
-    /// fill only part, pass a slice (`buf.slice(a..b)`, see
+    /// often as it takes: a `Vec` comes back with length = capacity. A
+    /// `Vec`'s capacity can be more than was asked for (`reserve` and
+    /// `with_capacity` may round up, a reused buffer keeps its largest):
+    /// to read exactly `n` bytes, pass `buf.slice(..n)` (see
     /// [`crate::buf::Slice`]). The peer closing first is `UnexpectedEof`,
     /// with the bytes that did arrive in the buffer returned.
+    ///
+    /// Not cancel-safe: dropping the future loses the bytes it has read
+    /// (with the buffer), as with tokio's `read_exact`.
     pub fn read_exact<B: IoBufMut>(
         &self,
         buf: B,
