@@ -39,13 +39,16 @@ impl Log {
     /// damaged header) fails with `InvalidData` naming the segment and
     /// offset, and nothing is written. One open log per directory (`LOCK`,
     /// `flock`): a second open fails with `ResourceBusy`, naming the lock
-    /// file and, where `/proc/locks` tells, the process holding it. Must be called
-    /// inside a ringkit runtime; the log then lives on it.
+    /// file and, where `/proc/locks` tells, the process holding it. A log
+    /// of this process that was just dropped keeps its lock until its
+    /// flusher has finished the batch in hand; an open that finds the lock
+    /// held by this process waits up to 2 s for that.
+    /// Must be called inside a ringkit runtime; the log then lives on it.
     pub async fn open(dir: impl AsRef<Path>, opts: Options) -> io::Result<Log> {
         opts.check()?;
         let dir = dir.as_ref().to_path_buf();
         make_dir(&dir).await?;
-        let lock = lock_dir(&dir)?;
+        let lock = lock_dir_waiting(&dir).await?;
         // Whatever names the directory holds are made durable before
         // anything is built on them: a run whose directory sync failed
         // (after a segment's rename, a manifest's) left them in the page
@@ -344,35 +347,62 @@ fn build(
     Ok(Log::from_inner(inner))
 }
 
+/// How long an open waits for a lock held by this process (a log just
+/// dropped, whose flusher is finishing its batch).
+const OWN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`lock_dir`], waiting up to [`OWN_LOCK_WAIT`] while the holder is this
+/// process (or cannot be told): a dropped log releases its lock once its
+/// flusher has finished the batch in hand (which may be the one that
+/// acknowledged the last append).
+async fn lock_dir_waiting(dir: &Path) -> io::Result<std::fs::File> {
+    let until = std::time::Instant::now() + OWN_LOCK_WAIT;
+    loop {
+        match lock_dir(dir) {
+            Err((e, holder))
+                if e.kind() == io::ErrorKind::ResourceBusy
+                    && holder.is_none_or(|pid| pid == std::process::id())
+                    && std::time::Instant::now() < until =>
+            {
+                ringkit::time::sleep(std::time::Duration::from_millis(2)).await;
+            }
+            r => return r.map_err(|(e, _)| e),
+        }
+    }
+}
+
 /// Hold `dir/LOCK` (`flock`, exclusive): one open log per directory, in
-/// this process or another; released when the log is dropped or the
-/// process dies.
-fn lock_dir(dir: &Path) -> io::Result<std::fs::File> {
+/// this process or another; released when the log is dropped (once its
+/// flusher is done) or the process dies. Busy: the error, and the holder's
+/// pid where `/proc/locks` tells.
+fn lock_dir(dir: &Path) -> Result<std::fs::File, (io::Error, Option<u32>)> {
     use std::os::fd::AsRawFd;
     let f = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
-        .open(dir.join("LOCK"))?;
+        .open(dir.join("LOCK"))
+        .map_err(|e| (e, None))?;
     // SAFETY: flock on a descriptor we own.
     if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         let e = io::Error::last_os_error();
         if e.kind() != io::ErrorKind::WouldBlock {
-            return Err(e);
+            return Err((e, None));
         }
-        let holder = f
+        let pid = f
             .metadata()
             .ok()
-            .and_then(|m| lock_holder(std::os::unix::fs::MetadataExt::ino(&m)))
-            .map_or_else(String::new, |pid| format!(" by process {pid}"));
-        return Err(io::Error::new(
+            .and_then(|m| lock_holder(std::os::unix::fs::MetadataExt::ino(&m)));
+        let holder = pid.map_or_else(String::new, |pid| format!(" by process {pid}"));
+        let e = io::Error::new(
             io::ErrorKind::ResourceBusy,
             format!(
                 "log {} is already open: its lock {} is held{holder}",
                 dir.display(),
                 dir.join("LOCK").display()
             ),
-        ));
+        );
+        return Err((e, pid));
     }
     Ok(f)
 }
