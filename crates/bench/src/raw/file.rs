@@ -118,6 +118,7 @@ pub fn run(job: &RingJob, fd: RawFd, mut next_offset: impl FnMut() -> u64) -> io
         ..Default::default()
     };
     let write = job.write;
+    let (sqpoll, spin) = (sqpoll_cpu.is_some(), job.spin);
     let push = |ring: &mut IoUring, slot: usize, off: u64| -> io::Result<()> {
         // SAFETY: slot < qd, so the slot's bytes lie inside `mem`.
         let p = unsafe { base.add(slot * bs) };
@@ -131,10 +132,28 @@ pub fn run(job: &RingJob, fd: RawFd, mut next_offset: impl FnMut() -> u64) -> io
                 .offset(off)
                 .build(),
         };
-        // SAFETY: the slot's bytes stay valid and unused by anything else
-        // until this operation's CQE is reaped (INVARIANT of `mem` above).
-        unsafe { ring.push(e.user_data(slot as u64).sqe()) }
-            .map_err(|_| io::Error::other("SQ unexpectedly full"))
+        let e = e.user_data(slot as u64);
+        let sqe = e.sqe();
+        let waited_from = Instant::now();
+        loop {
+            // SAFETY: the slot's bytes stay valid and unused by anything else
+            // until this operation's CQE is reaped (INVARIANT of `mem` above).
+            if unsafe { ring.push(sqe) }.is_ok() {
+                return Ok(());
+            }
+            // Under SQPOLL a completion can be seen before the poller has
+            // moved the SQ head past its SQE (it updates the head after its
+            // batch): the slot frees a moment later. The spinning engine
+            // spins for it, the sleeping one waits in the kernel.
+            if !sqpoll || waited_from.elapsed() > Duration::from_secs(10) {
+                return Err(io::Error::other("SQ unexpectedly full"));
+            }
+            if spin {
+                std::hint::spin_loop();
+            } else {
+                ring.sq_wait()?;
+            }
+        }
     };
     let mut started = vec![0u64; qd];
     let mut inflight = 0usize;
