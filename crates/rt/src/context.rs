@@ -160,11 +160,7 @@ impl Context {
                 let fut = t.future.take();
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(fut)));
                 if let Err(p) = r {
-                    let what = p
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| p.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a non-string payload".into());
+                    let what = panic_message(&*p);
                     tracing::error!(
                         "ringkit: a task's drop panicked while the runtime shut down: {what}"
                     );
@@ -381,6 +377,17 @@ fn poll_task<F: Future + ?Sized>(
     #[cfg(not(feature = "tokio"))]
     let _ = hosted;
     fut.poll(cx)
+}
+
+/// A panic's message, where its payload is a string.
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
 }
 
 /// Rounds of [`Context::drop_tasks`] before the tasks left are leaked.

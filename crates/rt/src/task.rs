@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use crate::context::{try_with_ctx, with_ctx};
+use crate::context::{panic_message, try_with_ctx, with_ctx};
 
 /// Why a task produced no output.
 #[derive(Debug)]
@@ -105,16 +105,6 @@ impl<T> Future for JoinHandle<T> {
                 Poll::Pending
             }
         }
-    }
-}
-
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
     }
 }
 

@@ -287,6 +287,19 @@ fn a_second_signal_ends_the_drain_at_once() {
     );
 }
 
+/// Run child test `name`; it must succeed and print `marker`.
+fn expect_child(name: &str, marker: &str) {
+    let mut child = child_command(name).spawn().unwrap();
+    let out = child.stdout.take().map(|mut o| {
+        let mut s = String::new();
+        let _ = o.read_to_string(&mut s);
+        s
+    });
+    let (ok, stdout, stderr) = finish(child, out.unwrap_or_default());
+    assert!(ok, "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains(marker), "{name}: {stdout}");
+}
+
 /// In a child: a tokio signal stream for `SIGTERM` and ringkit's handler,
 /// installed in the order `tokio_first` says, then one `SIGTERM`: both must
 /// see it. Prints `BOTH` when they do.
@@ -344,15 +357,7 @@ fn child_ringkit_first() {
 #[test]
 fn tokio_and_ringkit_both_see_a_signal() {
     for name in ["child_tokio_first", "child_ringkit_first"] {
-        let mut child = child_command(name).spawn().unwrap();
-        let out = child.stdout.take().map(|mut o| {
-            let mut s = String::new();
-            let _ = o.read_to_string(&mut s);
-            s
-        });
-        let (ok, stdout, stderr) = finish(child, out.unwrap_or_default());
-        assert!(ok, "{name} failed\nstdout:\n{stdout}\nstderr:\n{stderr}");
-        assert!(stdout.contains("BOTH"), "{name}: {stdout}");
+        expect_child(name, "BOTH");
     }
 }
 
@@ -394,14 +399,6 @@ fn child_no_exit_on_second() {
 #[test]
 fn code_requests_and_repeated_signals_do_not_kill() {
     for name in ["child_request_then_sigterm", "child_no_exit_on_second"] {
-        let mut child = child_command(name).spawn().unwrap();
-        let out = child.stdout.take().map(|mut o| {
-            let mut s = String::new();
-            let _ = o.read_to_string(&mut s);
-            s
-        });
-        let (ok, stdout, stderr) = finish(child, out.unwrap_or_default());
-        assert!(ok, "{name} died\nstdout:\n{stdout}\nstderr:\n{stderr}");
-        assert!(stdout.contains("ALIVE"), "{name}: {stdout}");
+        expect_child(name, "ALIVE");
     }
 }
