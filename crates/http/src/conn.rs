@@ -26,7 +26,8 @@
 //! Bytes of an incomplete head, a body being read and anything received
 //! after them are charged to one count per server thread
 //! ([`ServerConfig::max_buffered_bytes`]); a connection whose input would
-//! take it over is answered 503 and closed.
+//! take it over is answered 503 and closed, unless it asks for no more than
+//! its fair share: then the connection holding the most is (`budget.rs`).
 //!
 //! # Closing
 //! After a response with `Connection: close` (client asked, HTTP/1.0
@@ -46,13 +47,14 @@ use std::io;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::pin::pin;
 use std::rc::Rc;
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use ringkit::net::{RecvBuf, TcpStream};
 use ringkit::sync::{Drain, DrainGuard};
 use ringkit::time::Sleep;
 
+use crate::budget::{Account, InputBudget};
 use crate::decode::RequestDecoder;
 use crate::encode::{self, write_head};
 use crate::response::FileBody;
@@ -98,18 +100,18 @@ pub(crate) struct Shared {
     /// Open connections, and the shutdown broadcast they watch.
     pub(crate) drain: Rc<Drain>,
     /// Bytes of input all connections hold (see the module docs).
-    buffered: std::cell::Cell<usize>,
+    budget: InputBudget,
 }
 
 impl Shared {
     pub(crate) fn new(config: ServerConfig, tls: Option<crate::TlsConfig>) -> Shared {
         Shared {
+            budget: InputBudget::new(config.max_buffered_bytes),
             config,
             tls,
             pooled_reads: ringkit::backend_report()
                 .is_some_and(|r| r.chosen == ringkit::Backend::Uring),
             drain: Drain::new(),
-            buffered: std::cell::Cell::new(0),
         }
     }
 
@@ -147,6 +149,8 @@ enum Input {
     Failed,
     TimedOut,
     Shutdown,
+    /// A newcomer took this connection's share of the input budget.
+    Evicted,
 }
 
 /// One item of a decoded batch.
@@ -183,14 +187,15 @@ struct Conn<H> {
     timer: Sleep,
     last_active: Instant,
     request_since: Option<Instant>,
-    /// What this connection has charged to `shared.buffered`.
-    charged: usize,
+    /// This connection's share of the thread's input budget.
+    account: Account,
+    /// Wakes this connection's task (when a newcomer evicts it).
+    waker: Waker,
 }
 
 impl<H> Drop for Conn<H> {
     fn drop(&mut self) {
-        let b = &self.shared.buffered;
-        b.set(b.get() - self.charged);
+        self.shared.budget.release(&mut self.account);
     }
 }
 
@@ -203,7 +208,7 @@ pub(crate) async fn serve<H: Handler>(
 ) {
     // Register this task's waker once, so shutdown can wake it when idle.
     let waker = poll_fn(|cx| Poll::Ready(cx.waker().clone())).await;
-    guard.set_waker(waker);
+    guard.set_waker(waker.clone());
     let stream = match Transport::new(stream, shared.tls.as_ref()) {
         Ok(t) => t,
         Err(e) => {
@@ -212,6 +217,7 @@ pub(crate) async fn serve<H: Handler>(
         }
     };
     let now = Instant::now();
+    let account = shared.budget.account();
     let mut c = Conn {
         // Under TLS a pooled read would hold a plaintext buffer of its own
         // (16 KiB) through every idle wait: the connection's 4 KiB one is
@@ -229,7 +235,8 @@ pub(crate) async fn serve<H: Handler>(
         read_buf: None,
         last_active: now,
         request_since: None,
-        charged: 0,
+        account,
+        waker,
     };
     if let Err(e) = c.run().await {
         tracing::debug!("ringkit-http: connection ended: {e}");
@@ -270,6 +277,13 @@ impl<H: Handler> Conn<H> {
                         if self.mid_request() {
                             self.refuse(StatusCode::REQUEST_TIMEOUT).await?;
                         }
+                        return Ok(());
+                    }
+                    Input::Evicted => {
+                        tracing::debug!(
+                            "ringkit-http: evicted from the input budget by a smaller request"
+                        );
+                        self.refuse(StatusCode::SERVICE_UNAVAILABLE).await?;
                         return Ok(());
                     }
                 }
@@ -342,19 +356,22 @@ impl<H: Handler> Conn<H> {
     /// Returns false (and charges nothing more) when that would take the
     /// count over [`ServerConfig::max_buffered_bytes`].
     fn charge(&mut self) -> bool {
-        // Bytes received and held, not what was reserved for them: a head
-        // that announces a large body costs nothing until the body comes
-        // (heads that only announced bodies filled the budget and turned
+        // The memory the input takes: the buffers' capacities, up to twice
+        // what was received as they grow by doubling (charging only the
+        // bytes let 300 holders of ~110 KiB take 75 MiB under a 32 MiB
+        // budget). A body is never reserved in full up front, so a head
+        // that announces a large body costs little until the body comes
+        // (when that was reserved, heads alone filled the budget and turned
         // every upload away).
-        let held = self.pending.len() + self.decoder.body_held();
-        let b = &self.shared.buffered;
-        let others = b.get() - self.charged;
-        if held > self.charged && others + held > self.shared.config.max_buffered_bytes {
-            return false;
-        }
-        b.set(others + held);
-        self.charged = held;
-        true
+        let pending = if self.pending.is_empty() {
+            0
+        } else {
+            self.pending.capacity()
+        };
+        let held = pending + self.decoder.body_allocated();
+        self.shared
+            .budget
+            .charge(&mut self.account, held, &self.waker)
     }
 
     /// Give up every buffer grown past [`KEEP_BUF`] by the batch just
@@ -617,6 +634,11 @@ impl<H: Handler> Conn<H> {
 
     /// Half-close, then discard input for a while (see the module docs).
     async fn linger(&mut self, time: Duration) {
+        // Nothing read from here on is decoded: what the connection holds
+        // of a request goes now, not after the linger.
+        self.pending = Vec::new();
+        self.decoder = RequestDecoder::new(self.decoder.limits().clone());
+        self.shared.budget.release(&mut self.account);
         let _ = self.stream.shutdown(std::net::Shutdown::Write).await;
         let until = Instant::now() + time;
         let mut discarded = 0;
@@ -668,9 +690,13 @@ impl<H: Handler> Conn<H> {
         });
         let header_timeout = shared.config.header_timeout;
         let mut deadline = deadline;
+        let account = &self.account;
         poll_fn(|cx| {
             if !mid && shared.shutting_down() {
                 return Poll::Ready(Input::Shutdown);
+            }
+            if account.evicted() {
+                return Poll::Ready(Input::Evicted);
             }
             if let Poll::Ready(r) = read.as_mut().poll(cx) {
                 return Poll::Ready(match r {

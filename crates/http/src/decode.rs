@@ -83,6 +83,16 @@ impl RequestDecoder {
         }
     }
 
+    /// Memory taken by the body being read: its buffer's capacity, which
+    /// is more than [`body_held`](Self::body_held) as the buffer grows by
+    /// doubling, and at most 4 KiB for a body only announced.
+    pub fn body_allocated(&self) -> usize {
+        match &self.state {
+            State::Body { body, .. } => body.capacity(),
+            State::Head => 0,
+        }
+    }
+
     /// Whether to send `100 Continue` now: true once per request that asked
     /// for it, while its body is incomplete. Call it when `decode` returned
     /// `Partial`, before reading more.

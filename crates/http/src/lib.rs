@@ -24,6 +24,7 @@
 
 #![warn(missing_docs)]
 
+mod budget;
 pub mod chunked;
 mod conn;
 pub mod date;
