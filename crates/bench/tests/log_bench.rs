@@ -39,7 +39,12 @@ fn every_log_contender_commits_and_rolls_files() {
             assert!(r.bytes >= r.commits * (16 + 4096), "{r:?}");
             assert!(r.p50_us > 0.0 && r.p99_us >= r.p50_us, "{r:?}");
             let files = r.files;
-            assert!(!cfg.dir.exists(), "the run removes the directory it made");
+            let left: Vec<_> = walk(&cfg.dir);
+            assert!(
+                left.is_empty() && !cfg.dir.exists(),
+                "{} (direct {direct}): the run removes the directory it made; left: {left:?}",
+                engine.name()
+            );
             assert!(
                 files >= 3,
                 "{}: {files} files for {} bytes",
@@ -48,4 +53,16 @@ fn every_log_contender_commits_and_rolls_files() {
             );
         }
     }
+}
+
+/// Every path under `dir` (empty if it is gone).
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            out.push(e.path());
+            out.extend(walk(&e.path()));
+        }
+    }
+    out
 }

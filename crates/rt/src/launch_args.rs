@@ -36,7 +36,10 @@ pub struct LaunchArgs {
     /// why), uring or epoll.
     #[arg(long, default_value = "auto", env = "RINGKIT_BACKEND")]
     pub backend: Backend,
-    /// Runtime threads, one listener and one event loop each.
+    /// Runtime threads, one listener and one event loop each. One by
+    /// default (not one per core, as the libraries' `ServeConfig::new`
+    /// does): the studies pin a server's one loop to CPU 0 and its load
+    /// to CPU 1.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
     /// CPUs to pin the threads to, e.g. 0,1 (thread i runs on cpus[i % len]).

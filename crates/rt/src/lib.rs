@@ -67,6 +67,12 @@ pub use runtime::{backend_report, loop_turn, metrics, Builder, Runtime};
 pub use task::{spawn, yield_now, JoinError, JoinHandle};
 
 /// Build a runtime with default settings on this thread and run `fut` on it.
+///
+/// One thread, this one (like tokio's `current_thread` flavour, not its
+/// multi-threaded default): ringkit runs one event loop per thread and
+/// never moves tasks between them. For one loop per core, start a server
+/// with [`serve_threads`] (or [`launch`]), which runs a closure on each of
+/// the threads [`LaunchConfig::new`] asks for.
 pub fn run<F: std::future::Future>(fut: F) -> std::io::Result<F::Output> {
     Ok(Runtime::new()?.block_on(fut))
 }

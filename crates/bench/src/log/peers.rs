@@ -366,6 +366,11 @@ pub(super) fn run_std(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     }
     let window = start.elapsed();
     let cpu = CpuTimes::own().since(&cpu0);
-    let st = shared.0.lock().expect("no panics under the lock");
+    let mut st = shared.0.lock().expect("no panics under the lock");
+    // The next file may still be in the making: wait for it, or it would
+    // be made after the run's directory is removed (and keep it).
+    if let Some(spare) = st.spare.take() {
+        let _ = spare.join();
+    }
     Ok(finish(cfg, &h, window, cpu, st.batches, st.bytes))
 }
