@@ -5,18 +5,27 @@
 //! # Fairness
 //! A budget that simply refuses whoever would take it over turns away a
 //! well-behaved upload whose body arrives in two parts once a few clients
-//! sit on almost-complete large bodies: they fill the budget and keep it
-//! until their body timeout. So a connection that asks for no more than
-//! its fair share (the limit over the number of holders, itself included)
-//! is admitted, and the connection holding the most, which must hold more
-//! than the newcomer asks for, is evicted instead: its bytes leave the
-//! count at once, and it is woken to answer 503 and close. A connection
-//! asking for more than its fair share when the budget is full is refused
-//! as before. Evicted connections hold their input until their task next
-//! runs (on the same thread, but maybe after many newcomers in a burst);
-//! they stay counted until then, and while the count with them is at
-//! [`InputBudget::hard_limit`] (a quarter over the limit) nobody
-//! more is evicted or admitted past the limit.
+//! sit on almost-complete bodies: they fill the budget and keep it until
+//! their header timeout. So a connection that asks for no more than its
+//! share is admitted, and the holders that went longest without sending
+//! anything are evicted to make room: their bytes leave the count, and each
+//! is woken to answer 503 and close. The share is the limit over the number
+//! of holders (the newcomer included), but never less than [`MIN_GRANT`]
+//! (64 KiB): many small holders cannot shrink it below what an ordinary
+//! upload needs. A connection asking for more than its share when the
+//! budget is full is refused. Stalest first, not largest: an upload that
+//! is still arriving has just sent something, a client sitting on its
+//! bytes has not.
+//!
+//! Evicted connections hold their input until their task next runs (on the
+//! same thread, but maybe after many newcomers in a burst); they stay
+//! counted until then, and while the count with them is at
+//! [`InputBudget::hard_limit`] (a quarter over the limit) nobody more is
+//! evicted or admitted past the limit.
+//!
+//! A connection is charged only while it holds part of a request: the
+//! server charges again as soon as a request is complete, before it
+//! answers, so a connection downloading a large response holds nothing.
 //!
 //! [`ServerConfig::max_buffered_bytes`]: crate::ServerConfig::max_buffered_bytes
 
@@ -24,6 +33,11 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::task::Waker;
+use std::time::Instant;
+
+/// A newcomer may always ask for this much (or the limit, if smaller),
+/// whatever the number of holders.
+pub(crate) const MIN_GRANT: usize = 64 * 1024;
 
 /// The count shared by the connections of one server thread.
 #[derive(Debug)]
@@ -41,6 +55,8 @@ pub(crate) struct InputBudget {
 #[derive(Debug)]
 struct Holder {
     bytes: usize,
+    /// When it last grew (sent more).
+    since: Instant,
     waker: Waker,
     evicted: Rc<Cell<bool>>,
 }
@@ -54,10 +70,15 @@ pub(crate) struct Account {
 }
 
 impl Account {
-    /// Whether a newcomer evicted this connection: it must answer 503 and
-    /// close. Its bytes are no longer counted.
+    /// Whether a newcomer evicted this connection while it held part of a
+    /// request: it must answer 503 and close.
     pub(crate) fn evicted(&self) -> bool {
         self.evicted.get()
+    }
+
+    /// Bytes charged to it now.
+    pub(crate) fn charged(&self) -> usize {
+        self.charged
     }
 }
 
@@ -89,15 +110,28 @@ impl InputBudget {
         self.total.get() - self.leaving.get()
     }
 
-    /// Charge `acc` with `held` bytes in place of what it held. False if
-    /// that is refused (over the limit and over its fair share, too much
-    /// still held by evicted connections, or it was evicted itself): the
-    /// connection must answer 503 and close. `waker` wakes the
-    /// connection's task if it is evicted later.
-    pub(crate) fn charge(&self, acc: &mut Account, held: usize, waker: &Waker) -> bool {
+    /// Charge `acc` with `held` bytes in place of what it held, at `now`.
+    /// False if that is refused (over the limit and over its share, too
+    /// much still held by evicted connections, or it was evicted while it
+    /// held part of a request and still does): the connection must answer
+    /// 503 and close. `waker` wakes the connection's task if it is evicted
+    /// later.
+    pub(crate) fn charge(
+        &self,
+        acc: &mut Account,
+        held: usize,
+        waker: &Waker,
+        now: Instant,
+    ) -> bool {
         if acc.evicted.get() {
             self.release(acc);
-            return held == 0;
+            if held > 0 {
+                return false;
+            }
+            // Evicted, but the request it held has since been completed
+            // (answered): nothing to refuse any more.
+            acc.evicted.set(false);
+            return true;
         }
         let total = self.total.get() - acc.charged;
         let mut live = total - self.leaving.get();
@@ -105,15 +139,16 @@ impl InputBudget {
         if held > acc.charged && !fits(live) {
             let mut holders = self.holders.borrow_mut();
             let count = holders.len() + usize::from(!holders.contains_key(&acc.id));
-            if held > self.limit / count || total + held > self.hard_limit() {
+            let share = (self.limit / count).max(MIN_GRANT.min(self.limit));
+            if held > share || total + held > self.hard_limit() {
                 return false;
             }
             while !fits(live) {
-                // The largest other holder, if it holds more than asked.
+                // The other holder that went longest without sending.
                 let victim = holders
                     .iter()
-                    .filter(|&(&id, h)| id != acc.id && h.bytes > held)
-                    .max_by_key(|&(_, h)| h.bytes)
+                    .filter(|&(&id, _)| id != acc.id)
+                    .min_by_key(|&(&id, h)| (h.since, id))
                     .map(|(&id, _)| id);
                 let Some(v) = victim.and_then(|id| holders.remove(&id)) else {
                     return false;
@@ -124,7 +159,7 @@ impl InputBudget {
                 v.waker.wake();
             }
         }
-        self.set(acc, held, waker);
+        self.set(acc, held, waker, now);
         true
     }
 
@@ -149,26 +184,24 @@ impl InputBudget {
         self.limit + self.limit / 4
     }
 
-    fn set(&self, acc: &mut Account, held: usize, waker: &Waker) {
+    fn set(&self, acc: &mut Account, held: usize, waker: &Waker, now: Instant) {
+        let grew = held > acc.charged;
         self.total.set(self.total.get() - acc.charged + held);
         acc.charged = held;
         let mut holders = self.holders.borrow_mut();
         if held == 0 {
             holders.remove(&acc.id);
-        } else {
-            match holders.get_mut(&acc.id) {
-                Some(h) => h.bytes = held,
-                None => {
-                    holders.insert(
-                        acc.id,
-                        Holder {
-                            bytes: held,
-                            waker: waker.clone(),
-                            evicted: acc.evicted.clone(),
-                        },
-                    );
-                }
-            }
+            return;
+        }
+        let h = holders.entry(acc.id).or_insert_with(|| Holder {
+            bytes: held,
+            since: now,
+            waker: waker.clone(),
+            evicted: acc.evicted.clone(),
+        });
+        h.bytes = held;
+        if grew {
+            h.since = now;
         }
     }
 }
@@ -179,6 +212,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;
+    use std::time::Duration;
+
+    const K: usize = 1024;
 
     struct Count(AtomicUsize);
     impl Wake for Count {
@@ -192,18 +228,23 @@ mod tests {
         (c.clone(), Waker::from(c))
     }
 
+    /// `i` ms after a fixed start.
+    fn at(t0: Instant, i: u64) -> Instant {
+        t0 + Duration::from_millis(i)
+    }
+
     #[test]
     fn within_the_limit_everyone_is_admitted_and_released() {
-        let b = InputBudget::new(100);
+        let (b, t0) = (InputBudget::new(100 * K), Instant::now());
         let (_, w) = waker();
         let mut a = b.account();
         let mut c = b.account();
-        assert!(b.charge(&mut a, 60, &w));
-        assert!(b.charge(&mut c, 40, &w));
-        assert_eq!(b.total(), 100);
+        assert!(b.charge(&mut a, 60 * K, &w, t0));
+        assert!(b.charge(&mut c, 40 * K, &w, t0));
+        assert_eq!(b.total(), 100 * K);
         // Shrinking is always allowed.
-        assert!(b.charge(&mut a, 10, &w));
-        assert_eq!(b.total(), 50);
+        assert!(b.charge(&mut a, 10 * K, &w, t0));
+        assert_eq!(b.total(), 50 * K);
         b.release(&mut a);
         b.release(&mut c);
         assert_eq!(b.total(), 0);
@@ -211,86 +252,110 @@ mod tests {
     }
 
     #[test]
-    fn a_newcomer_within_its_fair_share_evicts_the_largest_holder() {
-        let b = InputBudget::new(100);
+    fn a_newcomer_within_its_share_evicts_the_holder_that_went_longest_without_sending() {
+        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
         let (big_wakes, wbig) = waker();
+        let (stale_wakes, wstale) = waker();
         let (_, w) = waker();
+        let mut stale = b.account();
         let mut big = b.account();
-        let mut mid = b.account();
         let mut new = b.account();
-        assert!(b.charge(&mut big, 70, &wbig));
-        assert!(b.charge(&mut mid, 30, &w));
-        // Over the limit, and 10 <= 100 / 3.
-        assert!(b.charge(&mut new, 10, &w));
-        assert!(big.evicted() && !mid.evicted() && !new.evicted());
-        assert_eq!(big_wakes.0.load(Ordering::Relaxed), 1);
-        assert_eq!(b.total(), 40);
-        // The evicted connection holds nothing and may not grow again.
-        assert!(!b.charge(&mut big, 80, &wbig));
-        b.release(&mut big);
-        assert_eq!(b.total(), 40);
+        assert!(b.charge(&mut stale, 300 * K, &wstale, at(t0, 0)));
+        assert!(b.charge(&mut big, 700 * K, &wbig, at(t0, 1)));
+        // Over the limit, and 100 K <= 1 MiB / 3: the stale one goes,
+        // though the other holds more.
+        assert!(b.charge(&mut new, 100 * K, &w, at(t0, 2)));
+        assert!(stale.evicted() && !big.evicted() && !new.evicted());
+        assert_eq!(stale_wakes.0.load(Ordering::Relaxed), 1);
+        assert_eq!(big_wakes.0.load(Ordering::Relaxed), 0);
+        assert_eq!(b.total(), 800 * K);
+        // The evicted connection may not grow again, and holds nothing.
+        assert!(!b.charge(&mut stale, 400 * K, &wstale, at(t0, 3)));
+        assert_eq!(b.total(), 800 * K);
+        assert_eq!(b.total.get(), 800 * K);
     }
 
     #[test]
-    fn over_its_fair_share_a_newcomer_is_refused_and_nobody_is_evicted() {
-        let b = InputBudget::new(100);
+    fn over_its_share_a_newcomer_is_refused_and_nobody_is_evicted() {
+        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
         let (_, w) = waker();
         let mut x = b.account();
         let mut y = b.account();
         let mut new = b.account();
-        assert!(b.charge(&mut x, 50, &w));
-        assert!(b.charge(&mut y, 50, &w));
-        // 34 > 100 / 3.
-        assert!(!b.charge(&mut new, 34, &w));
+        assert!(b.charge(&mut x, 512 * K, &w, t0));
+        assert!(b.charge(&mut y, 512 * K, &w, t0));
+        // 400 K > 1 MiB / 3.
+        assert!(!b.charge(&mut new, 400 * K, &w, t0));
         assert!(!x.evicted() && !y.evicted());
-        assert_eq!(b.total(), 100);
+        assert_eq!(b.total(), 1024 * K);
     }
 
     #[test]
-    fn nobody_holding_less_than_asked_is_evicted() {
-        let b = InputBudget::new(100);
+    fn many_small_holders_cannot_shrink_the_share_below_the_minimum_grant() {
+        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
         let (_, w) = waker();
-        let mut accounts: Vec<Account> = (0..10).map(|_| b.account()).collect();
-        for a in &mut accounts {
-            assert!(b.charge(a, 10, &w));
+        let mut small: Vec<Account> = (0..64).map(|_| b.account()).collect();
+        for (i, a) in small.iter_mut().enumerate() {
+            assert!(b.charge(a, 16 * K, &w, at(t0, i as u64)));
         }
-        // 10 > 100 / 11: refused. 9 is within the fair share and less
-        // than each holds: one holder of 10 makes room.
+        // 1 MiB / 65 is under 16 K, but 32 K is within the minimum grant:
+        // the two stalest holders make room.
+        let mut up = b.account();
+        assert!(b.charge(&mut up, 32 * K, &w, at(t0, 100)));
+        let evicted: Vec<usize> = (0..64).filter(|&i| small[i].evicted()).collect();
+        assert_eq!(evicted, vec![0, 1]);
+        assert_eq!(b.total(), 1024 * K);
+        // More than the minimum grant is still refused.
+        let mut more = b.account();
+        assert!(!b.charge(&mut more, 65 * K, &w, at(t0, 101)));
+    }
+
+    #[test]
+    fn an_evicted_connection_that_completed_its_request_is_not_refused_later() {
+        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+        let (_, w) = waker();
+        let mut old = b.account();
+        let mut full = b.account();
         let mut new = b.account();
-        assert!(!b.charge(&mut new, 10, &w));
-        assert!(b.charge(&mut new, 9, &w));
-        assert_eq!(accounts.iter().filter(|a| a.evicted()).count(), 1);
-        assert_eq!(b.total(), 99);
+        assert!(b.charge(&mut old, 512 * K, &w, at(t0, 0)));
+        assert!(b.charge(&mut full, 512 * K, &w, at(t0, 1)));
+        assert!(b.charge(&mut new, 64 * K, &w, at(t0, 2)));
+        assert!(old.evicted());
+        // Its request was completed and answered before it saw the flag:
+        // holding nothing, it goes on, and the flag is gone.
+        assert!(b.charge(&mut old, 0, &w, at(t0, 3)));
+        assert!(!old.evicted());
+        assert_eq!(b.total.get(), 576 * K);
     }
 
     #[test]
     fn evicted_input_stays_counted_until_dropped_up_to_the_hard_limit() {
-        let b = InputBudget::new(100);
+        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
         let (_, w) = waker();
         let mut olds: Vec<Account> = (0..4).map(|_| b.account()).collect();
-        for a in &mut olds {
-            assert!(b.charge(a, 25, &w));
+        for (i, a) in olds.iter_mut().enumerate() {
+            assert!(b.charge(a, 256 * K, &w, at(t0, i as u64)));
         }
         let evicted = |olds: &[Account]| olds.iter().filter(|a| a.evicted()).count();
-        // A newcomer evicts a holder of 25 and grows into its room; the
-        // evicted one has not run yet, so its 25 stay counted.
+        // A newcomer evicts a holder of 256 K and grows into its room; the
+        // evicted one has not run yet, so its 256 K stay counted.
         let mut news: Vec<Account> = (0..3).map(|_| b.account()).collect();
-        assert!(b.charge(&mut news[0], 5, &w));
-        assert!(b.charge(&mut news[0], 20, &w));
+        assert!(b.charge(&mut news[0], 64 * K, &w, at(t0, 10)));
+        assert!(b.charge(&mut news[0], 200 * K, &w, at(t0, 11)));
         assert_eq!(evicted(&olds), 1);
-        assert!(b.charge(&mut news[1], 5, &w));
-        // 100 live + 25 leaving: at the hard limit (125), the next is
-        // refused and nobody more is evicted.
-        assert_eq!(b.total.get(), 125);
-        assert!(!b.charge(&mut news[2], 5, &w));
+        assert!(b.charge(&mut news[1], 56 * K, &w, at(t0, 12)));
+        // 1 MiB live + 256 K leaving: at the hard limit (1280 K), the
+        // next is refused and nobody more is evicted.
+        assert_eq!(b.total.get(), 1280 * K);
+        assert!(!b.charge(&mut news[2], 64 * K, &w, at(t0, 13)));
         assert_eq!(evicted(&olds), 1);
         // Once the evicted one drops its input, the next is admitted.
         for a in olds.iter_mut().filter(|a| a.evicted()) {
             b.release(a);
         }
-        assert_eq!(b.total.get(), 100);
-        assert!(b.charge(&mut news[2], 5, &w));
+        assert_eq!(b.total.get(), 1024 * K);
+        assert!(b.charge(&mut news[2], 64 * K, &w, at(t0, 14)));
         assert_eq!(evicted(&olds), 2);
-        assert_eq!(b.total(), 80);
+        assert_eq!(b.total(), 832 * K);
     }
 }

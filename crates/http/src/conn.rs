@@ -27,7 +27,8 @@
 //! after them are charged to one count per server thread
 //! ([`ServerConfig::max_buffered_bytes`]); a connection whose input would
 //! take it over is answered 503 and closed, unless it asks for no more than
-//! its fair share: then the connection holding the most is (`budget.rs`).
+//! its share: then the connections that went longest without sending are
+//! (`budget.rs`).
 //!
 //! # Closing
 //! After a response with `Connection: close` (client asked, HTTP/1.0
@@ -289,6 +290,7 @@ impl<H: Handler> Conn<H> {
                 }
             };
             more = self.decode_batch(chunk);
+            self.shrink_charge();
             let mut completed = false;
             let mut close = false;
             let mut linger = false;
@@ -363,15 +365,30 @@ impl<H: Handler> Conn<H> {
         // that announces a large body costs little until the body comes
         // (when that was reserved, heads alone filled the budget and turned
         // every upload away).
+        let held = self.held();
+        self.shared
+            .budget
+            .charge(&mut self.account, held, &self.waker, Instant::now())
+    }
+
+    /// Memory held for input: see [`charge`](Self::charge).
+    fn held(&self) -> usize {
         let pending = if self.pending.is_empty() {
             0
         } else {
             self.pending.capacity()
         };
-        let held = pending + self.decoder.body_allocated();
-        self.shared
-            .budget
-            .charge(&mut self.account, held, &self.waker)
+        pending + self.decoder.body_allocated()
+    }
+
+    /// Charge less once requests are complete, before they are answered:
+    /// a body just completed belongs to its request, and a connection
+    /// writing a large response for as long as its client reads must not
+    /// keep its charge meanwhile (eviction could not free it).
+    fn shrink_charge(&mut self) {
+        if self.held() < self.account.charged() {
+            let _ = self.charge();
+        }
     }
 
     /// Give up every buffer grown past [`KEEP_BUF`] by the batch just
@@ -695,7 +712,7 @@ impl<H: Handler> Conn<H> {
             if !mid && shared.shutting_down() {
                 return Poll::Ready(Input::Shutdown);
             }
-            if account.evicted() {
+            if mid && account.evicted() {
                 return Poll::Ready(Input::Evicted);
             }
             if let Poll::Ready(r) = read.as_mut().poll(cx) {

@@ -98,11 +98,12 @@ pub struct ServerConfig {
     /// (decoded so far), and bytes received after them. A connection whose
     /// input would take the total past it is answered 503 and closed, so
     /// clients that each send an almost-maximal body cannot grow the server
-    /// without bound; but one asking for no more than its fair share (this
-    /// over the number of connections holding input) is admitted, and the
-    /// connection holding the most is answered 503 and closed instead, so
-    /// clients sitting on large bodies cannot turn smaller requests away.
-    /// Default 32 MiB.
+    /// without bound; but one asking for no more than its share (this over
+    /// the number of connections holding input, and never less than 64 KiB)
+    /// is admitted, and the connections that went longest without sending
+    /// are answered 503 and closed instead, so clients sitting on their
+    /// bodies cannot turn an ordinary upload away. A connection holds
+    /// nothing once its request is complete. Default 32 MiB.
     pub max_buffered_bytes: usize,
 }
 
