@@ -581,6 +581,18 @@ impl UringDriver {
                 break;
             }
         }
+        // SQEs still queued (closes of fds dropped in the last turn, the
+        // cancel itself when nothing was in flight) would go with the ring:
+        // leaked fds, and peers that never see EOF. Enter once more, and
+        // under SQPOLL wait (bounded) for the poller to take them.
+        while self.ring.sq().pending() > 0 && Instant::now() < deadline {
+            if self.ring.submit().is_err() {
+                break;
+            }
+            if self.ring.sq().pending() > 0 {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
         if live(&self.ops) {
             // The kernel may still write into these buffers: leak, never free.
             tracing::error!(
