@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use crate::driver::{BackendReport, Driver};
 use crate::kick::kick_host;
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::sched::{self, BoxFuture, Remote, TaskSlot, MAIN_KEY};
+use crate::sched::{self, BoxFuture, OnAbort, Remote, TaskSlot, MAIN_KEY};
 use crate::timers::Timers;
 
 thread_local! {
@@ -146,7 +146,7 @@ impl Context {
                 for mut t in tasks {
                     std::mem::forget(t.future.take());
                     if let Some(f) = t.on_abort.take() {
-                        f();
+                        f(None);
                     }
                 }
                 break;
@@ -159,16 +159,16 @@ impl Context {
                 // and logged, as tokio catches a panic in a task's drop.
                 let fut = t.future.take();
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(fut)));
-                if let Err(p) = r {
-                    let what = panic_message(&*p);
+                let panicked = r.err().map(|p| panic_message(&*p));
+                if let Some(what) = &panicked {
                     tracing::error!(
                         "ringkit: a task's drop panicked while the runtime shut down: {what}"
                     );
                 }
-                reports.extend(t.on_abort.take());
+                reports.extend(t.on_abort.take().map(|f| (f, panicked)));
             }
-            for f in reports {
-                f();
+            for (f, panicked) in reports {
+                f(panicked);
             }
         }
         self.queue.borrow_mut().clear();
@@ -199,7 +199,7 @@ impl Context {
     }
 
     /// Returns `(serial, gen, key)`.
-    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: Box<dyn FnOnce()>) -> (u64, u16, u32) {
+    pub(crate) fn spawn_raw(&self, fut: BoxFuture, on_abort: OnAbort) -> (u64, u16, u32) {
         let gen = self.next_gen.get().wrapping_add(1);
         self.next_gen.set(gen);
         let key = self.tasks.borrow_mut().insert(TaskSlot {
@@ -275,11 +275,15 @@ impl Context {
     }
 
     fn finish_aborted(&self, key: u32, fut: BoxFuture) {
-        // Drop the future first (its ops cancel), then report the cancellation.
-        drop(fut);
+        // Drop the future first (its ops cancel), then report the
+        // cancellation. A drop that panics is caught, as tokio catches it:
+        // the slot is still freed and the `JoinHandle` gets the panic
+        // (it used to escape `block_on`, and the handle never resolved).
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(fut)));
+        let panicked = r.err().map(|p| panic_message(&*p));
         let slot = self.tasks.borrow_mut().remove(key as usize);
         if let Some(f) = { slot }.on_abort.take() {
-            f();
+            f(panicked);
         }
     }
 

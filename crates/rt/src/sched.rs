@@ -17,13 +17,17 @@ pub(crate) const MAIN_KEY: u32 = u32::MAX;
 
 pub(crate) type BoxFuture = Pin<Box<dyn Future<Output = ()>>>;
 
+/// Reports a task's end by abort to its `JoinHandle`: `None` when it was
+/// cancelled, the message of the panic when its drop panicked.
+pub(crate) type OnAbort = Box<dyn FnOnce(Option<String>)>;
+
 pub(crate) struct TaskSlot {
     pub(crate) gen: u16,
     pub(crate) future: Option<BoxFuture>,
     pub(crate) scheduled: bool,
     pub(crate) aborted: bool,
     /// Called when the task is aborted before completing.
-    pub(crate) on_abort: Option<Box<dyn FnOnce()>>,
+    pub(crate) on_abort: Option<OnAbort>,
 }
 
 /// Cross-thread side of a runtime: remote wakes and the fd that interrupts its wait.

@@ -125,10 +125,13 @@ where
         state: state.clone(),
     };
     let st2 = state.clone();
-    let on_abort: Box<dyn FnOnce()> = Box::new(move || {
+    let on_abort: crate::sched::OnAbort = Box::new(move |panicked| {
         let mut s = st2.borrow_mut();
         if s.output.is_none() {
-            s.output = Some(Err(JoinError::Cancelled));
+            s.output = Some(Err(match panicked {
+                Some(m) => JoinError::Panicked(m),
+                None => JoinError::Cancelled,
+            }));
         }
         if let Some(w) = s.waker.take() {
             w.wake();

@@ -1,0 +1,60 @@
+//! Aborting a task whose drop panics, on both backends, plain and hosted:
+//! the panic is caught (as tokio catches it), the task's slot is freed and
+//! its `JoinHandle` resolves with `JoinError::Panicked`. The panic used to
+//! escape `block_on`, skipping the slot's removal, so the handle never
+//! resolved.
+
+use std::future::pending;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+use ringkit::time::{sleep, timeout};
+use ringkit::{yield_now, Backend, Builder, JoinError};
+
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)()
+    }
+}
+
+#[test]
+fn an_aborted_task_whose_drop_panics_resolves_its_handle_with_the_panic() {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    for backend in [Backend::Epoll, Backend::Uring] {
+        for hosted in [false, true] {
+            let mut b = Builder::new().backend(backend).ignore_env();
+            if hosted {
+                b = b.host_tokio();
+            }
+            let Ok(rt) = b.build() else {
+                eprintln!("skipped {backend:?}: unavailable here");
+                continue;
+            };
+            let h = rt.block_on(async {
+                let h = ringkit::spawn(async {
+                    let _d = OnDrop(|| panic!("the drop panics"));
+                    pending::<()>().await
+                });
+                yield_now().await;
+                h
+            });
+            h.abort();
+            let turn = catch_unwind(AssertUnwindSafe(|| {
+                rt.block_on(sleep(Duration::from_millis(10)))
+            }));
+            assert!(
+                turn.is_ok(),
+                "{backend:?} hosted {hosted}: the panic escaped block_on"
+            );
+            let r = rt.block_on(timeout(Duration::from_secs(2), h));
+            match r {
+                Ok(Err(JoinError::Panicked(m))) => assert!(m.contains("the drop panics"), "{m}"),
+                other => panic!("{backend:?} hosted {hosted}: {other:?}"),
+            }
+        }
+    }
+    std::panic::set_hook(hook);
+}
