@@ -395,7 +395,7 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Rounds of [`Context::drop_tasks`] before the tasks left are leaked.
-const DROP_ROUNDS: usize = 64;
+const DROP_ROUNDS: usize = 4096;
 
 static VTABLE: RawWakerVTable = RawWakerVTable::new(clone_raw, wake_raw, wake_raw, drop_raw);
 

@@ -462,10 +462,17 @@ impl Runtime {
 
 impl Drop for Runtime {
     fn drop(&mut self) {
+        // Dropping tokio's runtime panics inside another runtime's task
+        // (tokio refuses to block there): ringkit's own tear-down still
+        // runs, then the panic goes on.
         #[cfg(feature = "tokio")]
-        if let Some(host) = self.host.take() {
-            host.shutdown(|| self.ctx.drop_tasks());
-        }
+        let host_panic = self.host.take().and_then(|host| {
+            let ctx = &self.ctx;
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                host.shutdown(|| ctx.drop_tasks())
+            }))
+            .err()
+        });
         // (Again after a host: dropping tokio's runtime may have spawned
         // ringkit tasks.)
         self.ctx.drop_tasks();
@@ -475,6 +482,10 @@ impl Drop for Runtime {
         // Later wakes of this runtime do nothing; the eventfd is closed when
         // the last `Arc<Remote>` goes (a racing waker may hold one).
         sched::unregister_remote(self.ctx.id);
+        #[cfg(feature = "tokio")]
+        if let Some(p) = host_panic {
+            std::panic::resume_unwind(p);
+        }
     }
 }
 

@@ -58,3 +58,49 @@ fn an_aborted_task_whose_drop_panics_resolves_its_handle_with_the_panic() {
     }
     std::panic::set_hook(hook);
 }
+
+/// A task that, when dropped, spawns the next of `left` such tasks.
+fn chain(left: usize, dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    if left == 0 {
+        return;
+    }
+    // Made outside the future, so that dropping it unpolled runs it.
+    let next = OnDrop(move || {
+        dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        chain(left - 1, dropped.clone());
+    });
+    ringkit::spawn(async move {
+        let _next = next;
+        pending::<()>().await
+    });
+}
+
+/// Tear-down drops tasks that tasks' drops spawn, a chain of 300 as tokio
+/// does (it stopped after 64 rounds and leaked the rest).
+#[test]
+fn a_chain_of_300_drops_that_spawn_is_dropped_whole() {
+    for backend in [Backend::Epoll, Backend::Uring] {
+        for hosted in [false, true] {
+            let mut b = Builder::new().backend(backend).ignore_env();
+            if hosted {
+                b = b.host_tokio();
+            }
+            let Ok(rt) = b.build() else {
+                eprintln!("skipped {backend:?}: unavailable here");
+                continue;
+            };
+            let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+            let d = dropped.clone();
+            rt.block_on(async move {
+                chain(300, d);
+                yield_now().await;
+            });
+            drop(rt);
+            assert_eq!(
+                dropped.load(std::sync::atomic::Ordering::Relaxed),
+                300,
+                "{backend:?} hosted {hosted}"
+            );
+        }
+    }
+}

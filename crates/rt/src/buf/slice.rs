@@ -91,13 +91,15 @@ pub trait IoBufExt: IoBuf + Sized {
     /// `bytes_init`.
     fn slice(self, range: impl RangeBounds<usize>) -> Slice<Self> {
         let total = self.bytes_total();
+        // `usize::MAX + 1` is past any buffer: saturating keeps it past
+        // (wrapping to 0 made `..=usize::MAX` an empty slice in release).
         let begin = match range.start_bound() {
             Bound::Included(&n) => n,
-            Bound::Excluded(&n) => n + 1,
+            Bound::Excluded(&n) => n.saturating_add(1),
             Bound::Unbounded => 0,
         };
         let end = match range.end_bound() {
-            Bound::Included(&n) => n + 1,
+            Bound::Included(&n) => n.saturating_add(1),
             Bound::Excluded(&n) => n,
             Bound::Unbounded => total,
         };
@@ -207,5 +209,19 @@ mod tests {
     fn a_slice_past_the_capacity_is_refused() {
         let v = vec![0u8; 4];
         let _ = v.slice(..5);
+    }
+
+    #[test]
+    #[should_panic(expected = "of a buffer of")]
+    fn an_inclusive_end_of_usize_max_is_refused() {
+        let v = vec![0u8; 4];
+        let _ = v.slice(..=usize::MAX);
+    }
+
+    #[test]
+    #[should_panic(expected = "of a buffer of")]
+    fn an_excluded_start_of_usize_max_is_refused() {
+        let v = vec![0u8; 4];
+        let _ = v.slice((Bound::Excluded(usize::MAX), Bound::Unbounded));
     }
 }
