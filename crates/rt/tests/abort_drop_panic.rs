@@ -33,13 +33,15 @@ fn an_aborted_task_whose_drop_panics_resolves_its_handle_with_the_panic() {
                 eprintln!("skipped {backend:?}: unavailable here");
                 continue;
             };
-            let h = rt.block_on(async {
+            // The handle comes out in a tuple: a block that yields a future
+            // reads as a forgotten `.await`.
+            let (h,) = rt.block_on(async {
                 let h = ringkit::spawn(async {
                     let _d = OnDrop(|| panic!("the drop panics"));
                     pending::<()>().await
                 });
                 yield_now().await;
-                h
+                (h,)
             });
             h.abort();
             let turn = catch_unwind(AssertUnwindSafe(|| {
