@@ -121,8 +121,11 @@ pub struct ServeConfig {
 
 impl ServeConfig {
     /// On `addr`: one thread per available core (as tokio's multi-thread
-    /// runtime; `std::thread::available_parallelism`, 1 if unknown), each
-    /// with its own runtime and listener; backend `auto`; 30 s of grace.
+    /// runtime's default; `std::thread::available_parallelism`, 1 if
+    /// unknown), each with its own runtime and listener; backend `auto`;
+    /// 30 s of grace. Unlike tokio, it does not read `TOKIO_WORKER_THREADS`
+    /// (a library reads no environment of its own accord): set `threads`
+    /// from it if you want that.
     pub fn new(addr: SocketAddr) -> ServeConfig {
         ServeConfig {
             addr,
