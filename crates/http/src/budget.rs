@@ -5,17 +5,27 @@
 //! # Fairness
 //! A budget that simply refuses whoever would take it over turns away a
 //! well-behaved upload whose body arrives in two parts once a few clients
-//! sit on almost-complete bodies: they fill the budget and keep it until
-//! their header timeout. So a connection that asks for no more than its
-//! share is admitted, and the holders that went longest without sending
-//! anything are evicted to make room: their bytes leave the count, and each
-//! is woken to answer 503 and close. The share is the limit over the number
-//! of holders (the newcomer included), but never less than [`MIN_GRANT`]
-//! (64 KiB): many small holders cannot shrink it below what an ordinary
-//! upload needs. A connection asking for more than its share when the
-//! budget is full is refused. Stalest first, not largest: an upload that
-//! is still arriving has just sent something, a client sitting on its
-//! bytes has not.
+//! sit on almost-complete large bodies: they fill the budget and keep it
+//! until their header timeout. So a connection that asks for no more than
+//! its share is admitted, and the largest holders are evicted to make room:
+//! their bytes leave the count, and each is woken to answer 503 and close.
+//! The share is the limit over the number of holders (the newcomer
+//! included), but never less than [`MIN_GRANT`] (64 KiB). A victim must
+//! hold more than the newcomer asks and more than [`MIN_GRANT`], and be
+//! waiting for input (one blocked writing a response could not drop its
+//! input until its send timeout).
+//!
+//! What that promises: a connection holding at most 64 KiB is never
+//! evicted, and while fewer than `limit / 64 KiB` connections hold input
+//! (512 at the default 32 MiB), a request asking for at most 64 KiB is
+//! never refused (some holder waiting for input must then hold more than
+//! 64 KiB, unless the rest are blocked writing responses). What it does
+//! not: a client with more connections than that, each sitting on up to
+//! 64 KiB and renewed every header timeout, fills the budget and turns
+//! uploads away; and when the budget is full, the largest upload is the
+//! first evicted. (A rule that evicted the holder that went longest
+//! without sending was broken by a review: one byte per attacking
+//! connection made it fresher than an upload pausing between writes.)
 //!
 //! Evicted connections hold their input until their task next runs (on the
 //! same thread, but maybe after many newcomers in a burst); they stay
@@ -23,8 +33,9 @@
 //! [`InputBudget::hard_limit`] (a quarter over the limit) nobody more is
 //! evicted or admitted past the limit.
 //!
-//! A connection is charged only while it holds part of a request: the
-//! server charges again as soon as a request is complete, before it
+//! A connection is charged only while it holds part of a request (the
+//! head, counted as the bytes it took, and the body buffer's capacity):
+//! the server charges again as soon as a request is complete, before it
 //! answers, so a connection downloading a large response holds nothing.
 //!
 //! [`ServerConfig::max_buffered_bytes`]: crate::ServerConfig::max_buffered_bytes
@@ -33,10 +44,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::task::Waker;
-use std::time::Instant;
 
 /// A newcomer may always ask for this much (or the limit, if smaller),
-/// whatever the number of holders.
+/// whatever the number of holders; a holder of no more is never evicted.
 pub(crate) const MIN_GRANT: usize = 64 * 1024;
 
 /// The count shared by the connections of one server thread.
@@ -55,8 +65,8 @@ pub(crate) struct InputBudget {
 #[derive(Debug)]
 struct Holder {
     bytes: usize,
-    /// When it last grew (sent more).
-    since: Instant,
+    /// Waiting for input: it sees an eviction as soon as it runs.
+    waiting: bool,
     waker: Waker,
     evicted: Rc<Cell<bool>>,
 }
@@ -110,19 +120,13 @@ impl InputBudget {
         self.total.get() - self.leaving.get()
     }
 
-    /// Charge `acc` with `held` bytes in place of what it held, at `now`.
-    /// False if that is refused (over the limit and over its share, too
-    /// much still held by evicted connections, or it was evicted while it
-    /// held part of a request and still does): the connection must answer
-    /// 503 and close. `waker` wakes the connection's task if it is evicted
-    /// later.
-    pub(crate) fn charge(
-        &self,
-        acc: &mut Account,
-        held: usize,
-        waker: &Waker,
-        now: Instant,
-    ) -> bool {
+    /// Charge `acc` with `held` bytes in place of what it held. False if
+    /// that is refused (over the limit and over its share, nobody to
+    /// evict, too much still held by evicted connections, or it was
+    /// evicted while it held part of a request and still does): the
+    /// connection must answer 503 and close. `waker` wakes the connection's
+    /// task if it is evicted later.
+    pub(crate) fn charge(&self, acc: &mut Account, held: usize, waker: &Waker) -> bool {
         if acc.evicted.get() {
             self.release(acc);
             if held > 0 {
@@ -143,12 +147,14 @@ impl InputBudget {
             if held > share || total + held > self.hard_limit() {
                 return false;
             }
+            let floor = held.max(MIN_GRANT);
             while !fits(live) {
-                // The other holder that went longest without sending.
+                // The largest other holder waiting for input, if it holds
+                // more than asked and more than the minimum grant.
                 let victim = holders
                     .iter()
-                    .filter(|&(&id, _)| id != acc.id)
-                    .min_by_key(|&(&id, h)| (h.since, id))
+                    .filter(|&(&id, h)| id != acc.id && h.waiting && h.bytes > floor)
+                    .max_by_key(|&(&id, h)| (h.bytes, std::cmp::Reverse(id)))
                     .map(|(&id, _)| id);
                 let Some(v) = victim.and_then(|id| holders.remove(&id)) else {
                     return false;
@@ -159,8 +165,16 @@ impl InputBudget {
                 v.waker.wake();
             }
         }
-        self.set(acc, held, waker, now);
+        self.set(acc, held, waker);
         true
+    }
+
+    /// Whether `acc`'s connection is waiting for input (only such holders
+    /// are evicted).
+    pub(crate) fn set_waiting(&self, acc: &Account, waiting: bool) {
+        if let Some(h) = self.holders.borrow_mut().get_mut(&acc.id) {
+            h.waiting = waiting;
+        }
     }
 
     /// Give back all `acc` holds (its connection closes, is idle, or was
@@ -184,8 +198,7 @@ impl InputBudget {
         self.limit + self.limit / 4
     }
 
-    fn set(&self, acc: &mut Account, held: usize, waker: &Waker, now: Instant) {
-        let grew = held > acc.charged;
+    fn set(&self, acc: &mut Account, held: usize, waker: &Waker) {
         self.total.set(self.total.get() - acc.charged + held);
         acc.charged = held;
         let mut holders = self.holders.borrow_mut();
@@ -195,14 +208,11 @@ impl InputBudget {
         }
         let h = holders.entry(acc.id).or_insert_with(|| Holder {
             bytes: held,
-            since: now,
+            waiting: false,
             waker: waker.clone(),
             evicted: acc.evicted.clone(),
         });
         h.bytes = held;
-        if grew {
-            h.since = now;
-        }
     }
 }
 
@@ -212,7 +222,6 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;
-    use std::time::Duration;
 
     const K: usize = 1024;
 
@@ -228,22 +237,24 @@ mod tests {
         (c.clone(), Waker::from(c))
     }
 
-    /// `i` ms after a fixed start.
-    fn at(t0: Instant, i: u64) -> Instant {
-        t0 + Duration::from_millis(i)
+    /// Charge and mark waiting for input, as a connection does.
+    fn hold(b: &InputBudget, a: &mut Account, n: usize, w: &Waker) -> bool {
+        let ok = b.charge(a, n, w);
+        b.set_waiting(a, true);
+        ok
     }
 
     #[test]
     fn within_the_limit_everyone_is_admitted_and_released() {
-        let (b, t0) = (InputBudget::new(100 * K), Instant::now());
+        let b = InputBudget::new(100 * K);
         let (_, w) = waker();
         let mut a = b.account();
         let mut c = b.account();
-        assert!(b.charge(&mut a, 60 * K, &w, t0));
-        assert!(b.charge(&mut c, 40 * K, &w, t0));
+        assert!(hold(&b, &mut a, 60 * K, &w));
+        assert!(hold(&b, &mut c, 40 * K, &w));
         assert_eq!(b.total(), 100 * K);
         // Shrinking is always allowed.
-        assert!(b.charge(&mut a, 10 * K, &w, t0));
+        assert!(hold(&b, &mut a, 10 * K, &w));
         assert_eq!(b.total(), 50 * K);
         b.release(&mut a);
         b.release(&mut c);
@@ -252,109 +263,129 @@ mod tests {
     }
 
     #[test]
-    fn a_newcomer_within_its_share_evicts_the_holder_that_went_longest_without_sending() {
-        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+    fn a_newcomer_within_its_share_evicts_the_largest_holder_waiting_for_input() {
+        let b = InputBudget::new(1024 * K);
         let (big_wakes, wbig) = waker();
-        let (stale_wakes, wstale) = waker();
         let (_, w) = waker();
-        let mut stale = b.account();
+        let mut busy = b.account();
         let mut big = b.account();
+        let mut mid = b.account();
         let mut new = b.account();
-        assert!(b.charge(&mut stale, 300 * K, &wstale, at(t0, 0)));
-        assert!(b.charge(&mut big, 700 * K, &wbig, at(t0, 1)));
-        // Over the limit, and 100 K <= 1 MiB / 3: the stale one goes,
-        // though the other holds more.
-        assert!(b.charge(&mut new, 100 * K, &w, at(t0, 2)));
-        assert!(stale.evicted() && !big.evicted() && !new.evicted());
-        assert_eq!(stale_wakes.0.load(Ordering::Relaxed), 1);
-        assert_eq!(big_wakes.0.load(Ordering::Relaxed), 0);
-        assert_eq!(b.total(), 800 * K);
+        // The largest is writing a response, not waiting: not evicted.
+        assert!(b.charge(&mut busy, 400 * K, &w));
+        assert!(hold(&b, &mut big, 400 * K, &wbig));
+        assert!(hold(&b, &mut mid, 224 * K, &w));
+        assert!(hold(&b, &mut new, 100 * K, &w));
+        assert!(big.evicted() && !busy.evicted() && !mid.evicted() && !new.evicted());
+        assert_eq!(big_wakes.0.load(Ordering::Relaxed), 1);
+        assert_eq!(b.total(), 724 * K);
         // The evicted connection may not grow again, and holds nothing.
-        assert!(!b.charge(&mut stale, 400 * K, &wstale, at(t0, 3)));
-        assert_eq!(b.total(), 800 * K);
-        assert_eq!(b.total.get(), 800 * K);
+        assert!(!hold(&b, &mut big, 500 * K, &wbig));
+        assert_eq!(b.total.get(), 724 * K);
     }
 
     #[test]
     fn over_its_share_a_newcomer_is_refused_and_nobody_is_evicted() {
-        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+        let b = InputBudget::new(1024 * K);
         let (_, w) = waker();
         let mut x = b.account();
         let mut y = b.account();
         let mut new = b.account();
-        assert!(b.charge(&mut x, 512 * K, &w, t0));
-        assert!(b.charge(&mut y, 512 * K, &w, t0));
+        assert!(hold(&b, &mut x, 512 * K, &w));
+        assert!(hold(&b, &mut y, 512 * K, &w));
         // 400 K > 1 MiB / 3.
-        assert!(!b.charge(&mut new, 400 * K, &w, t0));
+        assert!(!hold(&b, &mut new, 400 * K, &w));
         assert!(!x.evicted() && !y.evicted());
         assert_eq!(b.total(), 1024 * K);
     }
 
     #[test]
-    fn many_small_holders_cannot_shrink_the_share_below_the_minimum_grant() {
-        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+    fn holders_of_at_most_the_minimum_grant_are_never_evicted() {
+        let b = InputBudget::new(1024 * K);
         let (_, w) = waker();
-        let mut small: Vec<Account> = (0..64).map(|_| b.account()).collect();
-        for (i, a) in small.iter_mut().enumerate() {
-            assert!(b.charge(a, 16 * K, &w, at(t0, i as u64)));
+        // 15 holders of 64 K and one of 64 K: full, nobody over the grant.
+        let mut small: Vec<Account> = (0..16).map(|_| b.account()).collect();
+        for a in small.iter_mut() {
+            assert!(hold(&b, a, 64 * K, &w));
         }
-        // 1 MiB / 65 is under 16 K, but 32 K is within the minimum grant:
-        // the two stalest holders make room.
-        let mut up = b.account();
-        assert!(b.charge(&mut up, 32 * K, &w, at(t0, 100)));
-        let evicted: Vec<usize> = (0..64).filter(|&i| small[i].evicted()).collect();
-        assert_eq!(evicted, vec![0, 1]);
-        assert_eq!(b.total(), 1024 * K);
-        // More than the minimum grant is still refused.
-        let mut more = b.account();
-        assert!(!b.charge(&mut more, 65 * K, &w, at(t0, 101)));
+        let mut new = b.account();
+        assert!(!hold(&b, &mut new, 4 * K, &w));
+        assert!(small.iter().all(|a| !a.evicted()));
+        // With one holder over the grant, a 64 K request gets in.
+        b.release(&mut small[0]);
+        b.release(&mut small[1]);
+        let mut big = b.account();
+        assert!(hold(&b, &mut big, 128 * K, &w));
+        assert!(hold(&b, &mut new, 64 * K, &w));
+        assert!(big.evicted());
+        assert!(small.iter().all(|a| !a.evicted()));
+    }
+
+    #[test]
+    fn under_limit_over_grant_holders_a_small_request_is_never_refused() {
+        // Fewer than limit / 64 K holders: some hold more than 64 K.
+        let b = InputBudget::new(1024 * K);
+        let (_, w) = waker();
+        let mut holders: Vec<Account> = (0..12).map(|_| b.account()).collect();
+        for a in holders.iter_mut() {
+            assert!(hold(&b, a, 85 * K, &w));
+        }
+        for _ in 0..20 {
+            let mut up = b.account();
+            assert!(hold(&b, &mut up, 32 * K, &w));
+            assert!(hold(&b, &mut up, 64 * K, &w));
+            b.release(&mut up);
+            for a in holders.iter_mut().filter(|a| a.evicted()) {
+                b.release(a);
+            }
+        }
     }
 
     #[test]
     fn an_evicted_connection_that_completed_its_request_is_not_refused_later() {
-        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+        let b = InputBudget::new(1024 * K);
         let (_, w) = waker();
         let mut old = b.account();
         let mut full = b.account();
         let mut new = b.account();
-        assert!(b.charge(&mut old, 512 * K, &w, at(t0, 0)));
-        assert!(b.charge(&mut full, 512 * K, &w, at(t0, 1)));
-        assert!(b.charge(&mut new, 64 * K, &w, at(t0, 2)));
+        assert!(hold(&b, &mut old, 600 * K, &w));
+        assert!(hold(&b, &mut full, 424 * K, &w));
+        assert!(hold(&b, &mut new, 64 * K, &w));
         assert!(old.evicted());
         // Its request was completed and answered before it saw the flag:
         // holding nothing, it goes on, and the flag is gone.
-        assert!(b.charge(&mut old, 0, &w, at(t0, 3)));
+        assert!(b.charge(&mut old, 0, &w));
         assert!(!old.evicted());
-        assert_eq!(b.total.get(), 576 * K);
+        assert_eq!(b.total.get(), 488 * K);
     }
 
     #[test]
     fn evicted_input_stays_counted_until_dropped_up_to_the_hard_limit() {
-        let (b, t0) = (InputBudget::new(1024 * K), Instant::now());
+        let b = InputBudget::new(1024 * K);
         let (_, w) = waker();
         let mut olds: Vec<Account> = (0..4).map(|_| b.account()).collect();
-        for (i, a) in olds.iter_mut().enumerate() {
-            assert!(b.charge(a, 256 * K, &w, at(t0, i as u64)));
+        for a in olds.iter_mut() {
+            assert!(hold(&b, a, 256 * K, &w));
         }
         let evicted = |olds: &[Account]| olds.iter().filter(|a| a.evicted()).count();
         // A newcomer evicts a holder of 256 K and grows into its room; the
         // evicted one has not run yet, so its 256 K stay counted.
         let mut news: Vec<Account> = (0..3).map(|_| b.account()).collect();
-        assert!(b.charge(&mut news[0], 64 * K, &w, at(t0, 10)));
-        assert!(b.charge(&mut news[0], 200 * K, &w, at(t0, 11)));
+        assert!(hold(&b, &mut news[0], 64 * K, &w));
+        assert!(hold(&b, &mut news[0], 200 * K, &w));
         assert_eq!(evicted(&olds), 1);
-        assert!(b.charge(&mut news[1], 56 * K, &w, at(t0, 12)));
+        assert!(hold(&b, &mut news[1], 56 * K, &w));
         // 1 MiB live + 256 K leaving: at the hard limit (1280 K), the
         // next is refused and nobody more is evicted.
         assert_eq!(b.total.get(), 1280 * K);
-        assert!(!b.charge(&mut news[2], 64 * K, &w, at(t0, 13)));
+        assert!(!hold(&b, &mut news[2], 64 * K, &w));
         assert_eq!(evicted(&olds), 1);
         // Once the evicted one drops its input, the next is admitted.
         for a in olds.iter_mut().filter(|a| a.evicted()) {
             b.release(a);
         }
         assert_eq!(b.total.get(), 1024 * K);
-        assert!(b.charge(&mut news[2], 64 * K, &w, at(t0, 14)));
+        assert!(hold(&b, &mut news[2], 64 * K, &w));
         assert_eq!(evicted(&olds), 2);
         assert_eq!(b.total(), 832 * K);
     }

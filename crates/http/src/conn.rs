@@ -27,8 +27,8 @@
 //! after them are charged to one count per server thread
 //! ([`ServerConfig::max_buffered_bytes`]); a connection whose input would
 //! take it over is answered 503 and closed, unless it asks for no more than
-//! its share: then the connections that went longest without sending are
-//! (`budget.rs`).
+//! its share: then the largest holders are (`budget.rs` says what that
+//! promises and what it does not).
 //!
 //! # Closing
 //! After a response with `Connection: close` (client asked, HTTP/1.0
@@ -265,7 +265,10 @@ impl<H: Handler> Conn<H> {
             let chunk = if more {
                 None
             } else {
-                match self.wait_input().await {
+                self.shared.budget.set_waiting(&self.account, true);
+                let input = self.wait_input().await;
+                self.shared.budget.set_waiting(&self.account, false);
+                match input {
                     Input::Data(rb) => Some(rb),
                     Input::Eof | Input::Failed => return Ok(()),
                     Input::Shutdown => {
@@ -368,7 +371,7 @@ impl<H: Handler> Conn<H> {
         let held = self.held();
         self.shared
             .budget
-            .charge(&mut self.account, held, &self.waker, Instant::now())
+            .charge(&mut self.account, held, &self.waker)
     }
 
     /// Memory held for input: see [`charge`](Self::charge).
@@ -378,7 +381,7 @@ impl<H: Handler> Conn<H> {
         } else {
             self.pending.capacity()
         };
-        pending + self.decoder.body_allocated()
+        pending + self.decoder.allocated()
     }
 
     /// Charge less once requests are complete, before they are answered:

@@ -83,12 +83,14 @@ impl RequestDecoder {
         }
     }
 
-    /// Memory taken by the body being read: its buffer's capacity, which
-    /// is more than [`body_held`](Self::body_held) as the buffer grows by
-    /// doubling, and at most 4 KiB for a body only announced.
-    pub fn body_allocated(&self) -> usize {
+    /// Memory taken by the request being read once its head is complete:
+    /// the head (counted as the bytes it took on the wire) and the body
+    /// buffer's capacity, which is more than [`body_held`](Self::body_held)
+    /// as the buffer grows by doubling, and at most 4 KiB for a body only
+    /// announced. 0 while no head is complete.
+    pub fn allocated(&self) -> usize {
         match &self.state {
-            State::Body { body, .. } => body.capacity(),
+            State::Body { head, body, .. } => head.len() + body.capacity(),
             State::Head => 0,
         }
     }

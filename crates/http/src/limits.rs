@@ -100,10 +100,12 @@ pub struct ServerConfig {
     /// clients that each send an almost-maximal body cannot grow the server
     /// without bound; but one asking for no more than its share (this over
     /// the number of connections holding input, and never less than 64 KiB)
-    /// is admitted, and the connections that went longest without sending
-    /// are answered 503 and closed instead, so clients sitting on their
-    /// bodies cannot turn an ordinary upload away. A connection holds
-    /// nothing once its request is complete. Default 32 MiB.
+    /// is admitted, and the largest holders are answered 503 and closed
+    /// instead. A connection holding at most 64 KiB is never evicted, and
+    /// while fewer than this / 64 KiB connections hold input, a request
+    /// asking for at most 64 KiB is never refused; a client with more
+    /// connections than that can fill it. A connection holds nothing once
+    /// its request is complete. Default 32 MiB.
     pub max_buffered_bytes: usize,
 }
 
