@@ -9,7 +9,9 @@
 //! - holders over 64 KiB each could not be evicted by an upload needing
 //!   more than the share (limit / holders); now the share is never under
 //!   64 KiB;
-//! - the heads of requests whose bodies were being read were not charged.
+//! - the heads of requests whose bodies were being read were not charged;
+//! - an evicted connection kept its input counted while its 503 could not
+//!   be written, and the count refused newcomers at the hard limit.
 //!
 //! What the budget does not promise (more holders than limit / 64 KiB,
 //! each holding at most 64 KiB, fill it) is in `crates/http/src/budget.rs`.
@@ -147,5 +149,112 @@ fn chunked_heads(backend: &str) {
 fn the_heads_of_requests_being_read_are_charged() {
     for backend in ["uring", "epoll"] {
         chunked_heads(backend);
+    }
+}
+
+/// A TCP connection to `addr` whose receive buffer is `rcvbuf` bytes,
+/// set before connecting (so the window never grows past it).
+fn small_window(addr: SocketAddr, rcvbuf: i32) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a fresh socket we own; the option is an int; the address is
+    // a sockaddr_in built here.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let v = rcvbuf;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &v as *const i32 as *const libc::c_void,
+            std::mem::size_of::<i32>() as libc::socklen_t,
+        );
+        let SocketAddr::V4(a) = addr else {
+            panic!("IPv4 only")
+        };
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: a.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*a.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let r = libc::connect(
+            fd,
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+/// A POST with a `pad`-byte header, `Content-Length: cl`, and `n` bytes of
+/// its body.
+fn partial_post(c: &mut TcpStream, pad: usize, cl: usize, n: usize) {
+    let head = format!(
+        "POST /x HTTP/1.1\r\nHost: x\r\nX-Pad: {}\r\nContent-Length: {cl}\r\n\r\n",
+        "p".repeat(pad)
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    for chunk in vec![b'b'; n].chunks(4000) {
+        c.write_all(chunk).unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn evicted_behind_a_full_socket(backend: &str) {
+    if !backend_usable(backend) {
+        return;
+    }
+    let dir = served_dir();
+    let d = dir.path().to_str().unwrap();
+    let srv = start(&["serve", d, "--max-buffered-mib", "1"], backend, None);
+    // X1 takes 2 MB it never reads (its socket's buffers hold it), then
+    // sits on ~256 KiB of a body: the largest holder, and its 503 cannot
+    // be written. X2 and X3 hold as much.
+    let mut x1 = small_window(srv.addr, 4096);
+    x1.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=0-1999999\r\n\r\n")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    partial_post(&mut x1, 0, 300_000, 260_000);
+    let mut xs = Vec::new();
+    for _ in 0..2 {
+        let mut x = TcpStream::connect(srv.addr).unwrap();
+        partial_post(&mut x, 0, 300_000, 260_000);
+        xs.push(x);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    // Eleven newcomers of ~47 KB each: 14 holders at most, under 1 MiB /
+    // 64 KiB = 16, so each must be admitted (evicting X1, X2, X3).
+    let mut ns = Vec::new();
+    for _ in 0..11 {
+        let mut n = TcpStream::connect(srv.addr).unwrap();
+        partial_post(&mut n, 15_000, 30_000, 25_000);
+        ns.push(n);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = Vec::new();
+    for (i, n) in ns.iter_mut().enumerate() {
+        n.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        if let Ok((s, _)) = read_response(n) {
+            refused.push((i + 1, s));
+        }
+    }
+    eprintln!("{backend}: newcomers answered (refused) before their bodies: {refused:?}");
+    assert!(refused.is_empty(), "{backend}: {refused:?}");
+    drop((x1, xs));
+}
+
+/// An evicted connection gives up its input before its 503 is written:
+/// that write can block (here on a socket full of a response its client
+/// never reads), and its input stayed counted meanwhile, so the count sat
+/// at the hard limit and refused newcomers within the promise.
+#[test]
+fn an_evicted_connection_drops_its_input_before_its_503_is_written() {
+    for backend in ["uring", "epoll"] {
+        evicted_behind_a_full_socket(backend);
     }
 }

@@ -33,10 +33,18 @@
 //! [`InputBudget::hard_limit`] (a quarter over the limit) nobody more is
 //! evicted or admitted past the limit.
 //!
-//! A connection is charged only while it holds part of a request (the
-//! head, counted as the bytes it took, and the body buffer's capacity):
-//! the server charges again as soon as a request is complete, before it
-//! answers, so a connection downloading a large response holds nothing.
+//! A connection is charged only while it holds part of a request: bytes
+//! of a head not yet complete, then the storage of its parsed head and the
+//! body buffer, by capacity. "64 KiB" is charged memory, not bytes sent:
+//! buffers grow by doubling, so a body of 33 000 bytes is charged 64 KiB
+//! (about 32 KiB of body is what a request can always get). The server
+//! charges again as soon as requests are decoded, before it answers, so a
+//! connection downloading a large response holds nothing, and a pipelined
+//! partial request behind it is charged. A refused or evicted connection
+//! gives up its input before its 503 is written (that write can block for
+//! the send timeout). Not counted: TLS buffers (rustls keeps up to ~16 KiB
+//! of decrypted input and a record per connection) and the thread's pool
+//! of recycled head storage (at most 256 entries).
 //!
 //! [`ServerConfig::max_buffered_bytes`]: crate::ServerConfig::max_buffered_bytes
 

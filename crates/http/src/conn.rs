@@ -262,7 +262,7 @@ impl<H: Handler> Conn<H> {
                 }
             };
             more = self.decode_batch(chunk);
-            self.shrink_charge();
+            self.charge_early();
             let mut completed = false;
             let mut close = false;
             let mut linger = false;
@@ -292,6 +292,7 @@ impl<H: Handler> Conn<H> {
             if !close && !self.charge() {
                 // Over the thread's input budget: this connection's partial
                 // request goes unanswered (503) rather than grow the server.
+                self.drop_input();
                 self.error_response(StatusCode::SERVICE_UNAVAILABLE);
                 close = true;
                 linger = true;
@@ -353,14 +354,27 @@ impl<H: Handler> Conn<H> {
         pending + self.decoder.allocated()
     }
 
-    /// Charge less once requests are complete, before they are answered:
-    /// a body just completed belongs to its request, and a connection
-    /// writing a large response for as long as its client reads must not
-    /// keep its charge meanwhile (eviction could not free it).
-    fn shrink_charge(&mut self) {
-        if self.held() < self.account.charged() {
+    /// Charge what the input holds once requests are decoded, before they
+    /// are answered: a body just completed belongs to its request, and a
+    /// connection writing a large response for as long as its client reads
+    /// must neither keep its old charge (eviction could not free it) nor
+    /// hold a pipelined partial request uncharged. Refused, it keeps its
+    /// old charge; the charge after the batch decides.
+    fn charge_early(&mut self) {
+        if self.held() != self.account.charged() {
             let _ = self.charge();
         }
+    }
+
+    /// Give up the input held and its charge: for a connection that will
+    /// read nothing more to decode (refused, evicted, lingering). Before a
+    /// refusal is written, since that write can block for the send timeout
+    /// (an evicted connection's 503 to a client that reads nothing kept
+    /// its input counted, and refused others at the hard limit).
+    fn drop_input(&mut self) {
+        self.pending = Vec::new();
+        self.decoder = RequestDecoder::new(self.decoder.limits().clone());
+        self.shared.budget.release(&mut self.account);
     }
 
     /// Give up every buffer grown past [`KEEP_BUF`] by the batch just
@@ -584,6 +598,7 @@ impl<H: Handler> Conn<H> {
 
     /// Answer `status`, then close lingering.
     async fn refuse(&mut self, status: StatusCode) -> io::Result<()> {
+        self.drop_input();
         self.error_response(status);
         self.flush().await?;
         self.linger(LINGER_TIME).await;

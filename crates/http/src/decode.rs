@@ -84,13 +84,14 @@ impl RequestDecoder {
     }
 
     /// Memory taken by the request being read once its head is complete:
-    /// the head (counted as the bytes it took on the wire) and the body
-    /// buffer's capacity, which is more than [`body_held`](Self::body_held)
-    /// as the buffer grows by doubling, and at most 4 KiB for a body only
-    /// announced. 0 while no head is complete.
+    /// the head's storage (its capacity, which a recycled one keeps from a
+    /// larger head) and the body buffer's capacity, which is more than
+    /// [`body_held`](Self::body_held) as the buffer grows by doubling, and
+    /// at most 4 KiB for a body only announced. 0 while no head is
+    /// complete.
     pub fn allocated(&self) -> usize {
         match &self.state {
-            State::Body { head, body, .. } => head.len() + body.capacity(),
+            State::Body { head, body, .. } => head.allocated() + body.capacity(),
             State::Head => 0,
         }
     }

@@ -184,6 +184,13 @@ impl Head {
         self.storage.bytes.len()
     }
 
+    /// Memory its storage takes: the bytes' and the fields' capacities
+    /// (recycled storage keeps the capacity of a larger head before it).
+    pub(crate) fn allocated(&self) -> usize {
+        self.storage.bytes.capacity()
+            + self.storage.fields.capacity() * std::mem::size_of::<(Span, Span)>()
+    }
+
     /// Never true for a parsed head.
     pub fn is_empty(&self) -> bool {
         self.storage.bytes.is_empty()

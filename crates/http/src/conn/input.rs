@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use ringkit::net::RecvBuf;
 
 use super::Conn;
-use crate::decode::RequestDecoder;
 use crate::Handler;
 
 /// Lingering close: at most this many bytes discarded.
@@ -53,9 +52,7 @@ impl<H: Handler> Conn<H> {
     pub(super) async fn linger(&mut self, time: Duration) {
         // Nothing read from here on is decoded: what the connection holds
         // of a request goes now, not after the linger.
-        self.pending = Vec::new();
-        self.decoder = RequestDecoder::new(self.decoder.limits().clone());
-        self.shared.budget.release(&mut self.account);
+        self.drop_input();
         let _ = self.stream.shutdown(std::net::Shutdown::Write).await;
         let until = Instant::now() + time;
         let mut discarded = 0;
