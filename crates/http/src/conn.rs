@@ -225,7 +225,18 @@ pub(crate) async fn serve<H: Handler>(
 
 impl<H: Handler> Conn<H> {
     fn mid_request(&self) -> bool {
-        !self.pending.is_empty() || self.decoder.in_body()
+        self.pending_request() || self.decoder.in_body()
+    }
+
+    /// Whether `pending` holds part of a request: not when all it holds is
+    /// the empty line or two a client may send after a request (RFC 9112
+    /// 2.2: a server ignores them before a request line). Such a line was
+    /// charged, timed out as a request in progress (408), and under a full
+    /// budget answered 503.
+    fn pending_request(&self) -> bool {
+        let blank =
+            self.pending.len() <= 4 && self.pending.iter().all(|&b| b == b'\r' || b == b'\n');
+        !blank
     }
 
     async fn run(&mut self) -> io::Result<()> {
@@ -262,7 +273,7 @@ impl<H: Handler> Conn<H> {
                 }
             };
             more = self.decode_batch(chunk);
-            self.charge_early();
+            self.charge_early(more);
             let mut completed = false;
             let mut close = false;
             let mut linger = false;
@@ -289,7 +300,9 @@ impl<H: Handler> Conn<H> {
             }
             batch.clear();
             self.batch = batch;
-            if !close && !self.charge() {
+            // With `more`, what is left are requests complete but past the
+            // batch, decoded next without a read: not charged.
+            if !close && !more && !self.charge() {
                 // Over the thread's input budget: this connection's partial
                 // request goes unanswered (503) rather than grow the server.
                 self.drop_input();
@@ -346,10 +359,10 @@ impl<H: Handler> Conn<H> {
 
     /// Memory held for input: see [`charge`](Self::charge).
     fn held(&self) -> usize {
-        let pending = if self.pending.is_empty() {
-            0
-        } else {
+        let pending = if self.pending_request() {
             self.pending.capacity()
+        } else {
+            0
         };
         pending + self.decoder.allocated()
     }
@@ -360,8 +373,12 @@ impl<H: Handler> Conn<H> {
     /// must neither keep its old charge (eviction could not free it) nor
     /// hold a pipelined partial request uncharged. Refused, it keeps its
     /// old charge; the charge after the batch decides.
-    fn charge_early(&mut self) {
-        if self.held() != self.account.charged() {
+    fn charge_early(&mut self, more: bool) {
+        let held = self.held();
+        // `more`: the batch is full and what is left of the input are
+        // requests complete but not yet decoded (they are decoded next,
+        // without a read): only ever charge less for them.
+        if held < self.account.charged() || (!more && held > self.account.charged()) {
             let _ = self.charge();
         }
     }
