@@ -180,6 +180,11 @@ impl InputBudget {
     /// Whether `acc`'s connection is waiting for input (only such holders
     /// are evicted).
     pub(crate) fn set_waiting(&self, acc: &Account, waiting: bool) {
+        // Called around every read: a connection holding nothing (most of
+        // them) is in no table, so skip the lookup.
+        if acc.charged == 0 {
+            return;
+        }
         if let Some(h) = self.holders.borrow_mut().get_mut(&acc.id) {
             h.waiting = waiting;
         }
