@@ -63,8 +63,13 @@ struct NodeState {
     data: Vec<u8>,
     /// Changes since `data`, in order.
     pending: Vec<(Pending, Fate)>,
+    /// The trace index of each of `pending` (a sync covers those before
+    /// its own start).
+    pending_at: Vec<usize>,
     entries: BTreeMap<OsString, Node>,
     dir_pending: Vec<DirOp>,
+    /// The trace index of each of `dir_pending`.
+    dir_at: Vec<usize>,
 }
 
 /// One choice per pending change: for a directory, how many of its
@@ -90,10 +95,26 @@ impl Choice {
     }
 }
 
+impl NodeState {
+    /// A change to the file, made at trace index `at`.
+    fn change(&mut self, p: Pending, at: usize) {
+        self.pending.push((p, Fate::Pending));
+        self.pending_at.push(at);
+    }
+
+    /// A change to the directory's names, made at trace index `at`.
+    fn dir_op(&mut self, op: DirOp, at: usize) {
+        self.dir_pending.push(op);
+        self.dir_at.push(at);
+    }
+}
+
 /// The durable state and what is pending, as the trace is replayed.
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     nodes: Vec<NodeState>,
+    /// Events applied so far (the trace index of the next one).
+    applied: usize,
 }
 
 /// A small seeded generator (xorshift64*).
@@ -128,6 +149,7 @@ impl Model {
                 is_dir: true,
                 ..NodeState::default()
             }],
+            applied: 0,
         }
     }
 
@@ -138,8 +160,11 @@ impl Model {
         &mut self.nodes[n]
     }
 
-    /// Apply one event of the trace.
+    /// Apply one event of the trace (events are applied in trace order,
+    /// from the first).
     pub fn apply(&mut self, e: &Event) {
+        let at = self.applied;
+        self.applied += 1;
         match e {
             Event::Create {
                 dir,
@@ -148,35 +173,30 @@ impl Model {
                 is_dir,
             } => {
                 self.node(*node).is_dir = *is_dir;
-                self.node(*dir)
-                    .dir_pending
-                    .push(DirOp::Add(name.clone(), *node));
+                self.node(*dir).dir_op(DirOp::Add(name.clone(), *node), at);
             }
-            Event::Truncate { node } => self
-                .node(*node)
-                .pending
-                .push((Pending::Truncate, Fate::Pending)),
-            Event::Write { node, offset, data } => self.node(*node).pending.push((
+            Event::Truncate { node } => self.node(*node).change(Pending::Truncate, at),
+            Event::Write { node, offset, data } => self.node(*node).change(
                 Pending::Write {
                     offset: *offset,
                     data: data.clone(),
                 },
-                Fate::Pending,
-            )),
-            Event::Alloc { node, end } => self
-                .node(*node)
-                .pending
-                .push((Pending::Alloc { end: *end }, Fate::Pending)),
-            Event::SyncFile { node } => {
+                at,
+            ),
+            Event::Alloc { node, end } => self.node(*node).change(Pending::Alloc { end: *end }, at),
+            Event::SyncFile { node, upto } => {
                 let n = self.node(*node);
-                if n.pending.iter().any(|(_, f)| *f == Fate::Limbo) {
-                    for (_, f) in &mut n.pending {
+                // The changes made before the sync was issued, a prefix.
+                let k = n.pending_at.iter().take_while(|&&i| i < *upto).count();
+                if n.pending[..k].iter().any(|(_, f)| *f == Fate::Limbo) {
+                    for (_, f) in &mut n.pending[..k] {
                         if *f == Fate::Pending {
                             *f = Fate::Durable;
                         }
                     }
                 } else {
-                    for (p, _) in std::mem::take(&mut n.pending) {
+                    n.pending_at.drain(..k);
+                    for (p, _) in n.pending.drain(..k).collect::<Vec<_>>() {
                         apply_change(&mut n.data, &p, None);
                     }
                 }
@@ -192,20 +212,18 @@ impl Model {
                     }
                 }
             }
-            Event::SyncDir { node } => {
+            Event::SyncDir { node, upto } => {
                 let n = self.node(*node);
-                for op in std::mem::take(&mut n.dir_pending) {
+                let k = n.dir_at.iter().take_while(|&&i| i < *upto).count();
+                n.dir_at.drain(..k);
+                for op in n.dir_pending.drain(..k).collect::<Vec<_>>() {
                     apply_dir(&mut n.entries, &op);
                 }
             }
             Event::Rename { dir, from, to } => self
                 .node(*dir)
-                .dir_pending
-                .push(DirOp::Rename(from.clone(), to.clone())),
-            Event::Remove { dir, name } => self
-                .node(*dir)
-                .dir_pending
-                .push(DirOp::Remove(name.clone())),
+                .dir_op(DirOp::Rename(from.clone(), to.clone()), at),
+            Event::Remove { dir, name } => self.node(*dir).dir_op(DirOp::Remove(name.clone()), at),
             // A reopen's recovery reads the file as the disk holds it (the
             // last segment with O_DIRECT) and syncs it: what a failed sync
             // left in limbo is settled by that sync, one way or the other,
@@ -463,13 +481,52 @@ mod tests {
             let d = f[0].1.as_ref().unwrap();
             d.len() == 1024 && d[0] == 0 && d[600] == 1
         }));
-        m.apply(&Event::SyncDir { node: 0 });
-        m.apply(&Event::SyncFile { node: 1 });
+        m.apply(&Event::SyncDir { node: 0, upto: 3 });
+        m.apply(&Event::SyncFile { node: 1, upto: 3 });
         let states = m.states(1000, &mut Rng(1));
         assert_eq!(states.len(), 1);
         assert_eq!(
             m.materialize(&states[0])[0].1.as_ref().unwrap(),
             &vec![1u8; 1024]
         );
+    }
+
+    #[test]
+    fn a_sync_covers_only_writes_completed_before_it_was_issued() {
+        let mut m = Model::new();
+        m.apply(&Event::Create {
+            dir: 0,
+            name: "f".into(),
+            node: 1,
+            is_dir: false,
+        });
+        m.apply(&Event::SyncDir { node: 0, upto: 1 });
+        // Batch A written (event 2), its sync issued (at 3), batch B's
+        // write completes (event 3) before A's sync returns (event 4).
+        m.apply(&Event::Write {
+            node: 1,
+            offset: 0,
+            data: vec![1; 512],
+        });
+        m.apply(&Event::Write {
+            node: 1,
+            offset: 512,
+            data: vec![2; 512],
+        });
+        m.apply(&Event::SyncFile { node: 1, upto: 3 });
+        let states = m.states(1000, &mut Rng(1));
+        assert_eq!(states.len(), 2, "B's one sector may or may not be there");
+        let files: Vec<Vec<u8>> = states
+            .iter()
+            .map(|c| m.materialize(c)[0].1.clone().unwrap())
+            .collect();
+        assert!(files.iter().all(|f| f[..512] == [1; 512]), "A is durable");
+        assert!(files.iter().any(|f| f.len() == 512 || f[512..] == [0; 512]));
+        assert!(files
+            .iter()
+            .any(|f| f.len() == 1024 && f[512..] == [2; 512]));
+        // B's own sync (issued after its write) makes it durable.
+        m.apply(&Event::SyncFile { node: 1, upto: 4 });
+        assert_eq!(m.states(1000, &mut Rng(1)).len(), 1);
     }
 }

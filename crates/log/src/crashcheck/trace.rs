@@ -36,10 +36,15 @@ pub enum Event {
     },
     /// `fallocate` (mode 0: the size grows to cover the range).
     Alloc { node: Node, end: u64 },
-    /// `fsync`/`fdatasync` of a file: its data so far is durable.
-    SyncFile { node: Node },
-    /// `fsync` of a directory: its names so far are durable.
-    SyncDir { node: Node },
+    /// `fsync`/`fdatasync` of a file returned: its changes recorded before
+    /// event `upto` (where the sync was issued) are durable. A change
+    /// recorded later completed after the sync started, which need not
+    /// cover it (two batches in flight: the second's write completes while
+    /// the first's sync runs).
+    SyncFile { node: Node, upto: usize },
+    /// `fsync` of a directory returned: its names changed before event
+    /// `upto` are durable.
+    SyncDir { node: Node, upto: usize },
     /// `from` renamed to `to`, both in directory `dir`.
     Rename {
         dir: Node,
@@ -122,6 +127,9 @@ struct State {
     counts: HashMap<OpKind, u64>,
     fault: Option<FaultPlan>,
     fired: bool,
+    /// Per descriptor, where each sync in flight was issued (the trace's
+    /// length then), oldest first.
+    sync_starts: HashMap<RawFd, std::collections::VecDeque<usize>>,
 }
 
 /// Records every change under `root` (which must exist and be empty).
@@ -219,6 +227,47 @@ impl Recorder {
 
 impl FsHook for Recorder {
     fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+        let fault = self.fault_for(op);
+        if let (None, FsOp::Sync { fd, .. }) = (&fault, op) {
+            let mut st = self.st.borrow_mut();
+            if st.fds.contains_key(fd) {
+                let at = st.events.len();
+                st.sync_starts.entry(*fd).or_default().push_back(at);
+            }
+        }
+        fault
+    }
+
+    fn after(&self, op: &FsOp<'_>, res: &io::Result<u64>) {
+        let mut guard = self.st.borrow_mut();
+        let st = &mut *guard;
+        if !self.ours(st, op) {
+            return;
+        }
+        // Where the sync now returning was issued. Syncs of one descriptor
+        // may return out of order; taking the oldest start is still sound:
+        // after k of them returned, the latest start among those k is at
+        // or past the k-th oldest, so everything before the k-th oldest is
+        // covered by one that returned.
+        // A descriptor closed with a sync never returned (its task was
+        // dropped) must not lend that sync's start to the next file that
+        // gets the same number.
+        let upto = match op {
+            FsOp::Sync { fd, .. } => st.sync_starts.get_mut(fd).and_then(|q| q.pop_front()),
+            FsOp::Close { fd } => {
+                st.sync_starts.remove(fd);
+                None
+            }
+            _ => None,
+        };
+        let Ok(n) = res else { return };
+        self.record(st, op, *n, upto);
+    }
+}
+
+impl Recorder {
+    /// The fault planned for `op`, if this is its turn (counted either way).
+    fn fault_for(&self, op: &FsOp<'_>) -> Option<Fault> {
         let mut st = self.st.borrow_mut();
         if !self.ours(&st, op) {
             return None;
@@ -265,13 +314,10 @@ impl FsHook for Recorder {
         })
     }
 
-    fn after(&self, op: &FsOp<'_>, res: &io::Result<u64>) {
-        let mut guard = self.st.borrow_mut();
-        let st = &mut *guard;
-        if !self.ours(st, op) {
-            return;
-        }
-        let Ok(n) = res else { return };
+    /// Record `op`, which completed with `n`; a sync covers the changes
+    /// recorded before `upto`.
+    fn record(&self, st: &mut State, op: &FsOp<'_>, n: u64, upto: Option<usize>) {
+        let n = &n;
         match op {
             FsOp::Open {
                 path,
@@ -312,10 +358,11 @@ impl FsHook for Recorder {
             }
             FsOp::Sync { fd, .. } => {
                 let node = st.fds[fd];
+                let upto = upto.unwrap_or(st.events.len());
                 st.events.push(if st.dirs[node] {
-                    Event::SyncDir { node }
+                    Event::SyncDir { node, upto }
                 } else {
-                    Event::SyncFile { node }
+                    Event::SyncFile { node, upto }
                 });
             }
             FsOp::Allocate {
