@@ -1,7 +1,7 @@
-//! The one buffer a batch is framed into before its write: registered with
-//! the ring when the runtime has no other registered buffers (then the
-//! write goes as `WRITE_FIXED`), page-aligned memory otherwise. Both are
-//! aligned for `O_DIRECT`.
+//! The buffers batches are framed into before their writes (one per batch
+//! that may be in flight): registered with the ring when the runtime has
+//! no other registered buffers (then the write goes as `WRITE_FIXED`),
+//! page-aligned memory otherwise. Both are aligned for `O_DIRECT`.
 
 use ringkit::buf::{AlignedBuf, IoBuf};
 use ringkit::fs::{FixedBuf, FixedBufPool};
@@ -16,21 +16,31 @@ pub enum BatchBuf {
 }
 
 impl BatchBuf {
-    /// A buffer of at least `size` bytes (rounded up to a page): registered
-    /// when `registered` and the ring takes it, else plain aligned memory.
-    /// Also returns the pool, which must live as long as the buffer's use.
-    pub fn new(size: usize, registered: bool) -> (BatchBuf, Option<FixedBufPool>) {
+    /// `count` buffers of at least `size` bytes (rounded up to a page):
+    /// registered when `registered` and the ring takes them, else plain
+    /// aligned memory. Also returns the pool, which must live as long as
+    /// the buffers' use.
+    pub fn new(
+        size: usize,
+        count: usize,
+        registered: bool,
+    ) -> (Vec<BatchBuf>, Option<FixedBufPool>) {
         let size = size.div_ceil(ALIGN) * ALIGN;
         if registered {
-            match FixedBufPool::new(1, size) {
+            match FixedBufPool::new(count as u16, size) {
                 Ok(pool) => {
-                    let buf = pool.try_get().expect("a new pool has a free buffer");
-                    return (BatchBuf::Fixed(buf), Some(pool));
+                    let bufs = (0..count)
+                        .map(|_| BatchBuf::Fixed(pool.try_get().expect("a new pool's buffer")))
+                        .collect();
+                    return (bufs, Some(pool));
                 }
-                Err(e) => tracing::debug!("ringkit-log: batch buffer not registered: {e}"),
+                Err(e) => tracing::debug!("ringkit-log: batch buffers not registered: {e}"),
             }
         }
-        (BatchBuf::Aligned(AlignedBuf::new(size, ALIGN)), None)
+        let bufs = (0..count)
+            .map(|_| BatchBuf::Aligned(AlignedBuf::new(size, ALIGN)))
+            .collect();
+        (bufs, None)
     }
 
     /// The whole buffer, to fill.

@@ -67,7 +67,7 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
             Some(h) => {
                 let id = log_id.unwrap_or(h.log_id);
                 let last = i + 1 == firsts.len();
-                let s = segment::scan(&mut r, id, h.first, u64::from(h.window), last).await?;
+                let s = segment::scan(&mut r, id, h.first, segment::Flight::of(&h), last).await?;
                 let tail = match s.tail {
                     Tail::Clean => None,
                     Tail::Torn { last } => Some(format!(

@@ -1,17 +1,40 @@
 //! The flusher: one task per log that takes what is queued as one batch
-//! (a batch header, the records, in direct mode zeros to the next block),
-//! writes it with one `fdatasync`, and resolves each append once that sync
-//! has returned. It starts the next segment when a batch does not fit.
+//! (a batch header, the records, in direct mode zeros to the next block)
+//! and writes it with its own `fdatasync`. Up to the segment's depth
+//! (`Options::batches_in_flight`, 2 by default) batches are in flight at
+//! once: the next batch is framed and written while the one before it
+//! syncs. Each append resolves once its batch's sync and every earlier
+//! batch's have returned, in LSN order. A batch never spans segments; the
+//! next segment is started only when nothing is in flight.
+//!
+//! Why acknowledging this way is safe: a batch is acknowledged when its
+//! own `fdatasync` has returned, and that sync was issued after the
+//! batch's write completed (linked on io_uring; in order on epoll), so it
+//! covers the batch's bytes; every earlier batch was acknowledged first,
+//! each on its own sync. No sync is relied on for a write it did not
+//! follow. Syncs never overlap: a batch's write may run beside the sync
+//! before it, but its own sync is issued only once that one has returned.
+//! (Two `fdatasync`s at once on one file would be unsafe: a writeback
+//! error is reported to one `fsync` caller of an open file, so the other
+//! could return success over pages the kernel failed to write.) A crash
+//! can leave every batch in flight torn or whole in any combination;
+//! recovery (`segment::scan`) accepts exactly that: the oldest torn, at
+//! most `depth - 1` whole ones after it, all within the segment's window,
+//! and clears them (none was acknowledged: an acknowledgement waits for
+//! every earlier batch's sync).
 
-use std::future::poll_fn;
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
 use std::io;
+use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::Poll;
 
-use ringkit::buf::IoBuf;
-use ringkit::fs::OpenOptions;
+use futures_channel::oneshot;
+use ringkit::fs::{File, OpenOptions};
+use ringkit::JoinHandle;
 
-use crate::batch::ALIGN;
+use crate::batch::{BatchBuf, ALIGN};
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::{failed, Inner, Pending, Segment, State};
 use crate::open::window;
@@ -19,32 +42,76 @@ use crate::record::{self, HEADER};
 use crate::recover;
 use crate::segment;
 
-/// The flusher task: while the log lives, take what is queued as one batch.
+/// A batch written (or being written) and not yet acknowledged.
+struct InFlight {
+    batch: Vec<Pending>,
+    /// A hole of this many LSNs (see `salvage`), or 0.
+    hole: u64,
+    /// Its first LSN.
+    first: u64,
+    /// Where it starts in the last segment, and its length (padding
+    /// included).
+    start: u64,
+    len: u64,
+    /// Its write and sync.
+    task: JoinHandle<(io::Result<()>, BatchBuf)>,
+    /// Fires when its sync has returned: the next batch's sync waits for
+    /// it (taken by that batch).
+    synced: Option<oneshot::Receiver<()>>,
+}
+
+impl InFlight {
+    fn lsns(&self) -> u64 {
+        if self.hole > 0 {
+            self.hole
+        } else {
+            self.batch.len() as u64
+        }
+    }
+}
+
+/// The flusher task: while the log lives, write what is queued, up to the
+/// segment's depth of batches at once, and acknowledge them in order. It
+/// keeps the log alive while a batch is in flight, so a batch written is
+/// always acknowledged (or failed).
 pub(crate) async fn flusher(log: Weak<Inner>) {
+    let mut flight: VecDeque<InFlight> = VecDeque::new();
+    let mut hold: Option<Rc<Inner>> = None;
     loop {
-        let ready = poll_fn(|cx| {
-            let Some(inner) = log.upgrade() else {
+        let step = poll_fn(|cx| {
+            let Some(inner) = hold.clone().or_else(|| log.upgrade()) else {
                 return Poll::Ready(None);
             };
-            let empty = inner.st.borrow().queue.is_empty();
-            if empty {
-                *inner.flusher.borrow_mut() = Some(cx.waker().clone());
-                let mut st = inner.st.borrow_mut();
+            if let Some(f) = flight.front_mut() {
+                if let Poll::Ready(res) = Pin::new(&mut f.task).poll(cx) {
+                    return Poll::Ready(Some((inner, Some(res))));
+                }
+            }
+            if can_start(&inner, &inner.st.borrow(), &flight) {
+                return Poll::Ready(Some((inner, None)));
+            }
+            *inner.flusher.borrow_mut() = Some(cx.waker().clone());
+            let mut st = inner.st.borrow_mut();
+            if flight.is_empty() && st.queue.is_empty() {
                 for w in st.idle_waiters.drain(..) {
                     w.wake();
                 }
-                Poll::Pending
-            } else {
-                Poll::Ready(Some(inner))
             }
+            Poll::Pending
         })
         .await;
-        let Some(inner) = ready else { return };
-        inner.st.borrow_mut().flushing = true;
-        flush_one(&inner).await;
+        let Some((inner, done)) = step else { return };
+        match done {
+            Some(res) => {
+                let f = flight.pop_front().expect("a batch in flight");
+                complete(&inner, f, res);
+            }
+            None => start(&inner, &mut flight).await,
+        }
         let mut st = inner.st.borrow_mut();
-        st.flushing = false;
-        if st.queue.is_empty() {
+        st.flushing = !flight.is_empty();
+        hold = st.flushing.then(|| inner.clone());
+        if !st.flushing && st.queue.is_empty() {
             for w in st.idle_waiters.drain(..) {
                 w.wake();
             }
@@ -52,29 +119,59 @@ pub(crate) async fn flusher(log: Weak<Inner>) {
     }
 }
 
-/// The most record bytes one batch may hold in the last segment: the
-/// options' bound, and the segment's window (a segment made with a smaller
-/// `max_batch` keeps its own bound).
-fn batch_limit(inner: &Inner, st: &State) -> usize {
-    let in_window = st.seg_window.saturating_sub((BATCH_HEADER + ALIGN) as u64) as usize;
+/// Where the next batch goes: after the last one in flight, else where
+/// the records end.
+fn tail(st: &State, flight: &VecDeque<InFlight>) -> u64 {
+    flight.back().map_or(st.end, |f| f.start + f.len)
+}
+
+/// The most record bytes the next batch may hold: the options' bound, and
+/// what the segment's window leaves beside the batches in flight (a
+/// segment made with a smaller `max_batch` or depth keeps its own bound).
+fn batch_limit(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> usize {
+    let busy: u64 = flight.iter().map(|f| f.len).sum();
+    let in_window = st
+        .seg_window
+        .saturating_sub(busy + (BATCH_HEADER + ALIGN) as u64) as usize;
     inner.opts.max_batch.min(in_window)
 }
 
-/// Write one batch of what is queued, or fail it.
-async fn flush_one(inner: &Rc<Inner>) {
+/// Whether the next batch can be started now: something is queued, and
+/// either nothing is in flight (a failed log fails the queue; a segment
+/// is started if need be), or the segment's depth and window leave room
+/// for its first record in this segment.
+fn can_start(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> bool {
+    let Some(front) = st.queue.front() else {
+        return false;
+    };
+    if flight.is_empty() || st.failed.is_some() {
+        return true;
+    }
+    if flight.len() >= st.seg_depth as usize {
+        return false;
+    }
+    let first = HEADER + front.payload.len();
+    first <= batch_limit(inner, st, flight) && fits(inner, st, tail(st, flight), first)
+}
+
+/// Frame what is queued into one batch and start its write and sync, or
+/// fail the queue.
+async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     let failed_before = failed(&inner.st.borrow());
     if let Some(err) = failed_before {
         fail_queue(inner, &err);
         return;
     }
     // A batch never spans segments: if the first record does not fit what
-    // is left of this one, start the next segment first.
+    // is left of this one, start the next segment first (only with
+    // nothing in flight: `can_start`).
     let needs_roll = {
         let st = inner.st.borrow();
         let first = HEADER + st.queue.front().expect("queue not empty").payload.len();
-        first > batch_limit(inner, &st) || !fits(inner, &st, first)
+        first > batch_limit(inner, &st, flight) || !fits(inner, &st, tail(&st, flight), first)
     };
     if needs_roll {
+        debug_assert!(flight.is_empty());
         if let Err(e) = roll(inner).await {
             // A full disk: these records fail; nothing was written, so the
             // log is sound and the next append tries again.
@@ -83,84 +180,141 @@ async fn flush_one(inner: &Rc<Inner>) {
             return;
         }
     }
-    let (batch, hole, buf, start, writer) = {
-        let mut st = inner.st.borrow_mut();
-        let limit = batch_limit(inner, &st);
-        let mut bytes = 0usize;
-        let mut batch = Vec::new();
-        while let Some(p) = st.queue.front() {
-            // A hole goes alone, in a batch of its own.
-            if !batch.is_empty() && p.hole > 0 {
-                break;
-            }
-            let need = HEADER + p.payload.len();
-            if !batch.is_empty() && (bytes + need > limit || !fits(inner, &st, bytes + need)) {
-                break;
-            }
-            bytes += need;
-            let hole = p.hole > 0;
-            batch.push(st.queue.pop_front().expect("front exists"));
-            if hole {
-                break;
-            }
-        }
-        let hole = batch.first().map_or(0, |p: &Pending| p.hole);
-        let mut buf = st.buf.take().expect("one batch at a time");
-        let start = st.end;
-        let space = buf.space();
-        let mut at = BATCH_HEADER;
-        for (lsn, p) in (st.next_lsn..).zip(&batch) {
-            if hole > 0 {
-                break;
-            }
-            let n = HEADER + p.payload.len();
-            record::encode_into(lsn, &p.payload, &mut space[at..at + n]);
-            at += n;
-        }
-        let align = if inner.opts.direct { ALIGN } else { 1 };
-        let len = no_straddle(start, at.div_ceil(align) * align);
-        space[at..len].fill(0);
-        let h = BatchHeader {
-            first: st.next_lsn,
-            count: if hole > 0 {
-                hole as u32
-            } else {
-                batch.len() as u32
-            },
-            len: (at - BATCH_HEADER) as u32,
-            pad: (len - at) as u32,
-            hole: hole > 0,
-        };
-        h.encode_into(inner.log_id, space);
-        buf.set_len(len);
-        let writer = st.writer.clone().expect("a log open for writing");
-        (batch, hole, buf, start, writer)
-    };
-    let (res, buf) = writer.write_all_at_sync(buf, start).await;
     let mut st = inner.st.borrow_mut();
-    match res {
-        Ok(()) => {
+    let limit = batch_limit(inner, &st, flight);
+    let start = tail(&st, flight);
+    let first = flight.back().map_or(st.next_lsn, |f| f.first + f.lsns());
+    let mut bytes = 0usize;
+    let mut batch = Vec::new();
+    while let Some(p) = st.queue.front() {
+        // A hole goes alone, in a batch of its own.
+        if !batch.is_empty() && p.hole > 0 {
+            break;
+        }
+        let need = HEADER + p.payload.len();
+        if !batch.is_empty() && (bytes + need > limit || !fits(inner, &st, start, bytes + need)) {
+            break;
+        }
+        bytes += need;
+        let hole = p.hole > 0;
+        batch.push(st.queue.pop_front().expect("front exists"));
+        if hole {
+            break;
+        }
+    }
+    let hole = batch.first().map_or(0, |p: &Pending| p.hole);
+    let mut buf = st
+        .bufs
+        .pop()
+        .expect("a free batch buffer per batch in flight");
+    let space = buf.space();
+    let mut at = BATCH_HEADER;
+    for (lsn, p) in (first..).zip(&batch) {
+        if hole > 0 {
+            break;
+        }
+        let n = HEADER + p.payload.len();
+        record::encode_into(lsn, &p.payload, &mut space[at..at + n]);
+        at += n;
+    }
+    let align = if inner.opts.direct { ALIGN } else { 1 };
+    let len = no_straddle(start, at.div_ceil(align) * align);
+    space[at..len].fill(0);
+    let h = BatchHeader {
+        first,
+        count: if hole > 0 {
+            hole as u32
+        } else {
+            batch.len() as u32
+        },
+        len: (at - BATCH_HEADER) as u32,
+        pad: (len - at) as u32,
+        hole: hole > 0,
+    };
+    h.encode_into(inner.log_id, space);
+    buf.set_len(len);
+    let writer = st.writer.clone().expect("a log open for writing");
+    drop(st);
+    let before = flight.back_mut().and_then(|f| f.synced.take());
+    let (synced_tx, synced) = oneshot::channel();
+    let task = ringkit::spawn(write_and_sync(writer, buf, start, before, synced_tx));
+    flight.push_back(InFlight {
+        batch,
+        hole,
+        first,
+        start,
+        len: len as u64,
+        task,
+        synced: Some(synced),
+    });
+}
+
+/// Write a batch and make it durable. With no batch before it in flight:
+/// one submission (write linked to its sync). With one: the write goes at
+/// once, the sync only after the one before it has returned (`before`),
+/// so no two syncs of the segment ever overlap. `synced` fires when this
+/// sync has returned, whatever it said.
+async fn write_and_sync(
+    writer: Rc<File>,
+    buf: BatchBuf,
+    start: u64,
+    before: Option<oneshot::Receiver<()>>,
+    synced: oneshot::Sender<()>,
+) -> (io::Result<()>, BatchBuf) {
+    let out = match before {
+        None => writer.write_all_at_sync(buf, start).await,
+        Some(before) => match writer.write_all_at(buf, start).await {
+            (Ok(()), buf) => {
+                // Dropped unsent only with its task: then this batch is
+                // failed anyway (`complete`).
+                let _ = before.await;
+                (writer.sync_data().await, buf)
+            }
+            failed => failed,
+        },
+    };
+    let _ = synced.send(());
+    out
+}
+
+/// A batch's write and sync returned: acknowledge its appends if it and
+/// every batch before it are durable, else fail them (and the log).
+fn complete(
+    inner: &Inner,
+    f: InFlight,
+    res: Result<(io::Result<()>, BatchBuf), ringkit::JoinError>,
+) {
+    let mut st = inner.st.borrow_mut();
+    let res = match res {
+        Ok((res, buf)) => {
+            st.bufs.push(buf);
+            res
+        }
+        // The task cannot panic; if it is ever lost, so is its buffer,
+        // and the log refuses appends (it has no buffer to spare).
+        Err(e) => Err(io::Error::other(format!("the batch's write task: {e}"))),
+    };
+    match (res, st.failed.is_some()) {
+        (Ok(()), false) => {
             st.stats.batches += 1;
-            st.stats.bytes_written += buf.bytes_init() as u64;
-            let mut off = start + BATCH_HEADER as u64;
-            let first = st.next_lsn;
+            st.stats.bytes_written += f.len;
+            debug_assert_eq!((f.start, f.first), (st.end, st.next_lsn));
+            let lsns = f.lsns();
+            let mut off = f.start + BATCH_HEADER as u64;
             let seg = st.segments.last_mut().expect("a segment");
-            let lsns = if hole > 0 {
+            if f.hole > 0 {
                 // A hole's LSNs all sit at its own offset.
-                seg.holes.push((first, hole));
-                seg.offsets.extend((0..hole).map(|_| start as u32));
-                hole
+                seg.holes.push((f.first, f.hole));
+                seg.offsets.extend((0..f.hole).map(|_| f.start as u32));
             } else {
-                for p in &batch {
+                for p in &f.batch {
                     seg.offsets.push(off as u32);
                     off += (HEADER + p.payload.len()) as u64;
                 }
-                batch.len() as u64
-            };
-            st.end = start + buf.bytes_init() as u64;
+            }
+            st.end = f.start + f.len;
             st.next_lsn += lsns;
             st.stats.records += lsns;
-            st.buf = Some(buf);
             let half = st.seg_size / 2;
             if st.spare.is_none() && st.end > half {
                 let (dir, size) = (inner.dir.clone(), inner.opts.segment_size);
@@ -169,16 +323,15 @@ async fn flush_one(inner: &Rc<Inner>) {
                 }));
             }
             drop(st);
-            for (i, p) in batch.into_iter().enumerate() {
-                let _ = p.done.send(Ok(first + i as u64));
+            for (i, p) in f.batch.into_iter().enumerate() {
+                let _ = p.done.send(Ok(f.first + i as u64));
             }
         }
-        Err(e) => {
-            st.buf = Some(buf);
+        (Err(e), false) => {
             st.failed = Some((e.kind(), e.to_string()));
             drop(st);
             tracing::error!("ringkit-log: {}: write failed: {e}", inner.dir.display());
-            for p in batch {
+            for p in f.batch {
                 let _ = p.done.send(Err(io::Error::new(
                     e.kind(),
                     format!("log write failed: {e}"),
@@ -187,18 +340,30 @@ async fn flush_one(inner: &Rc<Inner>) {
             let err = failed(&inner.st.borrow()).expect("just set");
             fail_queue(inner, &err);
         }
+        // A batch before this one failed: whatever this one's sync said,
+        // it is not acknowledged (the log is failed until reopened).
+        (_, true) => {
+            let err = failed(&st).expect("failed");
+            drop(st);
+            for p in f.batch {
+                let _ = p
+                    .done
+                    .send(Err(io::Error::new(err.kind(), err.to_string())));
+            }
+        }
     }
 }
 
-/// Whether a batch of `bytes` record bytes fits the last segment (with
-/// its header and, in direct mode, its padding). In direct mode a batch
-/// must start on a block: an end left unaligned (a buffered log reopened
-/// direct, with no room left to pad) fits nothing, so a new segment starts.
-fn fits(inner: &Inner, st: &State, bytes: usize) -> bool {
-    let end = st.end + (BATCH_HEADER + bytes) as u64;
+/// Whether a batch of `bytes` record bytes at `at` fits the last segment
+/// (with its header and, in direct mode, its padding). In direct mode a
+/// batch must start on a block: an end left unaligned (a buffered log
+/// reopened direct, with no room left to pad) fits nothing, so a new
+/// segment starts.
+fn fits(inner: &Inner, st: &State, at: u64, bytes: usize) -> bool {
+    let end = at + (BATCH_HEADER + bytes) as u64;
     let align = if inner.opts.direct { ALIGN as u64 } else { 1 };
-    let len = no_straddle(st.end, (end.div_ceil(align) * align - st.end) as usize);
-    st.end % align == 0 && st.end + len as u64 <= st.seg_size
+    let len = no_straddle(at, (end.div_ceil(align) * align - at) as usize);
+    at % align == 0 && at + len as u64 <= st.seg_size
 }
 
 /// The length of a batch of `len` bytes at `start`, padded so that the
@@ -254,6 +419,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
         first,
         window: window as u32,
         size,
+        depth: inner.opts.batches_in_flight,
     };
     let start = inner
         .st
@@ -294,6 +460,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     st.writer = Some(Rc::new(writer));
     st.seg_size = size;
     st.seg_window = window;
+    st.seg_depth = inner.opts.batches_in_flight;
     st.end = SEGMENT_HEADER;
     st.stats.segments_made += 1;
     Ok(())

@@ -14,14 +14,16 @@
 //! segment header (the first 4096 bytes of every segment; 64 used):
 //!   0  u32  CRC32C of bytes 4..64
 //!   4  [8]  "RKLOGSEG"
-//!   12 u32  format version (2)
+//!   12 u32  format version (3; a version-2 segment is read as depth 1)
 //!   16 u64  log id
 //!   24 u64  the segment's first LSN
 //!   32 u32  window: the most bytes that may be unsynced at once, from the
 //!           start of the oldest unsynced batch
 //!   36 u64  the segment file's size (zero-filled to it when made: a
 //!           shorter or longer file is damage)
-//!   44 ..   zeros
+//!   44 u32  depth: the most batches in flight (written, not yet synced)
+//!           at once (version 3; a version-2 header has zeros: depth 1)
+//!   48 ..   zeros
 //! batch header (32 bytes, then the batch's records, then `pad` zeros):
 //!   0  u32  CRC32C of the log id (8 bytes LE), then bytes 4..32
 //!   4  [4]  "RKB2"
@@ -38,8 +40,12 @@
 
 use std::io;
 
-/// Format version written in the manifest and every segment header.
+/// Format version of the manifest.
 pub const VERSION: u32 = 2;
+/// Format version written in every new segment header (3: with `depth`).
+pub const SEGMENT_VERSION: u32 = 3;
+/// The oldest segment header version read (2: no `depth`, read as 1).
+const SEGMENT_VERSION_MIN: u32 = 2;
 /// Bytes of the manifest.
 pub const MANIFEST_LEN: usize = 64;
 /// Bytes a segment header occupies (records start here).
@@ -125,6 +131,8 @@ pub struct SegmentHeader {
     pub window: u32,
     /// The segment file's size.
     pub size: u64,
+    /// The most batches in flight at once (1 for a version-2 segment).
+    pub depth: u32,
 }
 
 impl SegmentHeader {
@@ -134,11 +142,12 @@ impl SegmentHeader {
         let b = &mut out[..64];
         b.fill(0);
         b[4..12].copy_from_slice(SEGMENT_MAGIC);
-        b[12..16].copy_from_slice(&VERSION.to_le_bytes());
+        b[12..16].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
         b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
         b[24..32].copy_from_slice(&self.first.to_le_bytes());
         b[32..36].copy_from_slice(&self.window.to_le_bytes());
         b[36..44].copy_from_slice(&self.size.to_le_bytes());
+        b[44..48].copy_from_slice(&self.depth.to_le_bytes());
         let crc = crc32c::crc32c(&b[4..]);
         b[..4].copy_from_slice(&crc.to_le_bytes());
     }
@@ -149,14 +158,23 @@ impl SegmentHeader {
         if b.len() < 64 || &b[4..12] != SEGMENT_MAGIC || b[64..].iter().any(|&x| x != 0) {
             return None;
         }
-        if crc32c::crc32c(&b[4..64]) != u32_at(b, 0) || u32_at(b, 12) != VERSION {
+        let version = u32_at(b, 12);
+        if crc32c::crc32c(&b[4..64]) != u32_at(b, 0)
+            || !(SEGMENT_VERSION_MIN..=SEGMENT_VERSION).contains(&version)
+        {
             return None;
         }
+        let depth = match version {
+            2 if b[44..48] == [0; 4] => 1,
+            3 if u32_at(b, 44) >= 1 => u32_at(b, 44),
+            _ => return None,
+        };
         Some(SegmentHeader {
             log_id: u64_at(b, 16),
             first: u64_at(b, 24),
             window: u32_at(b, 32),
             size: u64_at(b, 36),
+            depth,
         })
     }
 }
@@ -251,12 +269,29 @@ mod tests {
             first: 42,
             window: 1 << 20,
             size: 64 << 20,
+            depth: 2,
         };
         let mut seg = vec![0u8; 4096];
         s.encode_into(&mut seg);
         assert_eq!(SegmentHeader::decode(&seg), Some(s));
+        let good = seg.clone();
         seg[40] = 1;
         assert_eq!(SegmentHeader::decode(&seg), None);
+
+        // A version-2 header (no depth field) reads as depth 1.
+        let mut v2 = good.clone();
+        v2[12..16].copy_from_slice(&2u32.to_le_bytes());
+        v2[44..48].fill(0);
+        let crc = crc32c::crc32c(&v2[4..64]);
+        v2[..4].copy_from_slice(&crc.to_le_bytes());
+        let old = SegmentHeader::decode(&v2).expect("a version-2 header");
+        assert_eq!((old.depth, old.window), (1, 1 << 20));
+        // Depth 0 in a version-3 header is not a header.
+        let mut d0 = good;
+        d0[44..48].fill(0);
+        let crc = crc32c::crc32c(&d0[4..64]);
+        d0[..4].copy_from_slice(&crc.to_le_bytes());
+        assert_eq!(SegmentHeader::decode(&d0), None);
 
         let h = BatchHeader {
             first: 9,

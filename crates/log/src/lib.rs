@@ -4,9 +4,14 @@
 //! disk and `fdatasync` has returned. **Group commit**: appends that arrive
 //! while a batch is being written go into the next batch, so a log with
 //! many writers makes one write and one `fdatasync` per batch, not per
-//! record. On io_uring the write and its sync are one submission (a
-//! `WRITE_FIXED` from a registered buffer, linked to the `FSYNC`); a short
-//! write is never acknowledged (see `ringkit::fs::File::write_at_sync`).
+//! record. **Pipelined**: two batches are in flight at once
+//! ([`Options::batches_in_flight`]): the next is framed and written while
+//! the one before it syncs; syncs never overlap, and appends resolve in
+//! LSN order. On io_uring a batch with none before it in flight is one
+//! submission (a `WRITE_FIXED` from a registered buffer, linked to the
+//! `FSYNC`); a short write is never acknowledged (see
+//! `ringkit::fs::File::write_at_sync`). On epoll a write and its sync run
+//! inline on the loop, so batches do not overlap there.
 //!
 //! # On disk
 //! A directory: `MANIFEST` (the log's id and first LSN, written once by
@@ -22,11 +27,13 @@
 //! that holds acknowledged records.
 //!
 //! # Recovery
-//! [`Log::open`] tells a torn tail from corruption. Only the last batch
-//! can be unsynced at a crash (one batch is in flight at a time), so bytes
-//! that are not a whole batch are a torn tail only if they lie in the last
-//! segment, within the bytes one batch spans, with no whole batch of this
-//! log after them: they were never acknowledged, and are zeroed. Anything
+//! [`Log::open`] tells a torn tail from corruption. Only the batches in
+//! flight can be unsynced at a crash (each segment's header says how many
+//! at most, and how many bytes they span), so bytes that are not a whole
+//! batch are a torn tail only if they lie in the last segment, within that
+//! window, followed by at most one whole batch fewer than were in flight
+//! (the later batches, written whole while the torn one was cut) and
+//! nothing else: they were never acknowledged, and are zeroed. Anything
 //! else is damage to acknowledged records: `open` fails with
 //! `InvalidData` naming the segment and offset and writes nothing (as
 //! PostgreSQL and RocksDB stop rather than overwrite). So do a missing,
@@ -98,11 +105,18 @@ pub struct Options {
     /// The first LSN of a log made by [`Log::open`] (a log that exists
     /// keeps its own). At least 1.
     pub first_lsn: u64,
+    /// The most batches in flight at once in segments this log makes, 1
+    /// or 2: with 2, the next batch is framed and written while the one
+    /// before it syncs (acknowledgements stay in LSN order). Written into
+    /// each segment's header, which recovery reads: a crash can leave that
+    /// many batches at the end torn or whole, and recovery clears them. A
+    /// segment keeps the depth it was made with.
+    pub batches_in_flight: u32,
 }
 
 impl Default for Options {
-    /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffer,
-    /// new logs start at LSN 1.
+    /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffers,
+    /// new logs start at LSN 1, two batches in flight.
     fn default() -> Options {
         Options {
             direct: false,
@@ -110,6 +124,7 @@ impl Default for Options {
             max_batch: 1 << 20,
             registered_buffers: true,
             first_lsn: 1,
+            batches_in_flight: 2,
         }
     }
 }
@@ -137,6 +152,12 @@ impl Options {
         }
         if self.first_lsn == 0 {
             return bad("first_lsn 0: LSNs start at 1".into());
+        }
+        if !(1..=2).contains(&self.batches_in_flight) {
+            return bad(format!(
+                "batches_in_flight {}: want 1 or 2",
+                self.batches_in_flight
+            ));
         }
         Ok(())
     }

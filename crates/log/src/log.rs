@@ -74,6 +74,9 @@ pub(crate) struct State {
     /// The last segment's window (from its header): no batch written into
     /// it may make more bytes unsynced than this.
     pub(crate) seg_window: u64,
+    /// The last segment's depth (from its header): the most batches that
+    /// may be in flight in it at once.
+    pub(crate) seg_depth: u32,
     /// Where the last segment's records end (where the next batch goes).
     pub(crate) end: u64,
     pub(crate) next_lsn: u64,
@@ -81,11 +84,12 @@ pub(crate) struct State {
     /// A write or sync failed: what the log may still hold is unknown, so
     /// every later append fails until the log is opened again.
     pub(crate) failed: Option<(io::ErrorKind, String)>,
-    pub(crate) buf: Option<BatchBuf>,
+    /// Batch buffers not in flight (one per batch that may be).
+    pub(crate) bufs: Vec<BatchBuf>,
     pub(crate) _pool: Option<FixedBufPool>,
     pub(crate) spare: Option<JoinHandle<io::Result<PathBuf>>>,
     pub(crate) stats: Stats,
-    /// Batches in flight (0 or 1).
+    /// Whether a batch is in flight.
     pub(crate) flushing: bool,
     /// Waiting in `close` for the queue to empty.
     pub(crate) idle_waiters: Vec<Waker>,

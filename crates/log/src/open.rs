@@ -18,10 +18,13 @@ use crate::recover::{self, Found, Layout, MANIFEST_TMP};
 use crate::segment;
 use crate::Options;
 
-/// The most bytes a log written with `opts` may have unsynced at once: one
-/// batch in flight, its header, its records and its padding.
+/// The most bytes a log written with `opts` may have unsynced at once:
+/// its batches in flight, each with its header, records and padding (at
+/// most what the segment header's 32 bits hold: the flusher keeps the
+/// batches in flight within it).
 pub(crate) fn window(opts: &Options) -> u64 {
-    (BATCH_HEADER + opts.max_batch + ALIGN) as u64
+    let one = (BATCH_HEADER + opts.max_batch + ALIGN) as u64;
+    (one * u64::from(opts.batches_in_flight)).min(u64::from(u32::MAX))
 }
 
 impl Log {
@@ -31,10 +34,12 @@ impl Log {
     ///
     /// Recovery reads the manifest, every segment's header and every batch.
     /// Records end at the first place that is not a whole batch of the next
-    /// LSN. What lies after them is a torn tail (the last batch, cut by a
-    /// crash before its sync: never acknowledged) only if it is in the last
-    /// segment, within the bytes one batch can span, and no whole batch of
-    /// this log lies after it; it is then zeroed. Anything else (damage
+    /// LSN. What lies after them is a torn tail (the batches in flight at a
+    /// crash, the oldest cut before its sync: never acknowledged) only if
+    /// it is in the last segment, within the bytes the segment's batches in
+    /// flight can span, and no more whole batches of this log lie after it
+    /// than could be in flight beside the torn one (none for a segment
+    /// written with one in flight); it is then zeroed. Anything else (damage
     /// before acknowledged records, a missing, extra or foreign segment, a
     /// damaged header) fails with `InvalidData` naming the segment and
     /// offset, and nothing is written. One open log per directory (`LOCK`,
@@ -252,6 +257,7 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
         first: start,
         window: window(opts) as u32,
         size: opts.segment_size,
+        depth: opts.batches_in_flight,
     };
     segment::install_spare(dir, &spare, &header).await?;
     let m = Manifest {
@@ -290,7 +296,9 @@ fn build(
     end: u64,
     writer: Option<ringkit::fs::File>,
 ) -> io::Result<Log> {
-    let (seg_size, seg_window) = found.last().map_or((0, 0), |s| (s.size, s.window));
+    let (seg_size, seg_window, seg_depth) = found
+        .last()
+        .map_or((0, 0, 1), |s| (s.size, s.window, s.depth));
     let next_lsn = found
         .last()
         .map_or(manifest.start, |s| s.first + s.offsets.len() as u64);
@@ -305,17 +313,17 @@ fn build(
         })
         .collect();
     let writing = writer.is_some();
-    let (buf, pool) = if writing {
-        let (b, p) = BatchBuf::new(
+    let (bufs, pool) = if writing {
+        BatchBuf::new(
             BATCH_HEADER + opts.max_batch + ALIGN,
+            opts.batches_in_flight as usize,
             opts.registered_buffers,
-        );
-        (Some(b), p)
+        )
     } else {
-        (None, None)
+        (Vec::new(), None)
     };
     let stats = Stats {
-        registered_buffer: buf.as_ref().is_some_and(|b| b.is_registered()),
+        registered_buffer: bufs.first().is_some_and(|b| b.is_registered()),
         ..Stats::default()
     };
     let inner = Rc::new(Inner {
@@ -328,11 +336,12 @@ fn build(
             writer: writer.map(Rc::new),
             seg_size,
             seg_window,
+            seg_depth,
             end,
             next_lsn,
             queue: VecDeque::new(),
             failed: None,
-            buf,
+            bufs,
             _pool: pool,
             spare: None,
             stats,

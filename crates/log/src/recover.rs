@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ringkit::fs::{File, OpenOptions};
 
 use crate::frame::{Manifest, SegmentHeader, MANIFEST_LEN, SEGMENT_HEADER};
-use crate::segment::{self, Reader, Tail};
+use crate::segment::{self, Flight, Reader, Tail};
 
 /// The manifest's name.
 pub const MANIFEST: &str = "MANIFEST";
@@ -23,6 +23,8 @@ pub struct Found {
     pub path: PathBuf,
     pub size: u64,
     pub window: u64,
+    /// The most batches in flight at once (from the header).
+    pub depth: u32,
     pub offsets: Vec<u32>,
     pub holes: Vec<(u64, u64)>,
     pub end: u64,
@@ -219,7 +221,7 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             ));
         }
         let mut r = Reader::new(scan_fd.as_ref().unwrap_or(&file), size);
-        let scan = segment::scan(&mut r, manifest.log_id, first, u64::from(h.window), last).await?;
+        let scan = segment::scan(&mut r, manifest.log_id, first, Flight::of(&h), last).await?;
         match scan.tail {
             Tail::Clean => {}
             Tail::Torn { last } => torn = Some(last),
@@ -243,6 +245,7 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             path,
             size,
             window: u64::from(h.window),
+            depth: h.depth,
             offsets: scan.offsets,
             holes: scan.holes,
             end: scan.end,

@@ -290,27 +290,49 @@ pub struct Scan {
     pub tail: Tail,
 }
 
+/// What a segment's header says a crash may leave unsynced in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flight {
+    /// The most bytes unsynced at once, from the start of the oldest
+    /// unsynced batch.
+    pub window: u64,
+    /// The most batches in flight (written, not yet synced) at once.
+    pub depth: u32,
+}
+
+impl Flight {
+    /// What the header `h` says.
+    pub fn of(h: &crate::frame::SegmentHeader) -> Flight {
+        Flight {
+            window: u64::from(h.window),
+            depth: h.depth,
+        }
+    }
+}
+
 /// Read the batches of one segment of log `log_id` whose header says it
-/// starts at `first`, and tell how its records end. `window` is the most
-/// bytes that may have been unsynced at once (from the segment header);
-/// `last` says whether it is the log's last segment (only the last can
-/// have an unsynced tail: every earlier one was synced whole before the
-/// next was started).
+/// starts at `first`, and tell how its records end. `flight` is what may
+/// have been unsynced at once (from the segment header); `last` says
+/// whether it is the log's last segment (only the last can have an
+/// unsynced tail: every earlier one was synced whole before the next was
+/// started).
 ///
 /// The rules: the records end at the first place that is not a whole
 /// batch of the next LSN. If everything from there to the end of the file
 /// is zero, the segment ends cleanly. Otherwise what lies there is a torn
-/// tail only if it could be the last batch(es) in flight at a crash: the
-/// segment is the last one, nothing past the window is non-zero, and no
-/// whole batch of this log lies after it. Anything else is corruption of
-/// records that were acknowledged.
+/// tail only if it could be the batches in flight at a crash: the segment
+/// is the last one, nothing past the window is non-zero, and after the
+/// torn batch lie at most `depth - 1` whole batches of this log, one after
+/// another, and nothing else. Anything else is corruption of records that
+/// were acknowledged.
 pub async fn scan(
     r: &mut Reader<'_>,
     log_id: u64,
     first: u64,
-    window: u64,
+    flight: Flight,
     last: bool,
 ) -> io::Result<Scan> {
+    let window = flight.window;
     let mut pos = SEGMENT_HEADER;
     let mut want = first;
     let mut offsets = Vec::new();
@@ -331,7 +353,7 @@ pub async fn scan(
     let end = pos;
     let tail = match r.last_nonzero(end, r.size).await? {
         None => Tail::Clean,
-        Some(lastnz) => classify(r, log_id, end, lastnz, window, last, want).await?,
+        Some(lastnz) => classify(r, log_id, end, lastnz, flight, last, want).await?,
     };
     Ok(Scan {
         offsets,
@@ -346,10 +368,11 @@ async fn classify(
     log_id: u64,
     end: u64,
     lastnz: u64,
-    window: u64,
+    flight: Flight,
     last: bool,
     want: u64,
 ) -> io::Result<Tail> {
+    let window = flight.window;
     let at = format!("at offset {end} (where record {want} should start)");
     if !last {
         return Ok(Tail::Corrupt {
@@ -371,11 +394,15 @@ async fn classify(
     // sector it spans is whole, or damaged; and a whole header whose
     // records do not check, with every sector of them written, is damage.
     let head = r.get(end, BATCH_HEADER).await?.to_vec();
+    // The torn batch's extent, when its header is whole: a later batch in
+    // flight starts right after it.
+    let mut torn_extent = None;
     if head.iter().any(|&b| b != 0) {
         match BatchHeader::decode(&head, log_id) {
             Some(h)
                 if h.first == want && end + h.extent() <= r.size && u64::from(h.len) <= window =>
             {
+                torn_extent = Some(h.extent());
                 let body = r.get(end, BATCH_HEADER + h.len as usize).await?.to_vec();
                 if !has_zero_sector(end, &body) {
                     return Ok(Tail::Corrupt {
@@ -402,8 +429,9 @@ async fn classify(
             }
         }
     }
-    // A whole batch of this log after the damage: the damage is not the
-    // last batch in flight (one batch is in flight at a time).
+    // A whole batch of this log after the damage: with one batch in
+    // flight, the damage is not a torn write; with more, it may be the
+    // oldest of them, torn, followed by the later ones (see `in_flight`).
     let stop = (end + window).min(r.size);
     let mut from = end + 1;
     while from + BATCH_HEADER as u64 <= stop {
@@ -420,10 +448,16 @@ async fn classify(
             }
         }
         if let Some((p, h)) = found {
+            let why = match in_flight(r, log_id, (end, torn_extent), (p, h), flight, lastnz, want)
+                .await?
+            {
+                Ok(()) => return Ok(Tail::Torn { last: lastnz }),
+                Err(why) => why,
+            };
             return Ok(Tail::Corrupt {
                 why: format!(
                     "bytes that are not a whole batch {at}, followed by a whole batch of records \
-                     {}..{} at offset {p}",
+                     {}..{} at offset {p}: {why}",
                     h.first,
                     h.first + u64::from(h.count)
                 ),
@@ -435,6 +469,70 @@ async fn classify(
         from += (hay.len() - 3) as u64;
     }
     Ok(Tail::Torn { last: lastnz })
+}
+
+/// Whether the damage at `end` (a batch of `torn_extent` bytes if its
+/// header is whole) followed by the whole batch `h` at `p` can be what a
+/// crash leaves with `flight.depth` batches in flight: the oldest torn,
+/// each later one written whole by its own write. The whole ones must
+/// follow the torn one directly (where its header says it ends, if it is
+/// whole), hold later LSNs, run on one after another, be at most
+/// `depth - 1`, and be the last non-zero bytes of the segment. `Err` says
+/// which rule fails.
+async fn in_flight(
+    r: &mut Reader<'_>,
+    log_id: u64,
+    (end, torn_extent): (u64, Option<u64>),
+    (p, h): (u64, BatchHeader),
+    flight: Flight,
+    lastnz: u64,
+    want: u64,
+) -> io::Result<Result<(), String>> {
+    if flight.depth < 2 {
+        return Ok(Err(
+            "this segment was written with one batch in flight, so only the last can be torn"
+                .to_string(),
+        ));
+    }
+    if torn_extent.is_some_and(|x| end + x != p) {
+        return Ok(Err(format!(
+            "it does not start where the torn batch's header says that batch ends ({})",
+            end + torn_extent.unwrap_or(0)
+        )));
+    }
+    if h.first <= want {
+        return Ok(Err(format!(
+            "it does not hold LSNs after {want}, where the torn batch starts"
+        )));
+    }
+    let (mut next, mut lsn, mut whole) = (p + h.extent(), h.first + u64::from(h.count), 1u32);
+    while lastnz >= next {
+        match batch_at(r, next, log_id, Some(lsn), flight.window).await? {
+            Some((h, _)) if whole + 1 < flight.depth => {
+                next += h.extent();
+                lsn += u64::from(h.count);
+                whole += 1;
+            }
+            Some(_) => {
+                return Ok(Err(format!(
+                    "more whole batches follow than the {} a crash can leave in flight",
+                    flight.depth
+                )))
+            }
+            None => {
+                return Ok(Err(format!(
+                    "data at offset {lastnz} lies past the batches that were in flight"
+                )))
+            }
+        }
+    }
+    if next - end > flight.window {
+        return Ok(Err(format!(
+            "they span more than the {} bytes a crash can leave unsynced",
+            flight.window
+        )));
+    }
+    Ok(Ok(()))
 }
 
 /// Whether some 512-byte sector's part of `bytes` (which start at file
