@@ -25,6 +25,7 @@ fn every_log_contender_commits_and_rolls_files() {
                 // Small files: the run makes several.
                 file_size: 256 << 10,
                 max_batch: 64 << 10,
+                batches_in_flight: 2,
             };
             let r = match run(&cfg) {
                 Ok(r) => r,

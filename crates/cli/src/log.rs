@@ -83,6 +83,11 @@ pub struct LogOpts {
     /// Most bytes per batch (one write and one fdatasync), KiB.
     #[arg(long, default_value_t = 1024)]
     max_batch_kib: usize,
+    /// Batches in flight at once, 1 or 2: with 2 the next batch is framed
+    /// and written while the one before it syncs (for segments made from
+    /// now on; a segment keeps the depth it was made with).
+    #[arg(long, default_value_t = 2)]
+    batches_in_flight: u32,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     pub(crate) backend: Backend,
@@ -94,6 +99,7 @@ impl LogOpts {
             direct: self.direct,
             segment_size: self.segment_mib << 20,
             max_batch: self.max_batch_kib << 10,
+            batches_in_flight: self.batches_in_flight,
             ..Options::default()
         }
     }
@@ -162,6 +168,7 @@ fn bench(a: BenchArgs) -> io::Result<()> {
         engine,
         file_size: o.segment_size,
         max_batch: o.max_batch,
+        batches_in_flight: o.batches_in_flight,
     })?;
     println!("{:.0} commits/s", r.commits_per_s());
     println!(

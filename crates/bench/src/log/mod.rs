@@ -82,6 +82,9 @@ pub struct LogBenchConfig {
     pub file_size: u64,
     /// Most bytes per batch.
     pub max_batch: usize,
+    /// ringkit-log's batches in flight (1: the serial commit; 2: the next
+    /// batch written while one syncs). The peers keep one.
+    pub batches_in_flight: u32,
 }
 
 /// What one run measured.
@@ -213,6 +216,7 @@ fn run_ringkit(cfg: &LogBenchConfig, backend: Backend) -> io::Result<LogBenchRes
             direct: cfg.direct,
             segment_size: cfg.file_size,
             max_batch: cfg.max_batch,
+            batches_in_flight: cfg.batches_in_flight,
             ..ringkit_log::Options::default()
         };
         let log = ringkit_log::Log::open(&cfg.dir, opts).await?;
