@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::harness::sysinfo::CpuTimes;
 
+mod glommio_peer;
 mod peers;
 pub mod study;
 
@@ -33,15 +34,19 @@ pub enum LogEngine {
     /// find no flush in progress writes and syncs everything queued, under
     /// a mutex; the others wait on a condition variable.
     Std,
+    /// The same design on glommio: a committer task, each batch written
+    /// with `DmaFile::write_at` and `fdatasync` (`O_DIRECT` only).
+    Glommio,
 }
 
 impl LogEngine {
-    /// Short name: `ringkit-uring`, `ringkit-epoll`, `tokio`, `std`.
+    /// Short name: `ringkit-uring`, `ringkit-epoll`, `tokio`, `std`, `glommio`.
     pub fn name(self) -> String {
         match self {
             LogEngine::Ringkit(b) => format!("ringkit-{b}"),
             LogEngine::Tokio => "tokio".into(),
             LogEngine::Std => "std".into(),
+            LogEngine::Glommio => "glommio".into(),
         }
     }
 }
@@ -55,8 +60,9 @@ impl std::str::FromStr for LogEngine {
             "ringkit-epoll" => Ok(LogEngine::Ringkit(Backend::Epoll)),
             "tokio" => Ok(LogEngine::Tokio),
             "std" => Ok(LogEngine::Std),
+            "glommio" => Ok(LogEngine::Glommio),
             _ => Err(format!(
-                "{s:?}: engines are ringkit, ringkit-uring, ringkit-epoll, tokio, std"
+                "{s:?}: engines are ringkit, ringkit-uring, ringkit-epoll, tokio, std, glommio"
             )),
         }
     }
@@ -202,6 +208,7 @@ pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
         LogEngine::Ringkit(b) => run_ringkit(&inner, b),
         LogEngine::Tokio => peers::run_tokio(&inner),
         LogEngine::Std => peers::run_std(&inner),
+        LogEngine::Glommio => glommio_peer::run_glommio(&inner),
     }?;
     r.files = std::fs::read_dir(&inner.dir)?.count() as u64;
     Ok(r)

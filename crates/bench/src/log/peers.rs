@@ -1,6 +1,7 @@
 //! The log design of `ringkit-log` (group commit, the same framing, one
 //! write and one `fdatasync` per batch, `O_DIRECT` rewriting the partial
-//! block) on tokio and on std threads: the peers of the log study.
+//! block) on tokio and on std threads: the peers of the log study (glommio
+//! is in `glommio_peer.rs`).
 //!
 //! Both write files zero-filled as ringkit-log's segments are: the first
 //! before the window opens, the next one in the background once the
@@ -23,7 +24,7 @@ const ALIGN: usize = 4096;
 
 /// A page-aligned window into a `Vec` (which, unlike ringkit's
 /// `AlignedBuf`, is `Send`: the tokio peer moves it to a blocking thread).
-struct Aligned {
+pub(super) struct Aligned {
     v: Vec<u8>,
     off: usize,
     len: usize,
@@ -44,7 +45,7 @@ impl Aligned {
 }
 
 /// Frames batches as ringkit-log does, at the end of the file's records.
-struct Framer {
+pub(super) struct Framer {
     direct: bool,
     size: u64,
     end: u64,
@@ -53,7 +54,7 @@ struct Framer {
 }
 
 impl Framer {
-    fn new(direct: bool, size: u64) -> Framer {
+    pub(super) fn new(direct: bool, size: u64) -> Framer {
         Framer {
             direct,
             size,
@@ -64,26 +65,38 @@ impl Framer {
     }
 
     /// Whether `bytes` more do not fit the current file: start the next.
-    fn needs_roll(&self, bytes: usize) -> bool {
+    pub(super) fn needs_roll(&self, bytes: usize) -> bool {
         self.end + (bytes + ALIGN) as u64 > self.size
     }
 
     /// Past half of the current file: time to make the next one.
-    fn past_half(&self) -> bool {
+    pub(super) fn past_half(&self) -> bool {
         self.end > self.size / 2
     }
 
     /// The next file starts empty.
-    fn rolled(&mut self) {
+    pub(super) fn rolled(&mut self) {
         self.end = 0;
         self.tail.clear();
     }
 
+    /// The bytes framing `bytes` of records (headers included) writes:
+    /// the partial block kept from the last batch, then them, padded.
+    pub(super) fn framed_len(&self, bytes: usize) -> usize {
+        let align = if self.direct { ALIGN } else { 1 };
+        (self.tail.len() + bytes).div_ceil(align) * align
+    }
+
     /// Frame `batch` into `buf`; returns the file offset and byte count to write.
     fn frame(&mut self, batch: &[Vec<u8>], buf: &mut Aligned) -> (u64, usize) {
+        self.frame_into(batch, buf.bytes_mut())
+    }
+
+    /// Frame `batch` into `space`; returns the file offset and byte count
+    /// to write from its start.
+    pub(super) fn frame_into(&mut self, batch: &[Vec<u8>], space: &mut [u8]) -> (u64, usize) {
         let align = if self.direct { ALIGN } else { 1 };
         let start = self.end - self.end % align as u64;
-        let space = buf.bytes_mut();
         let mut at = self.tail.len();
         space[..at].copy_from_slice(&self.tail);
         for p in batch {
@@ -106,6 +119,17 @@ impl Framer {
 /// (as ringkit-log makes a segment, zeros written with `O_DIRECT`), then
 /// open it for writing.
 fn make_file(dir: &Path, n: u32, size: u64, direct: bool) -> io::Result<File> {
+    let path = zero_filled(dir, n, size)?;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true);
+    if direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(&path)
+}
+
+/// Make file number `n` of the log in `dir`: `size` zero bytes, synced.
+pub(super) fn zero_filled(dir: &Path, n: u32, size: u64) -> io::Result<std::path::PathBuf> {
     let path = dir.join(format!("log-{n}.dat"));
     {
         // As ringkit-log: zeros written with O_DIRECT where allowed.
@@ -125,12 +149,7 @@ fn make_file(dir: &Path, n: u32, size: u64, direct: bool) -> io::Result<File> {
         }
         f.sync_all()?;
     }
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true);
-    if direct {
-        o.custom_flags(libc::O_DIRECT);
-    }
-    o.open(&path)
+    Ok(path)
 }
 
 fn write_and_sync(f: &File, buf: &Aligned, off: u64, len: usize) -> io::Result<()> {

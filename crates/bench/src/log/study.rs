@@ -1,7 +1,8 @@
 //! `ringkit compare log`: commits per second and commit latency at 1, 16
 //! and 64 concurrent writers, 4 KiB records, buffered and `O_DIRECT`:
-//! ringkit-log on io_uring and on epoll, the same design on tokio and on
-//! std threads (each a `ringkit log bench` child pinned to the server CPU,
+//! ringkit-log on io_uring and on epoll, the same design on tokio, on std
+//! threads and (`O_DIRECT` only) on glommio's `DmaFile` (each a `ringkit
+//! log bench` child pinned to the server CPU,
 //! its whole CPU counted), and fio writing the same batch size with an
 //! `fdatasync` after every write (`--rw=write --fdatasync=1`, io_uring and
 //! psync engines, on a file zero-filled first): the device's limit for
@@ -21,12 +22,19 @@ use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::CpuTimes;
 
 /// The log contenders (`ringkit log bench --engine`, `--backend`).
-const LOGS: [(&str, &str, &str); 4] = [
+const LOGS: [(&str, &str, &str); 5] = [
     ("ringkit-uring", "ringkit", "uring"),
     ("ringkit-epoll", "ringkit", "epoll"),
     ("tokio", "tokio", "auto"),
     ("std", "std", "auto"),
+    ("glommio", "glommio", "auto"),
 ];
+
+/// Whether contender `name` runs in this mode (glommio's `DmaFile` is
+/// `O_DIRECT` only).
+fn runs(name: &str, direct: bool) -> bool {
+    direct || name != "glommio"
+}
 
 /// fio's engines.
 const FIOS: [&str; 2] = ["io_uring", "psync"];
@@ -225,6 +233,9 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             for round in 0..p.rounds {
                 for i in rotation(names.len(), round) {
                     let name = &names[i];
+                    if !runs(name, direct) {
+                        continue;
+                    }
                     progress(&format!(
                         "{mode}, {writers} writers, round {}/{}: {name}",
                         round + 1,
@@ -296,6 +307,7 @@ struct Row {
     cpu_us_per_commit: Stat,
     vs_tokio: Stat,
     vs_std: Stat,
+    vs_glommio: Stat,
     /// Written MB/s over fio io_uring's at the same batch size.
     mb_vs_fio: Stat,
     ok: usize,
@@ -333,7 +345,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                         .collect(),
                 )
             };
-            for c in names {
+            for c in names.iter().filter(|c| runs(c, direct)) {
                 let g = of(c);
                 let f = |k: fn(&Sample) -> f64| stat(g.iter().map(|s| k(s)).collect());
                 rows.push(Row {
@@ -350,6 +362,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                     cpu_us_per_commit: f(|s| s.cpu_us_per_commit),
                     vs_tokio: paired(c, "tokio", |s: &Sample| s.commits_per_s),
                     vs_std: paired(c, "std", |s| s.commits_per_s),
+                    vs_glommio: paired(c, "glommio", |s| s.commits_per_s),
                     mb_vs_fio: paired(c, "fio-io_uring", |s| s.mb_per_s),
                     ok: g.len(),
                 });
@@ -357,7 +370,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
         }
     }
     let mut table = format!(
-        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>9}\n",
+        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9}\n",
         "mode",
         "w",
         "contender",
@@ -371,6 +384,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
         "cpu us",
         "vs tokio",
         "vs std",
+        "vs glom",
         "MB vs fio"
     );
     let mut md = format!(
@@ -379,13 +393,15 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
          {} rounds of {} s per row, contenders interleaved and rotated; every process pinned to CPU {}\n\
          - ringkit-log (`ringkit log bench`) on io_uring and epoll; the same design (group commit, the same framing, \
          one write and one `fdatasync` per batch, segments zero-filled ahead in the background) on tokio \
-         (batch I/O in `spawn_blocking`) and on std threads (a group-commit mutex); {} MiB segments\n\
+         (batch I/O in `spawn_blocking`), on std threads (a group-commit mutex) and, `O_DIRECT` only, on glommio \
+         (a committer task, `DmaFile::write_at` from its registered I/O memory, then `DmaFile::fdatasync`); \
+         {} MiB segments\n\
          - fio: `--rw=write --bs=<ringkit-log's batch size in that row> --fdatasync=1`, one write then one sync, \
          on a file zero-filled first: for fio, commits/s = syncs/s and the latency columns are its fdatasync's\n\
          - CPU: µs per commit of the whole process (every thread); ratios paired per round (higher is better): \
-         commits/s over tokio's and std's, written MB/s over fio io_uring's at the same batch size\n\n\
-         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | MB/s vs fio-io_uring | ok |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         commits/s over tokio's, std's and glommio's, written MB/s over fio io_uring's at the same batch size\n\n\
+         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | vs glommio | MB/s vs fio-io_uring | ok |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         p.rounds, p.secs, opts.server_cpu, p.file_size >> 20
     );
     let ratio = |s: &Stat| {
@@ -397,16 +413,17 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
     };
     for r in &rows {
         table += &format!(
-            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>9}\n",
+            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>8} {:>9}\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.mb_per_s.median, r.syncs_per_s.median,
             r.batch_bytes.median, r.p50_us.median, r.p99_us.median, r.p999_us.median, r.cpu_us_per_commit.median,
-            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.mb_vs_fio)
+            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio), ratio(&r.mb_vs_fio)
         );
         md += &format!(
-            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {}/{} |\n",
+            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {} | {}/{} |\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max,
             r.mb_per_s.median, r.syncs_per_s.median, r.batch_bytes.median, r.p50_us.median, r.p99_us.median,
-            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.mb_vs_fio), r.ok, p.rounds
+            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio),
+            ratio(&r.mb_vs_fio), r.ok, p.rounds
         );
     }
     if !fio {
