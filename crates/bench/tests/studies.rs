@@ -138,6 +138,7 @@ fn file_jobs_on_every_engine_kind() {
         "rt-epoll",
         "fio-psync",
         "uring-sqpoll-spin",
+        "glommio",
     ]
     .iter()
     .map(|e| e.parse().unwrap())
@@ -151,8 +152,13 @@ fn file_jobs_on_every_engine_kind() {
                 engines: engines.clone(),
             },
             JobPlan {
+                // glommio's DmaFile is O_DIRECT only: skipped, with why.
                 job: Job::parse("write,bs=8k,qd=2,direct=0").unwrap(),
-                engines: engines[..4].to_vec(),
+                engines: [&engines[..4], &engines[6..]].concat(),
+            },
+            JobPlan {
+                job: Job::parse("write,bs=4k,qd=4,direct=1").unwrap(),
+                engines: engines[6..].to_vec(),
             },
         ],
         rounds: 1,
@@ -169,7 +175,14 @@ fn file_jobs_on_every_engine_kind() {
     for (n, why) in &res.skipped {
         eprintln!("skipped {n}: {why}");
     }
-    assert_eq!(res.rows.len() + res.skipped.len(), 10);
+    assert_eq!(res.rows.len() + res.skipped.len(), 13);
+    assert!(
+        res.skipped
+            .iter()
+            .any(|(n, why)| n.contains("glommio") && why.contains("O_DIRECT only")),
+        "{:?}",
+        res.skipped
+    );
     for r in &res.rows {
         let s = res
             .samples

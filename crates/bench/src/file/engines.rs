@@ -1,6 +1,7 @@
 //! The file study's engines run on this thread: the raw ring
 //! ([`crate::raw::file`]) and the runtime (`qd` ringkit tasks looping on
-//! `read_at`/`write_at`).
+//! `read_at`/`write_at`); glommio's on an executor thread of its own,
+//! pinned to the same CPU.
 
 use std::io;
 use std::os::fd::AsRawFd;
@@ -151,6 +152,92 @@ pub(crate) fn run_rt(
             setup,
         })
     })
+}
+
+/// glommio's `DmaFile` (`O_DIRECT` only, as glommio intends it): `qd`
+/// tasks on one executor pinned to the measuring CPU, each looping on
+/// `read_at_aligned` or on `write_at` from a buffer of glommio's registered
+/// I/O memory (`alloc_dma_buffer`, its idiom: one per write). CPU is the
+/// whole process's, as for the other engines.
+pub(crate) fn run_glommio(cfg: &FileConfig, path: &Path, job: &Job) -> io::Result<Measured> {
+    use glommio::io::OpenOptions;
+    use glommio::{LocalExecutorBuilder, Placement};
+    if !job.direct {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "glommio's DmaFile is O_DIRECT only",
+        ));
+    }
+    let gio = |e: glommio::GlommioError<()>| io::Error::other(e.to_string());
+    let (size, secs, job, cpu) = (cfg.size, cfg.secs, *job, cfg.cpu);
+    let path = path.to_path_buf();
+    // Room for every I/O in flight twice over (writes allocate one each).
+    let io_memory = (2 * job.qd as usize * job.bs as usize).max(10 << 20);
+    let handle = LocalExecutorBuilder::new(Placement::Fixed(cpu))
+        .name("glommio-file")
+        .io_memory(io_memory)
+        .spawn(move || async move {
+            let file = Rc::new(
+                OpenOptions::new()
+                    .read(true)
+                    .write(job.rw.is_write())
+                    .dma_open(&path)
+                    .await
+                    .map_err(gio)?,
+            );
+            let cpu0 = process_cpu();
+            let t_start = now_ns();
+            let deadline = t_start + (secs * 1e9) as u64;
+            let tasks: Vec<_> = (0..job.qd)
+                .map(|t| {
+                    let file = file.clone();
+                    glommio::spawn_local(async move {
+                        let bs = job.bs as usize;
+                        let mut offs = Offsets::new(&job, size, now_ns() ^ u64::from(t) << 40);
+                        let mut lat = Vec::new();
+                        loop {
+                            let t0 = now_ns();
+                            if t0 >= deadline {
+                                return Ok::<_, io::Error>(lat);
+                            }
+                            let off = offs.next();
+                            let n = if job.rw.is_write() {
+                                let b = file.alloc_dma_buffer(bs);
+                                file.write_at(b, off).await.map_err(gio)?
+                            } else {
+                                file.read_at_aligned(off, bs).await.map_err(gio)?.len()
+                            };
+                            if n != bs {
+                                return Err(io::Error::other(format!("short I/O: {n} of {bs}")));
+                            }
+                            let t1 = now_ns();
+                            if t1 < deadline {
+                                lat.push(t1 - t0);
+                            }
+                        }
+                    })
+                })
+                .collect();
+            let mut lat = Vec::new();
+            for t in tasks {
+                lat.extend(t.await?);
+            }
+            let cpu1 = process_cpu();
+            if let Ok(f) = Rc::try_unwrap(file) {
+                f.close().await.map_err(gio)?;
+            }
+            Ok::<_, io::Error>(Measured {
+                lat,
+                secs: secs.min((now_ns() - t_start) as f64 / 1e9),
+                cpu: (cpu1.0 - cpu0.0, cpu1.1 - cpu0.1),
+                enters: None,
+                setup: format!("glommio 0.9 DmaFile, executor pinned to CPU {cpu}"),
+            })
+        })
+        .map_err(gio)?;
+    handle
+        .join()
+        .map_err(|e| io::Error::other(format!("glommio executor: {e}")))?
 }
 
 #[cfg(test)]

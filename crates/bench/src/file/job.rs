@@ -188,6 +188,8 @@ pub enum Engine {
     },
     /// ringkit tasks on this backend.
     Rt(#[serde(serialize_with = "ser_backend")] Backend),
+    /// glommio tasks on its `DmaFile` (`O_DIRECT` only).
+    Glommio,
     /// fio.
     Fio(FioEngine),
 }
@@ -220,6 +222,7 @@ impl Engine {
                 s
             }
             Engine::Rt(b) => format!("rt-{b}"),
+            Engine::Glommio => "glommio".into(),
             Engine::Fio(f) => f.name(),
         }
     }
@@ -254,7 +257,7 @@ impl Engine {
                 hipri: iopoll,
             })),
             Engine::Rt(Backend::Epoll) => Some(Engine::Fio(FioEngine::Psync)),
-            Engine::Rt(_) => Some(Engine::Fio(FioEngine::IoUring {
+            Engine::Rt(_) | Engine::Glommio => Some(Engine::Fio(FioEngine::IoUring {
                 fixed: false,
                 sqpoll: false,
                 hipri: false,
@@ -291,12 +294,13 @@ impl std::str::FromStr for Engine {
         let bad = || {
             format!(
                 "unknown engine {s:?}: uring[-fixed][-sqpoll][-iopoll][-spin], rt-uring, rt-epoll, \
-                 fio-io_uring[-fixed][-sqpoll][-iopoll], fio-libaio, fio-psync"
+                 glommio, fio-io_uring[-fixed][-sqpoll][-iopoll], fio-libaio, fio-psync"
             )
         };
         match s {
             "rt-uring" => Ok(Engine::Rt(Backend::Uring)),
             "rt-epoll" => Ok(Engine::Rt(Backend::Epoll)),
+            "glommio" => Ok(Engine::Glommio),
             "fio-libaio" => Ok(Engine::Fio(FioEngine::Libaio)),
             "fio-psync" => Ok(Engine::Fio(FioEngine::Psync)),
             _ => {

@@ -32,6 +32,9 @@
 //!   `File::read_at`/`write_at`. On epoll files have no readiness, so each
 //!   call is an inline `pread`/`pwrite`: effectively queue depth 1, fio's
 //!   psync stand-in.
+//! - `glommio`: `qd` glommio tasks on one executor pinned to the same CPU,
+//!   on its `DmaFile` (`read_at_aligned`, `write_at` from its registered
+//!   I/O memory); `O_DIRECT` jobs only.
 //! - `fio-*` ([`fio`]): the same job through fio's io_uring, libaio
 //!   and psync engines, skipped with an install hint when fio is missing.
 //!

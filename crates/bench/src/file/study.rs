@@ -9,7 +9,7 @@ use ringkit::Backend;
 use ringkit_uring::IoUring;
 use serde::Serialize;
 
-use super::engines::{run_rt, run_uring};
+use super::engines::{run_glommio, run_rt, run_uring};
 use super::fio::{self, FioJob};
 use super::job::{Engine, Job};
 use super::report::section;
@@ -241,6 +241,7 @@ fn sample(cfg: &FileConfig, path: &Path, job: &Job, engine: Engine, round: usize
                         spin,
                     } => run_uring(cfg, path, job, (fixed, sqpoll, iopoll, spin)),
                     Engine::Rt(b) => run_rt(cfg, path, job, b),
+                    Engine::Glommio => run_glommio(cfg, path, job),
                     Engine::Fio(_) => unreachable!("handled above"),
                 }
             })
@@ -325,6 +326,9 @@ pub fn run(cfg: &FileConfig, progress: &mut dyn FnMut(&str)) -> io::Result<FileR
             let key = format!("{} / {}", p.job.label(), e.name());
             let why = match e {
                 Engine::Fio(_) => fio_version.as_ref().err().cloned(),
+                Engine::Glommio if !p.job.direct => {
+                    Some("glommio's DmaFile is O_DIRECT only".into())
+                }
                 Engine::Uring { .. } | Engine::Rt(Backend::Uring) => uring_ok
                     .as_ref()
                     .err()
@@ -476,6 +480,7 @@ const SEED_TABLE: &[&str] = &[
     "uring",
     "uring-sqpoll",
     "rt-uring",
+    "glommio",
     "fio-io_uring",
     "fio-io_uring-sqpoll",
     "fio-libaio",
@@ -498,6 +503,7 @@ pub fn default_plans(quick: bool) -> Vec<JobPlan> {
                     "uring-fixed",
                     "rt-uring",
                     "rt-epoll",
+                    "glommio",
                     "fio-io_uring",
                     "fio-psync",
                 ]),
@@ -520,6 +526,7 @@ pub fn default_plans(quick: bool) -> Vec<JobPlan> {
                 "uring-iopoll",
                 "rt-uring",
                 "rt-epoll",
+                "glommio",
                 "fio-io_uring",
                 "fio-io_uring-fixed",
                 "fio-io_uring-sqpoll",
