@@ -1,7 +1,8 @@
 //! Peer servers for `ringkit compare`: the same echo logic as `ringkit echo`
 //! (read up to 4 KiB, write it all back, TCP_NODELAY) on tokio's
-//! current-thread runtime and on monoio (io_uring driver, or its legacy
-//! epoll driver). One thread each; `ringkit compare` pins the process.
+//! current-thread runtime, on monoio (io_uring driver, or its legacy epoll
+//! driver) and on glommio (its executor, unpinned: it runs where the
+//! process is pinned). One thread each; `ringkit compare` pins the process.
 //!
 //! `hyper-http` is the HTTP peer: hyper 1 on tokio's current-thread runtime,
 //! HTTP/1.1 keep-alive, every request answered `200` with an empty body (like
@@ -13,7 +14,7 @@
 //! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
 //! runtime, TCP_NODELAY on every connection.
 //!
-//! Usage: `ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR [PAD]`
+//! Usage: `ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|glommio-echo|hyper-http|axum-http ADDR [PAD]`
 
 use std::net::SocketAddr;
 
@@ -21,7 +22,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 && !(args.len() == 4 && args[1] == "hyper-http") {
         eprintln!(
-            "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|hyper-http|axum-http ADDR \
+            "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|glommio-echo|hyper-http|axum-http ADDR \
              (hyper-http: ADDR [PAD])"
         );
         std::process::exit(2);
@@ -48,6 +49,7 @@ fn main() {
         "monoio-echo" => monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
             .build()
             .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio io_uring"))),
+        "glommio-echo" => glommio_echo(addr),
         "monoio-legacy-echo" => monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
             .build()
             .and_then(|mut rt| rt.block_on(monoio_echo(addr, "monoio legacy (epoll)"))),
@@ -187,4 +189,45 @@ async fn monoio_echo(addr: SocketAddr, name: &str) -> std::io::Result<()> {
             });
         }
     }
+}
+
+/// The echo on glommio: one executor (unpinned, `Placement::Unbound`: the
+/// process is pinned by `ringkit compare`), a task per connection, read up
+/// to 4 KiB and write it all back.
+fn glommio_echo(addr: SocketAddr) -> std::io::Result<()> {
+    use futures_lite::{AsyncReadExt, AsyncWriteExt};
+    let h = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
+        .name("glommio-echo")
+        .spawn(move || async move {
+            let l = glommio::net::TcpListener::bind(addr)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            eprintln!("ringkit-peer: glommio echo on {addr}");
+            loop {
+                let mut s = match l.accept().await {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("accept: {e}");
+                        continue;
+                    }
+                };
+                let _ = s.set_nodelay(true);
+                glommio::spawn_local(async move {
+                    let mut buf = vec![0u8; 4096];
+                    loop {
+                        let n = match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => n,
+                        };
+                        if s.write_all(&buf[..n]).await.is_err() {
+                            return;
+                        }
+                    }
+                })
+                .detach();
+            }
+            #[allow(unreachable_code)]
+            Ok::<(), std::io::Error>(())
+        })
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    h.join().map_err(|e| std::io::Error::other(e.to_string()))?
 }

@@ -1,5 +1,5 @@
 //! The echo study's contenders: ringkit on each backend and path, and the
-//! peers a user would pick instead (tokio, monoio).
+//! peers a user would pick instead (tokio, monoio, glommio).
 
 use std::path::Path;
 
@@ -88,12 +88,13 @@ pub fn contenders(
             };
             v.push(peer("tokio", "tokio-echo", Family::Epoll));
             v.push(peer("monoio-uring", "monoio-echo", Family::Uring));
+            v.push(peer("glommio", "glommio-echo", Family::Uring));
             if !quick {
                 v.push(peer("monoio-legacy", "monoio-legacy-echo", Family::Epoll));
             }
         }
         Err(e) => {
-            for n in ["tokio", "monoio-uring", "monoio-legacy"] {
+            for n in ["tokio", "monoio-uring", "glommio", "monoio-legacy"] {
                 skipped.push((n.to_string(), e.clone()));
             }
         }
