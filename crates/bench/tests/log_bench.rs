@@ -30,6 +30,14 @@ fn every_log_contender_commits_and_rolls_files() {
             };
             let r = match run(&cfg) {
                 Ok(r) => r,
+                Err(e)
+                    if engine == LogEngine::Glommio
+                        && e.to_string().to_lowercase().contains("memlock") =>
+                {
+                    // glommio wants 512 KiB of locked memory (`ulimit -l`).
+                    eprintln!("skipped glommio: {e}");
+                    continue;
+                }
                 Err(e) if engine == LogEngine::Glommio && !direct => {
                     // glommio's DmaFile is O_DIRECT only: refused, clearly.
                     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
