@@ -147,7 +147,7 @@ fn can_start(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> bool {
     if flight.is_empty() || st.failed.is_some() {
         return true;
     }
-    if flight.len() >= st.seg_depth as usize {
+    if flight.len() >= st.seg_depth as usize || st.bufs.is_empty() {
         return false;
     }
     let first = HEADER + front.payload.len();

@@ -46,6 +46,9 @@ pub const VERSION: u32 = 2;
 pub const SEGMENT_VERSION: u32 = 3;
 /// The oldest segment header version read (2: no `depth`, read as 1).
 const SEGMENT_VERSION_MIN: u32 = 2;
+/// The most batches in flight a segment may say (a header saying more is
+/// not one this log wrote).
+pub const MAX_DEPTH: u32 = 2;
 /// Bytes of the manifest.
 pub const MANIFEST_LEN: usize = 64;
 /// Bytes a segment header occupies (records start here).
@@ -166,7 +169,7 @@ impl SegmentHeader {
         }
         let depth = match version {
             2 if b[44..48] == [0; 4] => 1,
-            3 if u32_at(b, 44) >= 1 => u32_at(b, 44),
+            3 if (1..=MAX_DEPTH).contains(&u32_at(b, 44)) => u32_at(b, 44),
             _ => return None,
         };
         Some(SegmentHeader {
@@ -286,12 +289,15 @@ mod tests {
         v2[..4].copy_from_slice(&crc.to_le_bytes());
         let old = SegmentHeader::decode(&v2).expect("a version-2 header");
         assert_eq!((old.depth, old.window), (1, 1 << 20));
-        // Depth 0 in a version-3 header is not a header.
-        let mut d0 = good;
-        d0[44..48].fill(0);
-        let crc = crc32c::crc32c(&d0[4..64]);
-        d0[..4].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(SegmentHeader::decode(&d0), None);
+        // Depth 0, or more than the log ever writes, in a version-3 header
+        // is not a header.
+        for depth in [0u32, MAX_DEPTH + 1, u32::MAX] {
+            let mut d = good.clone();
+            d[44..48].copy_from_slice(&depth.to_le_bytes());
+            let crc = crc32c::crc32c(&d[4..64]);
+            d[..4].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(SegmentHeader::decode(&d), None, "depth {depth}");
+        }
 
         let h = BatchHeader {
             first: 9,

@@ -41,12 +41,14 @@
 //! [`Log::open_read_only`] writes nothing at all (for dumps, checks and
 //! readers beside a live writer); [`check()`] reports every problem of a
 //! directory and [`salvage()`] copies the readable records into a new log.
-//! A crash leaves each 512-byte sector of the last batch written or still
-//! zero, so a batch header, or a batch whose every sector was written, that
-//! does not check is damage too. What cannot be told from a crash is
-//! damage that zeroes whole sectors at the very end of the log (the last
-//! records then read as never written: PostgreSQL's WAL has the same
-//! limit), or that leaves some sector of the last batch zero.
+//! A crash leaves each 512-byte sector of the batches in flight written or
+//! still zero, so a batch header, or a batch whose every sector was
+//! written, that does not check is damage too. What cannot be told from a
+//! crash is damage that zeroes whole sectors at the very end of the log
+//! (the last records then read as never written: PostgreSQL's WAL has the
+//! same limit), or that leaves some sector of one of the last batches zero
+//! (the last two with two in flight: both are then cleared, acknowledged
+//! or not; `batches_in_flight: 1` keeps this to the last batch).
 //!
 //! # Failures
 //! A segment that cannot be made (a full disk) fails the appends waiting
@@ -153,7 +155,7 @@ impl Options {
         if self.first_lsn == 0 {
             return bad("first_lsn 0: LSNs start at 1".into());
         }
-        if !(1..=2).contains(&self.batches_in_flight) {
+        if !(1..=frame::MAX_DEPTH).contains(&self.batches_in_flight) {
             return bad(format!(
                 "batches_in_flight {}: want 1 or 2",
                 self.batches_in_flight

@@ -147,9 +147,10 @@ impl Log {
     /// writes, no lock, no file made. It works on a log another process
     /// has open and is appending to: it sees what the segment files held
     /// when it scanned (a scan that raced an append is tried again), which
-    /// is every record durable by then and possibly the batch being
-    /// written, whose sync has not returned (its appends have not resolved;
-    /// after a failed sync they never will, and recovery may drop it). A
+    /// is every record durable by then and possibly the batches being
+    /// written, whose syncs have not returned (their appends have not
+    /// resolved; after a failed sync they never will, and recovery may drop
+    /// them). A
     /// torn tail is left as it is (the records end before it); damage is
     /// `InvalidData` as for [`Log::open`]. [`Log::append`] fails with
     /// `PermissionDenied`.
@@ -314,9 +315,13 @@ fn build(
         .collect();
     let writing = writer.is_some();
     let (bufs, pool) = if writing {
+        // One per batch that may be in flight: in segments made from now
+        // on, and in the last segment, which keeps the depth it was made
+        // with (a log made with 2 reopened with 1 still has 2 in flight
+        // until its next segment).
         BatchBuf::new(
             BATCH_HEADER + opts.max_batch + ALIGN,
-            opts.batches_in_flight as usize,
+            opts.batches_in_flight.max(seg_depth) as usize,
             opts.registered_buffers,
         )
     } else {

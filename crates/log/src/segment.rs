@@ -399,15 +399,15 @@ async fn classify(
     // sector it spans is whole, or damaged; and a whole header whose
     // records do not check, with every sector of them written, is damage.
     let head = r.get(end, BATCH_HEADER).await?.to_vec();
-    // The torn batch's extent, when its header is whole: a later batch in
-    // flight starts right after it.
-    let mut torn_extent = None;
+    // The torn batch's extent and LSN count, when its header is whole: a
+    // later batch in flight starts right after it, at the LSN after it.
+    let mut torn_batch = None;
     if head.iter().any(|&b| b != 0) {
         match BatchHeader::decode(&head, log_id) {
             Some(h)
                 if h.first == want && end + h.extent() <= r.size && u64::from(h.len) <= window =>
             {
-                torn_extent = Some(h.extent());
+                torn_batch = Some((h.extent(), u64::from(h.count)));
                 let body = r.get(end, BATCH_HEADER + h.len as usize).await?.to_vec();
                 if !has_zero_sector(end, &body) {
                     return Ok(Tail::Corrupt {
@@ -453,7 +453,7 @@ async fn classify(
             }
         }
         if let Some((p, h)) = found {
-            let why = match in_flight(r, log_id, (end, torn_extent), (p, h), flight, lastnz, want)
+            let why = match in_flight(r, log_id, (end, torn_batch), (p, h), flight, lastnz, want)
                 .await?
             {
                 Ok(()) => return Ok(Tail::Torn { last: lastnz }),
@@ -476,18 +476,19 @@ async fn classify(
     Ok(Tail::Torn { last: lastnz })
 }
 
-/// Whether the damage at `end` (a batch of `torn_extent` bytes if its
-/// header is whole) followed by the whole batch `h` at `p` can be what a
-/// crash leaves with `flight.depth` batches in flight: the oldest torn,
+/// Whether the damage at `end` (a batch of `torn_batch` = (bytes, LSNs) if
+/// its header is whole) followed by the whole batch `h` at `p` can be what
+/// a crash leaves with `flight.depth` batches in flight: the oldest torn,
 /// each later one written whole by its own write. The whole ones must
-/// follow the torn one directly (where its header says it ends, if it is
-/// whole), hold later LSNs, run on one after another, be at most
+/// follow the torn one directly (where its header says it ends, at the LSN
+/// after its own, if it is whole), hold later LSNs, run on one after
+/// another, be at most
 /// `depth - 1`, and be the last non-zero bytes of the segment. `Err` says
 /// which rule fails.
 async fn in_flight(
     r: &mut Reader<'_>,
     log_id: u64,
-    (end, torn_extent): (u64, Option<u64>),
+    (end, torn_batch): (u64, Option<(u64, u64)>),
     (p, h): (u64, BatchHeader),
     flight: Flight,
     lastnz: u64,
@@ -499,11 +500,19 @@ async fn in_flight(
                 .to_string(),
         ));
     }
-    if torn_extent.is_some_and(|x| end + x != p) {
-        return Ok(Err(format!(
-            "it does not start where the torn batch's header says that batch ends ({})",
-            end + torn_extent.unwrap_or(0)
-        )));
+    if let Some((extent, count)) = torn_batch {
+        if end + extent != p {
+            return Ok(Err(format!(
+                "it does not start where the torn batch's header says that batch ends ({})",
+                end + extent
+            )));
+        }
+        if h.first != want + count {
+            return Ok(Err(format!(
+                "it does not start at LSN {}, after the torn batch's",
+                want + count
+            )));
+        }
     }
     if h.first <= want {
         return Ok(Err(format!(

@@ -111,6 +111,72 @@ async fn layouts(direct: bool) {
     std::fs::write(&seg, &data).unwrap();
     let msg = open_err(t.path(), direct).await;
     assert!(msg.contains("record 9"), "{msg}");
+
+    // Depth 2, the torn batch's header whole (LSN 9, one record), and a
+    // whole batch after it that skips LSNs (20): the flusher never writes
+    // that, so it is damage, not the batches in flight (a review found it
+    // accepted).
+    let t = tempfile::tempdir().unwrap();
+    ten(t.path(), direct, 2).await;
+    tear(t.path(), 9);
+    relabel(t.path(), 10, 20);
+    let msg = open_err(t.path(), direct).await;
+    assert!(msg.contains("does not start at LSN 10"), "{msg}");
+}
+
+/// Rewrite the batch holding only record `lsn` as a whole, checked batch
+/// of LSN `to` (its record framed again, its header's CRC over the log id
+/// made again).
+fn relabel(dir: &Path, lsn: u64, to: u64) {
+    use ringkit_log::record::{self, HEADER};
+    let manifest = std::fs::read(dir.join("MANIFEST")).unwrap();
+    let log_id = &manifest[16..24];
+    let seg = segment(dir);
+    let mut data = std::fs::read(&seg).unwrap();
+    let at = data.windows(1500).position(|w| w == rec(lsn)).unwrap();
+    let (rec_at, head_at) = (at - HEADER, at - HEADER - 32);
+    assert_eq!(&data[head_at + 4..head_at + 8], b"RKB2", "a batch header");
+    record::encode_into(to, &rec(lsn), &mut data[rec_at..rec_at + HEADER + 1500]);
+    data[head_at + 8..head_at + 16].copy_from_slice(&to.to_le_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(log_id), &data[head_at + 4..head_at + 32]);
+    data[head_at..head_at + 4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&seg, &data).unwrap();
+}
+
+/// A log whose last segment was made with two batches in flight, reopened
+/// with `batches_in_flight: 1`: that segment keeps its depth, and the log
+/// has a buffer for each batch in flight (a review saw the flusher panic
+/// for want of one, and every later append hang).
+async fn reopened_with_the_other_depth(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    for (made, reopened) in [(2, 1), (1, 2)] {
+        let dir = t.path().join(format!("{made}-{reopened}"));
+        let log = Log::open(&dir, opts(direct, made)).await.unwrap();
+        log.append(rec(0)).await.unwrap();
+        drop(log);
+        let log = Log::open(&dir, opts(direct, reopened)).await.unwrap();
+        let mut tasks = Vec::new();
+        for w in 0..64u64 {
+            let log = log.clone();
+            tasks.push(ringkit::spawn(async move {
+                for i in 0..20 {
+                    let c = log.append(rec(w * 100 + i));
+                    ringkit::time::timeout(std::time::Duration::from_secs(20), c)
+                        .await
+                        .expect("an append never resolved")
+                        .unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+        // Past a segment roll: the new segments have the reopened depth.
+        assert!(log.stats().segments_made >= 1, "{:?}", log.stats());
+        drop(log);
+        let log = Log::open(&dir, opts(direct, reopened)).await.unwrap();
+        assert_eq!(log.next_lsn(), 2 + 64 * 20);
+    }
 }
 
 /// 64 writers, 50 records each: every append resolves with its LSN, and
@@ -149,6 +215,10 @@ ringkit::test_all! {
     }
     async fn pipelined_crash_layouts_direct() {
         layouts(true).await;
+    }
+    async fn a_log_reopened_with_the_other_depth_keeps_appending() {
+        reopened_with_the_other_depth(false).await;
+        reopened_with_the_other_depth(true).await;
     }
     async fn acknowledgements_stay_in_lsn_order() {
         acks_in_order(false).await;
