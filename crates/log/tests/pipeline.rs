@@ -209,7 +209,49 @@ async fn acks_in_order(direct: bool) {
     assert_eq!(log.next_lsn(), 3201);
 }
 
+/// A careless caller: the log dropped while two batches are in flight and
+/// more appends are queued. Every append resolves (none hangs), and every
+/// one that resolved `Ok` is there after a reopen, at its LSN.
+async fn dropped_with_batches_in_flight(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let log = Log::open(t.path(), opts(direct, 2)).await.unwrap();
+    let commits: Vec<_> = (0..160u64).map(|i| (i, log.append(rec(i)))).collect();
+    // Let the flusher start the first batches, then drop the log.
+    ringkit::yield_now().await;
+    drop(log);
+    let mut durable = Vec::new();
+    for (i, c) in commits {
+        let r = ringkit::time::timeout(std::time::Duration::from_secs(20), c)
+            .await
+            .expect("an append never resolved after the log was dropped");
+        if let Ok(lsn) = r {
+            durable.push((lsn, i));
+        }
+    }
+    let log = Log::open(t.path(), opts(direct, 2)).await.unwrap();
+    for (lsn, i) in durable {
+        assert_eq!(log.read(lsn).await.unwrap(), rec(i), "record {lsn}");
+    }
+}
+
+/// Depths other than 1 and 2 are refused, clearly.
+async fn depth_out_of_range() {
+    let t = tempfile::tempdir().unwrap();
+    for depth in [0, 3, u32::MAX] {
+        let e = Log::open(t.path(), opts(false, depth)).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+        assert!(e.to_string().contains("batches_in_flight"), "{e}");
+    }
+}
+
 ringkit::test_all! {
+    async fn a_log_dropped_with_batches_in_flight_resolves_every_append() {
+        dropped_with_batches_in_flight(false).await;
+        dropped_with_batches_in_flight(true).await;
+    }
+    async fn batches_in_flight_out_of_range_is_refused() {
+        depth_out_of_range().await;
+    }
     async fn pipelined_crash_layouts_buffered() {
         layouts(false).await;
     }

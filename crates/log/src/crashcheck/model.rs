@@ -454,8 +454,8 @@ fn apply_change(data: &mut Vec<u8>, p: &Pending, mask: Option<&[bool]>) {
 mod tests {
     use super::*;
 
-    #[test]
-    fn unsynced_writes_tear_and_unsynced_names_vanish() {
+    /// A model whose root holds one new file, node 1 (event 0).
+    fn one_file() -> Model {
         let mut m = Model::new();
         m.apply(&Event::Create {
             dir: 0,
@@ -463,6 +463,12 @@ mod tests {
             node: 1,
             is_dir: false,
         });
+        m
+    }
+
+    #[test]
+    fn unsynced_writes_tear_and_unsynced_names_vanish() {
+        let mut m = one_file();
         m.apply(&Event::Write {
             node: 1,
             offset: 0,
@@ -493,13 +499,7 @@ mod tests {
 
     #[test]
     fn a_sync_covers_only_writes_completed_before_it_was_issued() {
-        let mut m = Model::new();
-        m.apply(&Event::Create {
-            dir: 0,
-            name: "f".into(),
-            node: 1,
-            is_dir: false,
-        });
+        let mut m = one_file();
         m.apply(&Event::SyncDir { node: 0, upto: 1 });
         // Batch A written (event 2), its sync issued (at 3), batch B's
         // write completes (event 3) before A's sync returns (event 4).
