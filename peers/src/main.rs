@@ -193,11 +193,14 @@ async fn monoio_echo(addr: SocketAddr, name: &str) -> std::io::Result<()> {
 
 /// The echo on glommio: one executor (unpinned, `Placement::Unbound`: the
 /// process is pinned by `ringkit compare`), a task per connection, read up
-/// to 4 KiB and write it all back.
+/// to 4 KiB and write it all back. Its rings are 512 deep (glommio's
+/// default is 128, a 256-entry completion queue, which a thousand
+/// connections' pending polls can overflow; ringkit's server has 1024).
 fn glommio_echo(addr: SocketAddr) -> std::io::Result<()> {
     use futures_lite::{AsyncReadExt, AsyncWriteExt};
     let h = glommio::LocalExecutorBuilder::new(glommio::Placement::Unbound)
         .name("glommio-echo")
+        .ring_depth(512)
         .spawn(move || async move {
             let l = glommio::net::TcpListener::bind(addr)
                 .map_err(|e| std::io::Error::other(e.to_string()))?;

@@ -10,7 +10,7 @@ use ringkit::Backend;
 use ringkit_bench::echo::load::{self as echo_load, EchoLoadConfig};
 use ringkit_echo::{EchoLimits, EchoServerConfig, RecvMode};
 
-use crate::{parse_batch_wait, parse_on_off};
+use crate::parse_on_off;
 
 #[derive(Args, Debug)]
 #[command(mut_arg("addr", |a| a.default_value("127.0.0.1:7000")))]
@@ -46,12 +46,16 @@ pub struct EchoArgs {
     /// a writer thread, never on the serving loop (used by `compare`).
     #[arg(long)]
     stats: Option<PathBuf>,
-    /// io_uring: wait for up to WANT completions per enter, returning after
-    /// MICROS once one is ready (IORING_FEAT_MIN_TIMEOUT, Linux 6.12), as
-    /// WANT:MICROS, e.g. 32:50. Fewer enters under load, up to MICROS more
-    /// latency when traffic is light. Default: off.
-    #[arg(long, value_parser = parse_batch_wait, env = "RINGKIT_BATCH_WAIT")]
-    batch_wait: Option<(u32, u64)>,
+    /// io_uring: how the loop waits when it blocks (IORING_FEAT_MIN_TIMEOUT,
+    /// Linux 6.12). WANT:MICROS (e.g. 32:50): always wait for up to WANT
+    /// completions per enter, returning after MICROS once one is ready
+    /// (fewer enters under load, up to MICROS more latency when traffic is
+    /// light). auto (= auto:32:50): the same, but only while the loop's
+    /// thread was on CPU for at least half of the last few milliseconds
+    /// (off again below 30%), so light traffic pays nothing. off: wake for
+    /// every completion.
+    #[arg(long, default_value = "auto", env = "RINGKIT_BATCH_WAIT")]
+    batch_wait: ringkit::BatchWait,
     /// Fault injection: io_uring SQ entries (the CQ gets 4x); e.g. 4 fills
     /// the SQ and overflows the CQ.
     #[arg(long)]
@@ -106,7 +110,7 @@ pub fn run(a: EchoArgs) -> std::io::Result<()> {
             entries: a.entries,
             recv_buffers: a.recv_buffers.map(|n| (n, a.recv_buffer_size)),
             nofile: a.nofile,
-            batch_wait: a.batch_wait.map(|(w, us)| (w, Duration::from_micros(us))),
+            batch_wait: a.batch_wait,
             drain_idle: Duration::from_millis(a.drain_idle_ms),
             drain_timeout: Duration::from_secs_f64(a.drain_secs.max(0.0)),
             // 0: no limit.

@@ -136,18 +136,6 @@ fn axum(a: AxumArgs) -> std::io::Result<()> {
     ringkit_hyper::serve(cfg, ringkit_hyper::hello::app)
 }
 
-pub(crate) fn parse_batch_wait(v: &str) -> Result<(u32, u64), String> {
-    let (w, us) = v
-        .split_once(':')
-        .ok_or_else(|| format!("{v:?}: expected WANT:MICROS, e.g. 32:50"))?;
-    let w: u32 = w.parse().map_err(|e| format!("WANT {w:?}: {e}"))?;
-    let us: u64 = us.parse().map_err(|e| format!("MICROS {us:?}: {e}"))?;
-    if w == 0 {
-        return Err("WANT must be at least 1".into());
-    }
-    Ok((w, us))
-}
-
 /// `on` or `off` (also `1`/`0`, `true`/`false`).
 pub(crate) fn parse_on_off(v: &str) -> Result<bool, String> {
     match v {

@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ringkit::{Backend, LaunchConfig};
+use ringkit::{Backend, BatchWait, LaunchConfig};
 
 use thread::serve_thread;
 
@@ -90,10 +90,12 @@ pub struct EchoLimits {
     /// Set the soft `RLIMIT_NOFILE` to this (accept then fails with `EMFILE`
     /// once it is reached). `None`: raise it to the hard limit.
     pub nofile: Option<u64>,
-    /// io_uring batch wait (`Builder::batch_wait`): wait for up to this many
-    /// completions, returning after the minimum wait once one is ready.
-    /// `None`: wait for one (the default).
-    pub batch_wait: Option<(u32, Duration)>,
+    /// io_uring: how the loop waits when it blocks
+    /// (`Builder::batch_wait_policy`). Default [`BatchWait::AUTO`]: wait
+    /// for up to 32 completions (50 µs at most once one is ready) only
+    /// while the loop has been busy for most of the last few milliseconds;
+    /// a lightly loaded server wakes for every completion.
+    pub batch_wait: BatchWait,
     /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
     /// closed (its in-flight data has been echoed by then).
     pub drain_idle: Duration,
@@ -122,7 +124,7 @@ impl Default for EchoLimits {
             entries: None,
             recv_buffers: None,
             nofile: None,
-            batch_wait: None,
+            batch_wait: BatchWait::AUTO,
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),
@@ -155,9 +157,7 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     if let Some((count, size)) = cfg.limits.recv_buffers {
         builder = builder.recv_buffers(count, size);
     }
-    if let Some((want, min)) = cfg.limits.batch_wait {
-        builder = builder.batch_wait(want, min);
-    }
+    builder = builder.batch_wait_policy(cfg.limits.batch_wait);
     builder = builder
         .fixed_files(cfg.fixed_files)
         .recv_bundle(cfg.recv_bundle)

@@ -56,7 +56,7 @@ mod task;
 pub mod time;
 mod timers;
 
-pub use driver::{Backend, BackendReport};
+pub use driver::{Backend, BackendReport, BatchWait};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
 #[cfg(feature = "clap")]
 mod launch_args;

@@ -21,6 +21,7 @@ pub(crate) struct Metrics {
     pub(crate) send_chain_links: Cell<u64>,
     pub(crate) send_bundles: Cell<u64>,
     pub(crate) send_rings: Cell<u64>,
+    pub(crate) batch_waits: Cell<u64>,
 }
 
 impl Metrics {
@@ -77,6 +78,11 @@ pub struct MetricsSnapshot {
     /// until its thread ends, or dropped when a send left entries in it).
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_rings: u64,
+    /// io_uring: blocking parks that waited for a batch of completions
+    /// (`BatchWait`): all of them under `Fixed`, those made while the loop
+    /// was busy under `Adaptive`.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub batch_waits: u64,
 }
 
 impl MetricsSnapshot {
@@ -117,6 +123,7 @@ impl MetricsSnapshot {
             send_chain_links: f(self.send_chain_links, o.send_chain_links),
             send_bundles: f(self.send_bundles, o.send_bundles),
             send_rings: f(self.send_rings, o.send_rings),
+            batch_waits: f(self.batch_waits, o.batch_waits),
         }
     }
 }
@@ -125,7 +132,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={} batch_waits={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -138,7 +145,8 @@ impl fmt::Display for MetricsSnapshot {
             self.recv_bundled,
             self.send_chain_links,
             self.send_bundles,
-            self.send_rings
+            self.send_rings,
+            self.batch_waits
         )
     }
 }
@@ -162,5 +170,6 @@ pub(crate) fn snapshot(m: &Metrics, uring_enters: u64, ops_in_flight: u64) -> Me
         send_chain_links: m.send_chain_links.get(),
         send_bundles: m.send_bundles.get(),
         send_rings: m.send_rings.get(),
+        batch_waits: m.batch_waits.get(),
     }
 }

@@ -21,7 +21,7 @@ use std::task::{Context as TaskCx, Poll};
 use std::time::{Duration, Instant};
 
 use crate::context::{self, try_with_ctx, with_ctx, Context};
-use crate::driver::{Backend, BackendReport, Driver, DriverConfig};
+use crate::driver::{Backend, BackendReport, BatchWait, Driver, DriverConfig};
 use crate::metrics::MetricsSnapshot;
 use crate::sched::{self, Remote};
 use crate::task::{self, JoinHandle};
@@ -68,7 +68,7 @@ impl Builder {
     /// Let the environment override this builder when it builds (for a
     /// program that wants its operators to switch backends without a
     /// flag): `RINGKIT_BACKEND=auto|uring|epoll`,
-    /// `RINGKIT_BATCH_WAIT=WANT:MICROS`, `RINGKIT_FIXED_FILES=N`,
+    /// `RINGKIT_BATCH_WAIT=off|auto|WANT:MICROS|auto:WANT:MICROS`, `RINGKIT_FIXED_FILES=N`,
     /// `RINGKIT_RECV_BUNDLE=0|1`, `RINGKIT_SEND_BATCH=vectored|linked|bundle`.
     /// An invalid value is an `InvalidInput` error from `build`. Off by
     /// default: a library embedding ringkit never changes behaviour
@@ -161,14 +161,40 @@ impl Builder {
         self
     }
 
-    /// io_uring: when the loop blocks, wait for up to `want` completions,
-    /// but return once `min_wait` has passed and at least one is ready
-    /// (`IORING_FEAT_MIN_TIMEOUT`, Linux 6.12; ignored with a warning on
-    /// older kernels, and by the epoll backend). Fewer enters and wake-ups
-    /// under load, for up to `min_wait` of added latency when traffic is
-    /// light. Off by default.
+    /// io_uring: when the loop blocks, always wait for up to `want`
+    /// completions, but return once `min_wait` has passed and at least one
+    /// is ready (`IORING_FEAT_MIN_TIMEOUT`, Linux 6.12; ignored with a
+    /// warning on older kernels, and by the epoll backend). Fewer enters
+    /// and wake-ups under load, for up to `min_wait` of added latency when
+    /// traffic is light: [`BatchWait::Fixed`]. See
+    /// [`batch_wait_policy`](Self::batch_wait_policy) for the adaptive one.
     pub fn batch_wait(mut self, want: u32, min_wait: Duration) -> Self {
-        self.config.batch_wait = Some((want.max(1), min_wait));
+        self.config.batch_wait = BatchWait::Fixed {
+            want: want.max(1),
+            min_wait,
+        };
+        self
+    }
+
+    /// io_uring: how the loop waits when it blocks. [`BatchWait::Off`]
+    /// (the library's default) wakes for every completion;
+    /// [`BatchWait::Adaptive`] waits for a batch only while the loop's
+    /// thread has been busy for most of the last few milliseconds, so a
+    /// lightly loaded loop pays no latency for it (the ringkit servers'
+    /// default, [`BatchWait::AUTO`]). Ignored by the epoll backend and on
+    /// kernels without `IORING_FEAT_MIN_TIMEOUT` (Linux 6.12).
+    pub fn batch_wait_policy(mut self, policy: BatchWait) -> Self {
+        self.config.batch_wait = match policy {
+            BatchWait::Fixed { want, min_wait } => BatchWait::Fixed {
+                want: want.max(1),
+                min_wait,
+            },
+            BatchWait::Adaptive { want, min_wait } => BatchWait::Adaptive {
+                want: want.max(1),
+                min_wait,
+            },
+            BatchWait::Off => BatchWait::Off,
+        };
         self
     }
 
@@ -249,7 +275,12 @@ impl Builder {
         }
         if self.env_override {
             if let Ok(v) = std::env::var("RINGKIT_BATCH_WAIT") {
-                config.batch_wait = Some(parse_batch_wait(&v)?);
+                config.batch_wait = v.parse().map_err(|e| {
+                    io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("RINGKIT_BATCH_WAIT={e}"),
+                    )
+                })?;
             }
             if let Ok(v) = std::env::var("RINGKIT_RECV_BUNDLE") {
                 config.recv_bundle = match v.trim() {
@@ -325,20 +356,6 @@ impl Builder {
         }
         Ok(rt)
     }
-}
-
-/// `WANT:MICROS`, e.g. `32:50`.
-fn parse_batch_wait(v: &str) -> io::Result<(u32, Duration)> {
-    let bad = || {
-        io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("RINGKIT_BATCH_WAIT={v:?}: expected WANT:MICROS, e.g. 32:50"),
-        )
-    };
-    let (w, us) = v.split_once(':').ok_or_else(bad)?;
-    let want: u32 = w.trim().parse().map_err(|_| bad())?;
-    let us: u64 = us.trim().parse().map_err(|_| bad())?;
-    Ok((want.max(1), Duration::from_micros(us)))
 }
 
 /// A single-threaded runtime: one per thread (thread-per-core), `!Send`.

@@ -74,6 +74,15 @@ pub fn contenders(
             Family::Uring,
             &[("--batch-wait", "32:50")],
         ));
+        // The default waits for batches only while busy (`--batch-wait
+        // auto`); this one never does: the before of that change.
+        v.push(rk(
+            "ringkit-uring-nowait",
+            "uring",
+            "multishot",
+            Family::Uring,
+            &[("--batch-wait", "off")],
+        ));
     }
     v.push(rk("ringkit-epoll", "epoll", "single", Family::Epoll, &[]));
     let mut skipped = Vec::new();

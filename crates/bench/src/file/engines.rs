@@ -3,6 +3,7 @@
 //! `read_at`/`write_at`); glommio's on an executor thread of its own,
 //! pinned to the same CPU.
 
+use std::cell::RefCell;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -103,20 +104,23 @@ pub(crate) fn run_rt(
         let cpu0 = process_cpu();
         let t_start = now_ns();
         let deadline = t_start + (secs * 1e9) as u64;
+        // One offset stream shared by every task, as the raw engine and
+        // fio have: sequential means one sequential stream, not qd tasks
+        // walking the same blocks side by side.
+        let offs = Rc::new(RefCell::new(Offsets::new(&job, size, now_ns())));
         let handles: Vec<_> = (0..job.qd)
-            .map(|t| {
-                let file = file.clone();
+            .map(|_| {
+                let (file, offs) = (file.clone(), offs.clone());
                 ringkit::spawn(async move {
                     let bs = job.bs as usize;
                     let mut buf = AlignedBuf::new(bs, 4096);
-                    let mut offs = Offsets::new(&job, size, now_ns() ^ u64::from(t) << 40);
                     let mut lat = Vec::new();
                     loop {
                         let t0 = now_ns();
                         if t0 >= deadline {
                             return Ok::<_, io::Error>(lat);
                         }
-                        let off = offs.next();
+                        let off = offs.borrow_mut().next();
                         let (res, b) = if job.rw.is_write() {
                             file.write_at(buf, off).await
                         } else {
@@ -188,19 +192,20 @@ pub(crate) fn run_glommio(cfg: &FileConfig, path: &Path, job: &Job) -> io::Resul
             let cpu0 = process_cpu();
             let t_start = now_ns();
             let deadline = t_start + (secs * 1e9) as u64;
+            // One offset stream shared by every task (see the rt engine).
+            let offs = Rc::new(RefCell::new(Offsets::new(&job, size, now_ns())));
             let tasks: Vec<_> = (0..job.qd)
-                .map(|t| {
-                    let file = file.clone();
+                .map(|_| {
+                    let (file, offs) = (file.clone(), offs.clone());
                     glommio::spawn_local(async move {
                         let bs = job.bs as usize;
-                        let mut offs = Offsets::new(&job, size, now_ns() ^ u64::from(t) << 40);
                         let mut lat = Vec::new();
                         loop {
                             let t0 = now_ns();
                             if t0 >= deadline {
                                 return Ok::<_, io::Error>(lat);
                             }
-                            let off = offs.next();
+                            let off = offs.borrow_mut().next();
                             let n = if job.rw.is_write() {
                                 let b = file.alloc_dma_buffer(bs);
                                 file.write_at(b, off).await.map_err(gio)?

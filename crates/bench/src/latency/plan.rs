@@ -61,10 +61,19 @@ pub(super) fn benches<'a>(
         }
     };
 
-    // Echo: the echo study's servers, its default list's four.
-    let (list, skip) = crate::echo::contenders::contenders(&opts.ringkit_bin, &opts.peer_bin, true);
+    // Echo: the echo study's servers, its default list's four, and
+    // ringkit-uring without its adaptive batch wait (what the default
+    // costs or saves at each load).
+    let (list, skip) =
+        crate::echo::contenders::contenders(&opts.ringkit_bin, &opts.peer_bin, false);
     skipped.extend(skip);
-    let keep = ["ringkit-uring", "ringkit-epoll", "tokio", "monoio-uring"];
+    let keep = [
+        "ringkit-uring",
+        "ringkit-uring-nowait",
+        "ringkit-epoll",
+        "tokio",
+        "monoio-uring",
+    ];
     if !c10k {
         out.push(Bench {
             name: format!("echo {} B c=1000", opts.msg_len),

@@ -1,6 +1,8 @@
 //! The driver's settings: which backend, how batches are sent, and the
 //! report of what a runtime chose and why.
 
+use std::time::Duration;
+
 /// Which I/O backend a runtime uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -58,6 +60,83 @@ pub enum SendBatch {
     /// Needs `IORING_FEAT_RECVSEND_BUNDLE` (Linux 6.10); otherwise
     /// `Vectored`, with a warning.
     Bundle,
+}
+
+/// How a blocking park waits (`Builder::batch_wait_policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchWait {
+    /// Return as soon as one completion is ready.
+    Off,
+    /// Always wait for up to `want` completions, returning once `min_wait`
+    /// has passed and at least one is ready.
+    Fixed {
+        /// Completions to wait for.
+        want: u32,
+        /// Longest wait once one completion is ready.
+        min_wait: Duration,
+    },
+    /// As [`BatchWait::Fixed`], but only while the loop's thread has been
+    /// busy (on CPU) for at least half of a recent window of a few
+    /// milliseconds; below 30% it wakes for every completion again. A
+    /// lightly loaded loop never waits for a batch: its idle time in the
+    /// kernel is not CPU time.
+    Adaptive {
+        /// Completions to wait for.
+        want: u32,
+        /// Longest wait once one completion is ready.
+        min_wait: Duration,
+    },
+}
+
+impl BatchWait {
+    /// The adaptive policy with the servers' default figures: 32
+    /// completions, 50 µs.
+    pub const AUTO: BatchWait = BatchWait::Adaptive {
+        want: 32,
+        min_wait: Duration::from_micros(50),
+    };
+}
+
+impl std::str::FromStr for BatchWait {
+    type Err = String;
+    /// `off`, `auto` ([`BatchWait::AUTO`]), `WANT:MICROS` (fixed) or
+    /// `auto:WANT:MICROS` (adaptive).
+    fn from_str(s: &str) -> Result<BatchWait, String> {
+        let s = s.trim();
+        let bad =
+            || format!("{s:?}: expected off, auto, WANT:MICROS (e.g. 32:50) or auto:WANT:MICROS");
+        let pair = |v: &str| -> Result<(u32, Duration), String> {
+            let (w, us) = v.split_once(':').ok_or_else(bad)?;
+            let want: u32 = w.trim().parse().map_err(|_| bad())?;
+            let us: u64 = us.trim().parse().map_err(|_| bad())?;
+            if want == 0 {
+                return Err(bad());
+            }
+            Ok((want, Duration::from_micros(us)))
+        };
+        match s {
+            "off" => Ok(BatchWait::Off),
+            "auto" => Ok(BatchWait::AUTO),
+            _ => match s.strip_prefix("auto:") {
+                Some(rest) => {
+                    pair(rest).map(|(want, min_wait)| BatchWait::Adaptive { want, min_wait })
+                }
+                None => pair(s).map(|(want, min_wait)| BatchWait::Fixed { want, min_wait }),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for BatchWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchWait::Off => f.write_str("off"),
+            BatchWait::Fixed { want, min_wait } => write!(f, "{want}:{}", min_wait.as_micros()),
+            BatchWait::Adaptive { want, min_wait } => {
+                write!(f, "auto:{want}:{}", min_wait.as_micros())
+            }
+        }
+    }
 }
 
 /// How a runtime sends a batch: [`SendBatch`] after the kernel had its say.
@@ -161,9 +240,8 @@ pub(crate) struct DriverConfig {
     pub(crate) flags: Option<u32>,
     pub(crate) buf_count: u16,
     pub(crate) buf_size: u32,
-    /// io_uring only: wait for this many CQEs with a minimum wait window
-    /// (`IORING_FEAT_MIN_TIMEOUT`); `None` = wait for one.
-    pub(crate) batch_wait: Option<(u32, std::time::Duration)>,
+    /// io_uring only: how a blocking park waits (`IORING_FEAT_MIN_TIMEOUT`).
+    pub(crate) batch_wait: BatchWait,
     /// io_uring only: slots of the registered (fixed) file table that busy
     /// sockets are promoted into; 0 = off.
     pub(crate) fixed_files: u32,
@@ -185,7 +263,7 @@ impl Default for DriverConfig {
             flags: None,
             buf_count: 1024,
             buf_size: 4096,
-            batch_wait: None,
+            batch_wait: BatchWait::Off,
             fixed_files: 0,
             recv_bundle: true,
             send_batch: SendBatch::Vectored,

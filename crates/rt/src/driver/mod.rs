@@ -50,7 +50,7 @@ mod storage;
 pub(crate) mod uring;
 pub(crate) mod waiters;
 
-pub use config::{Backend, BackendReport, SendBatch};
+pub use config::{Backend, BackendReport, BatchWait, SendBatch};
 pub(crate) use config::{DriverConfig, SendPlan};
 pub(crate) use contract::{Dir, OpCode, Orphan, CHAIN_MEMBER, INLINE, NOT_SUBMITTED};
 pub(crate) use future::{op_within, Op};

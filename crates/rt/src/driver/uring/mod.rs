@@ -27,11 +27,13 @@ use std::time::{Duration, Instant};
 use ringkit_uring::opcode::{self, Entry, SqeFlags, Target};
 use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
 
+mod batch_wait;
 mod fixed;
 mod lifecycle;
 mod ops;
 mod send_rings;
 
+use batch_wait::Governor;
 use fixed::FixedFiles;
 pub(crate) use lifecycle::MultiKind;
 use lifecycle::{dispatch, CqeQueue, Lifecycle};
@@ -39,7 +41,7 @@ pub(crate) use send_rings::PooledSendRing;
 use send_rings::SendRings;
 
 use super::waiters::Waiters;
-use super::{DriverConfig, SendBatch, SendPlan};
+use super::{BatchWait, DriverConfig, SendBatch, SendPlan};
 use crate::metrics::Metrics;
 
 /// `user_data` of ASYNC_CANCEL SQEs: their CQEs are ignored.
@@ -108,8 +110,9 @@ pub(crate) struct UringDriver {
     recv_bundle: bool,
     /// How batches of pooled buffers go out.
     send_plan: SendPlan,
-    /// (want, min_wait) for blocking waits, when the kernel supports it.
-    batch_wait: Option<(u32, Duration)>,
+    /// Whether a blocking park waits for a batch (`BatchWait`; off where
+    /// the kernel lacks `IORING_FEAT_MIN_TIMEOUT`).
+    batch_wait: Governor,
     /// The registered file table (created on first use).
     fixed: FixedFiles,
 }
@@ -221,13 +224,13 @@ impl UringDriver {
             skip_success,
             recv_bundle,
             send_plan,
-            batch_wait: None,
+            batch_wait: Governor::new(BatchWait::Off),
             fixed: FixedFiles::new(cfg.fixed_files),
         };
-        if let Some(bw) = cfg.batch_wait {
+        if cfg.batch_wait != BatchWait::Off {
             if d.ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
-                d.batch_wait = Some(bw);
-            } else {
+                d.batch_wait = Governor::new(cfg.batch_wait);
+            } else if matches!(cfg.batch_wait, BatchWait::Fixed { .. }) {
                 tracing::warn!("ringkit: batch_wait ignored: kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
             }
         }
@@ -469,6 +472,10 @@ impl UringDriver {
     /// zero, wait for a completion (at most `timeout`; `None`: no limit);
     /// then reap every CQE.
     pub(crate) fn park(&mut self, timeout: Option<Duration>, m: &Metrics) -> io::Result<()> {
+        let batch = self.batch_wait.wait();
+        if batch.is_some() && timeout != Some(Duration::ZERO) {
+            Metrics::add(&m.batch_waits, 1);
+        }
         loop {
             let res = match timeout {
                 Some(d) if d.is_zero() => {
@@ -478,11 +485,11 @@ impl UringDriver {
                         Ok(0)
                     }
                 }
-                Some(d) => match self.batch_wait {
+                Some(d) => match batch {
                     Some((want, min)) => self.ring.submit_and_wait_min(want, min, Some(d)),
                     None => self.ring.submit_and_wait_timeout(1, d),
                 },
-                None => match self.batch_wait {
+                None => match batch {
                     Some((want, min)) => self.ring.submit_and_wait_min(want, min, None),
                     None => self.ring.submit_and_wait(1),
                 },
@@ -503,6 +510,7 @@ impl UringDriver {
                 Err(e) => return Err(e),
             }
         }
+        self.batch_wait.parked();
         self.reap(m)
     }
 

@@ -1,0 +1,128 @@
+//! The adaptive batch wait (`BatchWait::Adaptive`): a busy loop waits for
+//! batches of completions, a lightly loaded one never does; either way
+//! timers and sockets keep being served.
+
+use std::time::{Duration, Instant};
+
+use ringkit::{Backend, BatchWait};
+
+fn runtime(backend: Backend, policy: BatchWait) -> Option<ringkit::Runtime> {
+    match ringkit::Builder::new()
+        .backend(backend)
+        .ignore_env()
+        .batch_wait_policy(policy)
+        .build()
+    {
+        Ok(rt) => Some(rt),
+        Err(e) if backend == Backend::Uring => {
+            eprintln!("skipped: io_uring unavailable: {e}");
+            None
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Whether this kernel can wait with a minimum timeout (Linux 6.12): the
+/// batch wait is ignored without it.
+fn min_timeout_supported() -> bool {
+    let ring = ringkit_uring::IoUring::new(8);
+    matches!(ring, Ok(r) if r.features() & ringkit_uring::sys::IORING_FEAT_MIN_TIMEOUT != 0)
+}
+
+fn spin(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Busy phase: the loop's thread computes 1 ms, then sleeps 50 µs on a
+/// timer, over and over: on CPU for most of every window, so its blocking
+/// parks wait for batches (and the timer still ends each wait). Light
+/// phase: it sleeps 2 ms at a time: within two windows it stops batching,
+/// and every later park wakes for its first completion.
+fn busy_then_light(backend: Backend) {
+    let Some(rt) = runtime(backend, BatchWait::AUTO) else {
+        return;
+    };
+    let expect_batches = backend == Backend::Uring && min_timeout_supported();
+    if backend == Backend::Uring && !expect_batches {
+        eprintln!("note: kernel lacks IORING_FEAT_MIN_TIMEOUT: the policy is ignored");
+    }
+    rt.block_on(async {
+        // Busy until batching starts (a loaded test machine may keep the
+        // thread off its CPU for a while), then some more.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let (mut extra, mut rounds) = (0, 0);
+        while extra < 100 && Instant::now() < deadline && (expect_batches || rounds < 200) {
+            rounds += 1;
+            spin(Duration::from_millis(1));
+            let t = Instant::now();
+            ringkit::time::sleep(Duration::from_micros(50)).await;
+            assert!(t.elapsed() >= Duration::from_micros(50));
+            if ringkit::metrics().batch_waits > 0 {
+                extra += 1;
+            }
+        }
+        let busy = ringkit::metrics().batch_waits;
+        if expect_batches {
+            assert!(busy > 0, "a loop busy for seconds never waited for a batch");
+        } else {
+            assert_eq!(busy, 0, "{backend:?} has no batch wait");
+        }
+        // Light: sleeps of 2 ms. The window open when the busy phase ended
+        // and the one after it (16 parks each) may still batch; nothing
+        // after those 32 parks may.
+        for _ in 0..32 {
+            ringkit::time::sleep(Duration::from_millis(2)).await;
+        }
+        let settled = ringkit::metrics().batch_waits;
+        for _ in 0..32 {
+            let t = Instant::now();
+            ringkit::time::sleep(Duration::from_millis(2)).await;
+            assert!(t.elapsed() >= Duration::from_millis(2));
+        }
+        assert_eq!(
+            ringkit::metrics().batch_waits,
+            settled,
+            "a lightly loaded loop waited for a batch"
+        );
+    });
+}
+
+#[test]
+fn busy_then_light_uring() {
+    busy_then_light(Backend::Uring);
+}
+
+#[test]
+fn busy_then_light_epoll() {
+    busy_then_light(Backend::Epoll);
+}
+
+/// `off`, `auto`, `WANT:MICROS` and `auto:WANT:MICROS` parse and print
+/// back; anything else is refused with what was expected.
+#[test]
+fn policy_parses() {
+    assert_eq!("off".parse::<BatchWait>(), Ok(BatchWait::Off));
+    assert_eq!("auto".parse::<BatchWait>(), Ok(BatchWait::AUTO));
+    let fixed = BatchWait::Fixed {
+        want: 32,
+        min_wait: Duration::from_micros(50),
+    };
+    assert_eq!("32:50".parse::<BatchWait>(), Ok(fixed));
+    assert_eq!(
+        "auto:8:20".parse::<BatchWait>(),
+        Ok(BatchWait::Adaptive {
+            want: 8,
+            min_wait: Duration::from_micros(20)
+        })
+    );
+    for p in [BatchWait::Off, BatchWait::AUTO, fixed] {
+        assert_eq!(p.to_string().parse::<BatchWait>(), Ok(p));
+    }
+    for bad in ["", "on", "0:50", "32", "32:x", "auto:32"] {
+        let e = bad.parse::<BatchWait>().unwrap_err();
+        assert!(e.contains("expected off, auto"), "{bad:?}: {e}");
+    }
+}
