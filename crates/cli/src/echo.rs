@@ -50,10 +50,10 @@ pub struct EchoArgs {
     /// Linux 6.12). WANT:MICROS (e.g. 32:50): always wait for up to WANT
     /// completions per enter, returning after MICROS once one is ready
     /// (fewer enters under load, up to MICROS more latency when traffic is
-    /// light). auto (= auto:32:50): the same, but only while the loop's
-    /// thread was on CPU for at least half of the last few milliseconds
-    /// (off again below 30%), so light traffic pays nothing. off: wake for
-    /// every completion.
+    /// light). auto (= auto:32:50): the same, but only while the loop is
+    /// the bottleneck (its thread on CPU for 95% of the last few
+    /// milliseconds; off again below 75%), so neither light traffic nor
+    /// slow clients pay for it. off: wake for every completion.
     #[arg(long, default_value = "auto", env = "RINGKIT_BATCH_WAIT")]
     batch_wait: ringkit::BatchWait,
     /// Fault injection: io_uring SQ entries (the CQ gets 4x); e.g. 4 fills

@@ -75,11 +75,12 @@ pub enum BatchWait {
         /// Longest wait once one completion is ready.
         min_wait: Duration,
     },
-    /// As [`BatchWait::Fixed`], but only while the loop's thread has been
-    /// busy (on CPU) for at least half of a recent window of a few
-    /// milliseconds; below 30% it wakes for every completion again. A
-    /// lightly loaded loop never waits for a batch: its idle time in the
-    /// kernel is not CPU time.
+    /// As [`BatchWait::Fixed`], but only while the loop is the bottleneck:
+    /// its thread was on CPU for at least 95% of a recent window of a few
+    /// milliseconds; below 75% it wakes for every completion again. A
+    /// lightly loaded loop never waits for a batch (its idle time in the
+    /// kernel is not CPU time), nor does one with time to spare while its
+    /// peers are slow (holding their replies back would slow them more).
     Adaptive {
         /// Completions to wait for.
         want: u32,
