@@ -53,8 +53,9 @@ pub struct EchoArgs {
     /// light). auto (= auto:32:50): the same, but only while the loop is
     /// the bottleneck (its thread on CPU for 95% of the last few
     /// milliseconds; off again below 75%), so neither light traffic nor
-    /// slow clients pay for it. off: wake for every completion.
-    #[arg(long, default_value = "auto", env = "RINGKIT_BATCH_WAIT")]
+    /// slow clients pay for it. off (the default): wake for every
+    /// completion.
+    #[arg(long, default_value = "off", env = "RINGKIT_BATCH_WAIT")]
     batch_wait: ringkit::BatchWait,
     /// Fault injection: io_uring SQ entries (the CQ gets 4x); e.g. 4 fills
     /// the SQ and overflows the CQ.

@@ -91,10 +91,12 @@ pub struct EchoLimits {
     /// once it is reached). `None`: raise it to the hard limit.
     pub nofile: Option<u64>,
     /// io_uring: how the loop waits when it blocks
-    /// (`Builder::batch_wait_policy`). Default [`BatchWait::AUTO`]: wait
-    /// for up to 32 completions (50 µs at most once one is ready) only
-    /// while the loop has been busy for most of the last few milliseconds;
-    /// a lightly loaded server wakes for every completion.
+    /// (`Builder::batch_wait_policy`). Default [`BatchWait::Off`]: wake for
+    /// every completion. [`BatchWait::AUTO`] waits for up to 32 completions
+    /// (50 µs at most once one is ready) only while the loop is the
+    /// bottleneck; it is not the default because no client measured so far
+    /// gained from it (rust_echo_bench at c=1000 lost requests per second;
+    /// see docs/ARCHITECTURE.md).
     pub batch_wait: BatchWait,
     /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
     /// closed (its in-flight data has been echoed by then).
@@ -124,7 +126,7 @@ impl Default for EchoLimits {
             entries: None,
             recv_buffers: None,
             nofile: None,
-            batch_wait: BatchWait::AUTO,
+            batch_wait: BatchWait::Off,
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),

@@ -181,7 +181,7 @@ impl Builder {
     /// [`BatchWait::Adaptive`] waits for a batch only while the loop's
     /// thread has been on CPU for nearly all of the last few milliseconds
     /// (the loop is the bottleneck), so a lightly loaded loop pays no
-    /// latency for it (the echo server's default, [`BatchWait::AUTO`]). Ignored by the epoll backend and on
+    /// latency for it ([`BatchWait::AUTO`]). Ignored by the epoll backend and on
     /// kernels without `IORING_FEAT_MIN_TIMEOUT` (Linux 6.12).
     pub fn batch_wait_policy(mut self, policy: BatchWait) -> Self {
         self.config.batch_wait = match policy {

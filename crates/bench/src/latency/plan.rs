@@ -62,14 +62,14 @@ pub(super) fn benches<'a>(
     };
 
     // Echo: the echo study's servers, its default list's four, and
-    // ringkit-uring without its adaptive batch wait (what the default
-    // costs or saves at each load).
+    // ringkit-uring with the adaptive batch wait (what it costs or saves
+    // at each load).
     let (list, skip) =
         crate::echo::contenders::contenders(&opts.ringkit_bin, &opts.peer_bin, false);
     skipped.extend(skip);
     let keep = [
         "ringkit-uring",
-        "ringkit-uring-nowait",
+        "ringkit-uring-auto",
         "ringkit-epoll",
         "tokio",
         "monoio-uring",
