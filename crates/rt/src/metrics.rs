@@ -78,9 +78,9 @@ pub struct MetricsSnapshot {
     /// until its thread ends, or dropped when a send left entries in it).
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_rings: u64,
-    /// io_uring: blocking parks that waited for a batch of completions
-    /// (`BatchWait`): all of them under `Fixed`, those made while the loop
-    /// was busy under `Adaptive`.
+    /// io_uring: blocking parks that asked the kernel for a batch of
+    /// completions (`BatchWait`; counted before the wait, so one that found
+    /// completions already there counts too).
     #[cfg_attr(feature = "publish", serde(default))]
     pub batch_waits: u64,
 }

@@ -169,10 +169,7 @@ impl Builder {
     /// traffic is light: [`BatchWait::Fixed`]. See
     /// [`batch_wait_policy`](Self::batch_wait_policy) for the adaptive one.
     pub fn batch_wait(mut self, want: u32, min_wait: Duration) -> Self {
-        self.config.batch_wait = BatchWait::Fixed {
-            want: want.max(1),
-            min_wait,
-        };
+        self.config.batch_wait = BatchWait::Fixed { want, min_wait }.normalized();
         self
     }
 
@@ -181,20 +178,24 @@ impl Builder {
     /// [`BatchWait::Adaptive`] waits for a batch only while the loop's
     /// thread has been on CPU for nearly all of the last few milliseconds
     /// (the loop is the bottleneck), so a lightly loaded loop pays no
-    /// latency for it ([`BatchWait::AUTO`]). Ignored by the epoll backend and on
-    /// kernels without `IORING_FEAT_MIN_TIMEOUT` (Linux 6.12).
+    /// latency for it ([`BatchWait::AUTO`]).
+    ///
+    /// Either way a park waits for no batch when fewer than two operations
+    /// are in flight, nor when the next timer is due within `min_wait`;
+    /// `want` is capped at the operations in flight; a park with no
+    /// deadline that the minimum ended empty-handed waits on for one
+    /// completion. A wake from another thread may still wait up to
+    /// `min_wait`. `Adaptive` judges by CPU time: a loop busy computing,
+    /// with little I/O, batches too. `min_wait` is taken in whole µs, 1 µs
+    /// to 1 s; `want` at least 1.
+    ///
+    /// Ignored by the epoll backend, by hosted runtimes (the host's loop
+    /// does the waiting) and on kernels without `IORING_FEAT_MIN_TIMEOUT`
+    /// (Linux 6.12, with its stable fixes: a kernel that keeps waiting for
+    /// `want` after the minimum would hold a lone completion until the
+    /// next timer).
     pub fn batch_wait_policy(mut self, policy: BatchWait) -> Self {
-        self.config.batch_wait = match policy {
-            BatchWait::Fixed { want, min_wait } => BatchWait::Fixed {
-                want: want.max(1),
-                min_wait,
-            },
-            BatchWait::Adaptive { want, min_wait } => BatchWait::Adaptive {
-                want: want.max(1),
-                min_wait,
-            },
-            BatchWait::Off => BatchWait::Off,
-        };
+        self.config.batch_wait = policy.normalized();
         self
     }
 

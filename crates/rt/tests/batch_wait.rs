@@ -47,7 +47,7 @@ fn thread_cpu() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Busy phase: the loop's thread computes 4 ms, then sleeps 50 µs on a
+/// Busy phase: the loop's thread computes 4 ms, then sleeps 200 µs on a
 /// timer, over and over: on CPU for nearly all of every window (the loop
 /// is the bottleneck), so its blocking parks wait for batches, and the
 /// timer still ends each wait on time. Light phase: it sleeps 2 ms at a
@@ -63,15 +63,18 @@ fn busy_then_light(backend: Backend) {
     rt.block_on(async {
         // Busy until batching starts, then some more (or 200 turns where
         // there is no batch wait).
+        // Reads in flight: something a batch could wait for.
+        let _clients = pending_reads(3).await;
         let (t0, cpu0) = (Instant::now(), thread_cpu());
         let deadline = t0 + Duration::from_secs(10);
         let (mut extra, mut rounds) = (0, 0);
         while extra < 50 && Instant::now() < deadline && (expect_batches || rounds < 200) {
             rounds += 1;
             spin(Duration::from_millis(4));
+            // Longer than the 50 µs minimum: a sooner deadline never batches.
             let t = Instant::now();
-            ringkit::time::sleep(Duration::from_micros(50)).await;
-            assert!(t.elapsed() >= Duration::from_micros(50));
+            ringkit::time::sleep(Duration::from_micros(200)).await;
+            assert!(t.elapsed() >= Duration::from_micros(200));
             if ringkit::metrics().batch_waits > 0 {
                 extra += 1;
             }
@@ -141,8 +144,122 @@ fn policy_parses() {
     for p in [BatchWait::Off, BatchWait::AUTO, fixed] {
         assert_eq!(p.to_string().parse::<BatchWait>(), Ok(p));
     }
-    for bad in ["", "on", "0:50", "32", "32:x", "auto:32"] {
+    for bad in ["", "on", "32", "32:x", "auto:32"] {
         let e = bad.parse::<BatchWait>().unwrap_err();
         assert!(e.contains("expected off, auto"), "{bad:?}: {e}");
     }
+    let e = "0:50".parse::<BatchWait>().unwrap_err();
+    assert!(e.contains("WANT must be at least 1"), "{e}");
+    let e = "32:0".parse::<BatchWait>().unwrap_err();
+    assert!(e.contains("MICROS must be 1 to 1000000"), "{e}");
+}
+
+/// `n` reads that stay in flight until the returned clients are dropped:
+/// operations a batch could wait for.
+async fn pending_reads(n: usize) -> Vec<std::net::TcpStream> {
+    let l = ringkit::net::TcpListener::bind("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
+        .unwrap();
+    let addr = l.local_addr().unwrap();
+    let mut clients = Vec::new();
+    for _ in 0..n {
+        clients.push(std::net::TcpStream::connect(addr).unwrap());
+        let s = l.accept_stream().await.unwrap();
+        ringkit::spawn(async move {
+            let _ = s.read_pooled().await;
+        });
+    }
+    ringkit::yield_now().await;
+    clients
+}
+
+fn fixed(want: u32, min_wait: Duration) -> Option<ringkit::Runtime> {
+    if !min_timeout_supported() {
+        eprintln!("skipped: the kernel lacks IORING_FEAT_MIN_TIMEOUT");
+        return None;
+    }
+    runtime(Backend::Uring, BatchWait::Fixed { want, min_wait })
+}
+
+/// A minimum wait of 0 would have the kernel wait for `want` completions
+/// however long they take: the parser refuses it, the builder raises it to
+/// 1 µs, and a lone completion still ends the park.
+#[test]
+fn a_zero_minimum_never_hangs() {
+    assert!("32:0".parse::<BatchWait>().is_err());
+    assert!("auto:32:0".parse::<BatchWait>().is_err());
+    assert!("32:1000001".parse::<BatchWait>().is_err());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Some(rt) = fixed(32, Duration::ZERO) else {
+            return tx.send(None).unwrap();
+        };
+        let took = rt.block_on(async {
+            let _clients = pending_reads(3).await;
+            let t = Instant::now();
+            ringkit::time::sleep(Duration::from_millis(5)).await;
+            t.elapsed()
+        });
+        tx.send(Some(took)).unwrap();
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(Some(took)) => assert!(took < Duration::from_secs(5), "{took:?}"),
+        Ok(None) => {}
+        Err(_) => panic!("a park with a zero minimum wait never returned"),
+    }
+}
+
+/// A timer due sooner than the minimum wait fires on time: that park
+/// waits for no batch (the kernel would let the minimum run out first).
+#[test]
+fn a_timer_sooner_than_the_minimum_is_not_held() {
+    let Some(rt) = fixed(32, Duration::from_millis(200)) else {
+        return;
+    };
+    rt.block_on(async {
+        let _clients = pending_reads(3).await;
+        let before = ringkit::metrics().batch_waits;
+        let t = Instant::now();
+        ringkit::time::sleep(Duration::from_millis(2)).await;
+        let took = t.elapsed();
+        assert_eq!(
+            ringkit::metrics().batch_waits,
+            before,
+            "the park asked for a batch"
+        );
+        assert!(
+            took < Duration::from_millis(150),
+            "a 2 ms sleep took {took:?}"
+        );
+    });
+}
+
+/// An idle loop with no timer: the kernel ends a batched wait when the
+/// minimum runs out even with nothing completed; the park then waits for
+/// one completion instead of entering again every 50 µs.
+#[test]
+fn an_idle_batched_loop_sleeps() {
+    let Some(rt) = fixed(32, Duration::from_micros(50)) else {
+        return;
+    };
+    rt.block_on(async {
+        let _clients = pending_reads(2).await;
+        let l =
+            ringkit::net::TcpListener::bind("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
+                .unwrap();
+        let addr = l.local_addr().unwrap();
+        // Writes one byte 300 ms from now.
+        let writer = std::thread::spawn(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(300));
+            std::io::Write::write_all(&mut c, b"x").unwrap();
+            c
+        });
+        let s = l.accept_stream().await.unwrap();
+        let enters = ringkit::metrics().uring_enters;
+        let got = s.read_pooled().await.unwrap();
+        assert_eq!(&got[..], b"x");
+        let enters = ringkit::metrics().uring_enters - enters;
+        assert!(enters < 100, "{enters} enters while idle for 300 ms");
+        let _c = writer.join().unwrap();
+    });
 }

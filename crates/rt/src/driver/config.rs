@@ -89,13 +89,37 @@ pub enum BatchWait {
     },
 }
 
+/// The longest minimum wait a policy may ask for, in µs (1 s).
+const MAX_MIN_WAIT_US: u64 = 1_000_000;
+
 impl BatchWait {
-    /// The adaptive policy with the servers' default figures: 32
-    /// completions, 50 µs.
+    /// The adaptive policy with the default figures: 32 completions,
+    /// 50 µs.
     pub const AUTO: BatchWait = BatchWait::Adaptive {
         want: 32,
         min_wait: Duration::from_micros(50),
     };
+
+    /// The policy as the driver runs it: `want` at least 1, `min_wait` in
+    /// whole µs from 1 µs to 1 s (the kernel takes µs; a minimum of 0
+    /// would wait for `want` completions however long they take).
+    pub(crate) fn normalized(self) -> BatchWait {
+        let fix = |want: u32, min_wait: Duration| {
+            let us = (min_wait.as_micros() as u64).clamp(1, MAX_MIN_WAIT_US);
+            (want.max(1), Duration::from_micros(us))
+        };
+        match self {
+            BatchWait::Off => BatchWait::Off,
+            BatchWait::Fixed { want, min_wait } => {
+                let (want, min_wait) = fix(want, min_wait);
+                BatchWait::Fixed { want, min_wait }
+            }
+            BatchWait::Adaptive { want, min_wait } => {
+                let (want, min_wait) = fix(want, min_wait);
+                BatchWait::Adaptive { want, min_wait }
+            }
+        }
+    }
 }
 
 impl std::str::FromStr for BatchWait {
@@ -111,7 +135,12 @@ impl std::str::FromStr for BatchWait {
             let want: u32 = w.trim().parse().map_err(|_| bad())?;
             let us: u64 = us.trim().parse().map_err(|_| bad())?;
             if want == 0 {
-                return Err(bad());
+                return Err(format!("{s:?}: WANT must be at least 1"));
+            }
+            if !(1..=MAX_MIN_WAIT_US).contains(&us) {
+                return Err(format!(
+                    "{s:?}: MICROS must be 1 to {MAX_MIN_WAIT_US} (0 would wait for WANT completions however long they take)"
+                ));
             }
             Ok((want, Duration::from_micros(us)))
         };

@@ -472,7 +472,20 @@ impl UringDriver {
     /// zero, wait for a completion (at most `timeout`; `None`: no limit);
     /// then reap every CQE.
     pub(crate) fn park(&mut self, timeout: Option<Duration>, m: &Metrics) -> io::Result<()> {
-        let batch = self.batch_wait.wait();
+        // A batch needs at least two operations that could complete; with
+        // fewer, waiting for more only delays the one there is.
+        let in_flight = self.ops.len() as u32;
+        let batch = self
+            .batch_wait
+            .wait()
+            .filter(|_| in_flight >= 2)
+            .map(|(want, min)| (want.min(in_flight), min));
+        // A deadline sooner than the minimum wait: the kernel would let the
+        // minimum run out first and return late.
+        let batch = match timeout {
+            Some(d) => batch.filter(|&(_, min)| d > min),
+            None => batch,
+        };
         if batch.is_some() && timeout != Some(Duration::ZERO) {
             Metrics::add(&m.batch_waits, 1);
         }
@@ -490,7 +503,16 @@ impl UringDriver {
                     None => self.ring.submit_and_wait_timeout(1, d),
                 },
                 None => match batch {
-                    Some((want, min)) => self.ring.submit_and_wait_min(want, min, None),
+                    // With no deadline the kernel ends the wait when the
+                    // minimum runs out even if nothing completed: then
+                    // wait for one, as an unbatched park does (an idle loop
+                    // would otherwise wake every `min`).
+                    Some((want, min)) => match self.ring.submit_and_wait_min(want, min, None) {
+                        Ok(_) if self.ring.cq().ready() == 0 && !self.ring.cq_needs_enter() => {
+                            self.ring.submit_and_wait(1)
+                        }
+                        r => r,
+                    },
                     None => self.ring.submit_and_wait(1),
                 },
             };
