@@ -105,7 +105,9 @@ impl BatchWait {
     /// would wait for `want` completions however long they take).
     pub(crate) fn normalized(self) -> BatchWait {
         let fix = |want: u32, min_wait: Duration| {
-            let us = (min_wait.as_micros() as u64).clamp(1, MAX_MIN_WAIT_US);
+            let us = u64::try_from(min_wait.as_micros())
+                .unwrap_or(u64::MAX)
+                .clamp(1, MAX_MIN_WAIT_US);
             (want.max(1), Duration::from_micros(us))
         };
         match self {
@@ -299,5 +301,42 @@ impl Default for DriverConfig {
             send_batch: SendBatch::Vectored,
             hosted: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Values at their limits: `want` 0 becomes 1; a minimum of 0 or
+    /// under 1 µs becomes 1 µs; anything past 1 s, `Duration::MAX` too,
+    /// becomes 1 s (its µs do not fit a u64: they must not wrap).
+    #[test]
+    fn limits_are_clamped_not_wrapped() {
+        let n = |want, min_wait| BatchWait::Fixed { want, min_wait }.normalized();
+        let f = |want, us| BatchWait::Fixed {
+            want,
+            min_wait: Duration::from_micros(us),
+        };
+        assert_eq!(n(0, Duration::ZERO), f(1, 1));
+        assert_eq!(n(32, Duration::from_nanos(500)), f(32, 1));
+        assert_eq!(n(32, Duration::from_secs(5)), f(32, 1_000_000));
+        assert_eq!(n(32, Duration::MAX), f(32, 1_000_000));
+        // 2^64 µs and a little: wrapped, this read as 448 384 µs.
+        assert_eq!(
+            n(32, Duration::from_secs(18_446_744_073_710)),
+            f(32, 1_000_000)
+        );
+        assert_eq!(
+            BatchWait::Adaptive {
+                want: 0,
+                min_wait: Duration::MAX
+            }
+            .normalized(),
+            BatchWait::Adaptive {
+                want: 1,
+                min_wait: Duration::from_secs(1)
+            }
+        );
     }
 }
