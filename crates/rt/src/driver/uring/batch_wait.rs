@@ -55,7 +55,11 @@ impl Governor {
             on: matches!(policy, BatchWait::Fixed { .. }),
             parks: 0,
             since: Instant::now(),
-            cpu_since: thread_cpu_time(),
+            // Only the adaptive policy reads the clock.
+            cpu_since: match policy {
+                BatchWait::Adaptive { .. } => thread_cpu_time(),
+                _ => Duration::ZERO,
+            },
         }
     }
 

@@ -210,6 +210,14 @@ impl UringDriver {
                 SendPlan::Vectored
             }
         };
+        let batch_wait = if ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
+            cfg.batch_wait
+        } else {
+            if matches!(cfg.batch_wait, BatchWait::Fixed { .. }) {
+                tracing::warn!("ringkit: batch_wait ignored: kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
+            }
+            BatchWait::Off
+        };
         let mut d = UringDriver {
             ring,
             ops: slab::Slab::with_capacity(256),
@@ -224,16 +232,9 @@ impl UringDriver {
             skip_success,
             recv_bundle,
             send_plan,
-            batch_wait: Governor::new(BatchWait::Off),
+            batch_wait: Governor::new(batch_wait),
             fixed: FixedFiles::new(cfg.fixed_files),
         };
-        if cfg.batch_wait != BatchWait::Off {
-            if d.ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
-                d.batch_wait = Governor::new(cfg.batch_wait);
-            } else if matches!(cfg.batch_wait, BatchWait::Fixed { .. }) {
-                tracing::warn!("ringkit: batch_wait ignored: kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
-            }
-        }
         if let Err(e) = d.arm_wake(&Metrics::default()) {
             return Err((format!("could not arm the wake-up poll: {e}"), attempts));
         }
