@@ -56,17 +56,34 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
         None
     };
     let log_id = manifest.map(|m| m.log_id);
+    // A truncation in progress: its segment read as it will leave it, the
+    // later ones reported as going.
+    let truncation = crate::edit::read_truncation(dir).await.ok().flatten();
     let mut segments = Vec::new();
     for (i, &first) in firsts.iter().enumerate() {
         let name = segment::name(first);
         let f = File::open(dir.join(&name)).await?;
         let size = f.metadata().await?.len();
-        let mut r = Reader::new(&f, size);
+        if truncation.is_some_and(|t| first > t.segment) {
+            segments.push(SegmentReport {
+                name,
+                size,
+                header: None,
+                records: 0,
+                end: 0,
+                tail: Some("removed by the truncation in progress (TRUNCATE)".into()),
+            });
+            continue;
+        }
+        let overlay = truncation
+            .filter(|t| t.segment == first)
+            .map(|t| t.overlay());
+        let mut r = Reader::new(&f, size).with_overlay(overlay);
         let header = SegmentHeader::decode(r.get(0, SEGMENT_HEADER as usize).await?);
         let (records, end, tail) = match header {
             Some(h) => {
                 let id = log_id.unwrap_or(h.log_id);
-                let last = i + 1 == firsts.len();
+                let last = i + 1 == firsts.len() || truncation.is_some_and(|t| t.segment == first);
                 let s = segment::scan(&mut r, id, h.first, segment::Flight::of(&h), last).await?;
                 let tail = match s.tail {
                     Tail::Clean => None,
@@ -93,10 +110,20 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
     }
     let (records, error) = match recover::recover(dir, false).await {
         // Holes salvage left are LSNs, not records.
-        Ok(recover::Layout::Log { segments, .. }) => {
-            let lsns: u64 = segments.iter().map(|s| s.offsets.len() as u64).sum();
-            let holes: u64 = segments.iter().flat_map(|s| &s.holes).map(|h| h.1).sum();
-            (lsns - holes, None)
+        // Records a purge left in the first segment are not the log's.
+        Ok(recover::Layout::Log {
+            segments, manifest, ..
+        }) => {
+            let start = manifest.start;
+            let next = segments
+                .last()
+                .map_or(start, |s| s.first + s.offsets.len() as u64);
+            let holes: u64 = segments
+                .iter()
+                .flat_map(|s| &s.holes)
+                .map(|&(h, n)| (h + n).min(next).saturating_sub(h.max(start)))
+                .sum();
+            (next.saturating_sub(start) - holes, None)
         }
         Ok(_) => (0, None),
         Err(e) => (0, Some(e.to_string())),
@@ -167,10 +194,20 @@ pub async fn salvage(
     let mut records: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut high = 0u64;
     let mut log_id = manifest.map(|m: Manifest| m.log_id);
+    // A truncation in progress is finished in what is read (the records
+    // it removes must not come back), and records a purge removed are not
+    // copied.
+    let truncation = crate::edit::read_truncation(dir).await.ok().flatten();
     for &first in &firsts {
+        if truncation.is_some_and(|t| first > t.segment) {
+            continue;
+        }
         let f = File::open(dir.join(segment::name(first))).await?;
         let size = f.metadata().await?.len();
-        let mut r = Reader::new(&f, size);
+        let overlay = truncation
+            .filter(|t| t.segment == first)
+            .map(|t| t.overlay());
+        let mut r = Reader::new(&f, size).with_overlay(overlay);
         if let Some(h) = SegmentHeader::decode(r.get(0, SEGMENT_HEADER as usize).await?) {
             log_id.get_or_insert(h.log_id);
         }
@@ -191,6 +228,9 @@ pub async fn salvage(
                 m.newest
             ));
         }
+    }
+    if let Some(m) = manifest {
+        records.retain(|(lsn, _)| *lsn >= m.start);
     }
     let mut report = SalvageReport {
         into: into.to_path_buf(),

@@ -35,6 +35,7 @@ use ringkit::fs::{File, OpenOptions};
 use ringkit::JoinHandle;
 
 use crate::batch::{BatchBuf, ALIGN};
+use crate::edit::{self, Control};
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::{failed, Inner, Pending, Segment, State};
 use crate::open::window;
@@ -147,6 +148,10 @@ fn can_start(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> bool {
     if flight.is_empty() || st.failed.is_some() {
         return true;
     }
+    // An edit waits for every batch before it.
+    if front.ctl.is_some() {
+        return false;
+    }
     if flight.len() >= st.seg_depth as usize || st.bufs.is_empty() {
         return false;
     }
@@ -160,6 +165,17 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     let failed_before = failed(&inner.st.borrow());
     if let Some(err) = failed_before {
         fail_queue(inner, &err);
+        return;
+    }
+    let is_edit = inner
+        .st
+        .borrow()
+        .queue
+        .front()
+        .is_some_and(|p| p.ctl.is_some());
+    if is_edit {
+        debug_assert!(flight.is_empty());
+        edit(inner).await;
         return;
     }
     // A batch never spans segments: if the first record does not fit what
@@ -187,8 +203,8 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     let mut bytes = 0usize;
     let mut batch = Vec::new();
     while let Some(p) = st.queue.front() {
-        // A hole goes alone, in a batch of its own.
-        if !batch.is_empty() && p.hole > 0 {
+        // A hole goes alone, in a batch of its own; an edit waits.
+        if p.ctl.is_some() || (!batch.is_empty() && p.hole > 0) {
             break;
         }
         let need = HEADER + p.payload.len();
@@ -379,6 +395,44 @@ pub(crate) fn no_straddle(start: u64, len: usize) -> usize {
     }
 }
 
+/// Run the edit at the front of the queue (nothing in flight) and
+/// resolve it. A purge past the end first queues the hole up to it. An
+/// error of the edit's own checks (`InvalidInput`) fails only the edit;
+/// any other leaves the disk in a state the log cannot vouch for, so the
+/// log fails as after a failed write.
+async fn edit(inner: &Rc<Inner>) {
+    let p = inner.st.borrow_mut().queue.pop_front().expect("an edit");
+    let ctl = p.ctl.as_ref().expect("an edit");
+    if let Control::Purge(below) = *ctl {
+        let mut st = inner.st.borrow_mut();
+        if below > st.next_lsn {
+            let gap = (below - st.next_lsn).min(u64::from(u32::MAX));
+            let (done, _) = oneshot::channel();
+            st.queue.push_front(p);
+            st.queue.push_front(Pending {
+                payload: Vec::new(),
+                hole: gap,
+                ctl: None,
+                done,
+            });
+            return;
+        }
+    }
+    let res = match p.ctl {
+        Some(Control::Truncate(from)) => edit::truncate(inner, from).await,
+        Some(Control::Purge(below)) => edit::purge(inner, below).await,
+        Some(Control::State(state)) => edit::save_state(inner, state).await,
+        None => unreachable!("checked above"),
+    };
+    if let Err(e) = &res {
+        if e.kind() != io::ErrorKind::InvalidInput {
+            inner.st.borrow_mut().failed = Some((e.kind(), format!("an edit of the log: {e}")));
+            tracing::error!("ringkit-log: {}: edit failed: {e}", inner.dir.display());
+        }
+    }
+    let _ = p.done.send(res);
+}
+
 /// Fail every queued append with `err`.
 fn fail_queue(inner: &Inner, err: &io::Error) {
     let queue = std::mem::take(&mut inner.st.borrow_mut().queue);
@@ -421,12 +475,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
         size,
         depth: inner.opts.batches_in_flight,
     };
-    let start = inner
-        .st
-        .borrow()
-        .segments
-        .first()
-        .map_or(first, |s| s.first);
+    let start = inner.st.borrow().start;
     let manifest = Manifest {
         log_id: inner.log_id,
         start,

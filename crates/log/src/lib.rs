@@ -77,6 +77,7 @@
 mod batch;
 mod check;
 pub mod crashcheck;
+mod edit;
 
 mod flush;
 mod frame;

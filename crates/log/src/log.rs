@@ -17,6 +17,7 @@ use ringkit::fs::{File, FixedBufPool};
 use ringkit::JoinHandle;
 
 use crate::batch::BatchBuf;
+use crate::edit::{Control, MAX_STATE};
 use crate::record::{self, Found, HEADER};
 use crate::Options;
 
@@ -60,6 +61,8 @@ pub(crate) struct Pending {
     pub(crate) payload: Vec<u8>,
     /// Not a record: a hole of this many LSNs (see `salvage`); 0 for a record.
     pub(crate) hole: u64,
+    /// Not a record: an edit (truncate, purge, state; see `edit.rs`).
+    pub(crate) ctl: Option<Control>,
     pub(crate) done: oneshot::Sender<io::Result<u64>>,
 }
 
@@ -79,7 +82,12 @@ pub(crate) struct State {
     pub(crate) seg_depth: u32,
     /// Where the last segment's records end (where the next batch goes).
     pub(crate) end: u64,
+    /// The log's first LSN (the manifest's): records before it were
+    /// purged, though the first segment may still hold some.
+    pub(crate) start: u64,
     pub(crate) next_lsn: u64,
+    /// The state last saved (`Log::save_state`).
+    pub(crate) state: Option<Vec<u8>>,
     pub(crate) queue: VecDeque<Pending>,
     /// A write or sync failed: what the log may still hold is unknown, so
     /// every later append fails until the log is opened again.
@@ -128,11 +136,8 @@ impl Log {
     /// disk holds is no longer known).
     pub fn append(&self, payload: impl Into<Vec<u8>>) -> Commit {
         let payload = payload.into();
-        if self.inner._lock.is_none() {
-            return Commit::ready(Err(io::Error::new(
-                io::ErrorKind::PermissionDenied,
-                format!("log {} was opened read-only", self.inner.dir.display()),
-            )));
+        if let Some(c) = self.writable() {
+            return c;
         }
         let max = self.max_record();
         if payload.len() > max {
@@ -144,6 +149,11 @@ impl Log {
                 ),
             )));
         }
+        self.enqueue(payload, 0, None)
+    }
+
+    /// Queue an append, a hole or an edit for the flusher.
+    fn enqueue(&self, payload: Vec<u8>, hole: u64, ctl: Option<Control>) -> Commit {
         let mut st = self.inner.st.borrow_mut();
         if let Some(err) = failed(&st) {
             return Commit::ready(Err(err));
@@ -151,7 +161,8 @@ impl Log {
         let (tx, rx) = oneshot::channel();
         st.queue.push_back(Pending {
             payload,
-            hole: 0,
+            hole,
+            ctl,
             done: tx,
         });
         drop(st);
@@ -161,25 +172,76 @@ impl Log {
         Commit(CommitState::Waiting(rx))
     }
 
+    fn writable(&self) -> Option<Commit> {
+        self.inner._lock.is_none().then(|| {
+            Commit::ready(Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("log {} was opened read-only", self.inner.dir.display()),
+            )))
+        })
+    }
+
+    /// Remove the records from LSN `from` on, durably; the next append
+    /// gets `from`. Resolves with `from` once a crash can no longer bring
+    /// the removed records back. Queued like an append: appends made
+    /// before it are written first (and removed if at or past `from`),
+    /// appends made after it follow it. `from` must lie in
+    /// `first_lsn()..=next_lsn()` when it runs (`InvalidInput` if not);
+    /// `next_lsn()` removes nothing. The log stays usable after an
+    /// `InvalidInput`; a failed write fails the log as an append's does.
+    ///
+    /// For a Raft log, whose entries after a conflict are replaced. See
+    /// the crate docs ("Truncate, purge, state") for how it survives a
+    /// crash part way.
+    pub fn truncate(&self, from: u64) -> Commit {
+        if let Some(c) = self.writable() {
+            return c;
+        }
+        self.enqueue(Vec::new(), 0, Some(Control::Truncate(from)))
+    }
+
+    /// Remove the records before LSN `below`, durably: `first_lsn()`
+    /// becomes `below` (a `below` at or before it does nothing). Past the
+    /// end of the log, the LSNs up to `below` are skipped (a hole), so the
+    /// next append gets `below`. Resolves with the log's first LSN. Whole
+    /// segments are deleted; the first segment kept may still hold some
+    /// purged records on disk, which are never read again. Queued like an
+    /// append.
+    pub fn purge(&self, below: u64) -> Commit {
+        if let Some(c) = self.writable() {
+            return c;
+        }
+        self.enqueue(Vec::new(), 0, Some(Control::Purge(below)))
+    }
+
+    /// Replace the log's state (a blob of at most 64 KiB kept beside the
+    /// records, e.g. a Raft vote), durably and atomically; resolves with 0
+    /// once durable. Queued like an append: it is durable only after every
+    /// append made before it. `InvalidInput` if too large.
+    pub fn save_state(&self, state: impl Into<Vec<u8>>) -> Commit {
+        if let Some(c) = self.writable() {
+            return c;
+        }
+        let state = state.into();
+        if state.len() > MAX_STATE {
+            return Commit::ready(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("state of {} bytes: at most {MAX_STATE}", state.len()),
+            )));
+        }
+        self.enqueue(Vec::new(), 0, Some(Control::State(state)))
+    }
+
+    /// The state last saved durably ([`Log::save_state`]), if any.
+    pub fn state(&self) -> Option<Vec<u8>> {
+        self.inner.st.borrow().state.clone()
+    }
+
     /// Mark the next `count` LSNs as lost (a hole: no records), durably;
     /// resolves with the first. For `salvage`, which keeps every LSN it
     /// copies and must never let a later append reuse one that was lost.
     pub(crate) fn append_hole(&self, count: u64) -> Commit {
-        let mut st = self.inner.st.borrow_mut();
-        if let Some(err) = failed(&st) {
-            return Commit::ready(Err(err));
-        }
-        let (tx, rx) = oneshot::channel();
-        st.queue.push_back(Pending {
-            payload: Vec::new(),
-            hole: count.clamp(1, u64::from(u32::MAX)),
-            done: tx,
-        });
-        drop(st);
-        if let Some(w) = self.inner.flusher.borrow_mut().take() {
-            w.wake();
-        }
-        Commit(CommitState::Waiting(rx))
+        self.enqueue(Vec::new(), count.clamp(1, u64::from(u32::MAX)), None)
     }
 
     /// The largest payload one record may have.
@@ -189,9 +251,7 @@ impl Log {
 
     /// The first LSN of the log (1 unless it was made to start later).
     pub fn first_lsn(&self) -> u64 {
-        // A log whose first segment is not made yet starts at its next LSN.
-        let st = self.inner.st.borrow();
-        st.segments.first().map_or(st.next_lsn, |s| s.first)
+        self.inner.st.borrow().start
     }
 
     /// The LSN the next append will get.
@@ -227,7 +287,8 @@ impl Log {
             None => Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "no durable record {lsn} (durable: 1..={})",
+                    "no durable record {lsn} (durable: {}..={})",
+                    self.first_lsn(),
                     self.durable_lsn()
                 ),
             )),
@@ -255,12 +316,12 @@ impl Log {
                 return Ok(Vec::new());
             }
             let i = st.segments.partition_point(|s| s.first <= from);
-            if from == 0 || from > durable || i == 0 {
+            if from < st.start || from > durable || i == 0 {
                 return Err(io::Error::new(
                     io::ErrorKind::NotFound,
                     format!(
                         "no durable record {from} (durable: {}..={durable})",
-                        st.segments.first().map_or(1, |s| s.first)
+                        st.start
                     ),
                 ));
             }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use ringkit::fs::OpenOptions;
 
 use crate::batch::{BatchBuf, ALIGN};
+use crate::edit;
 use crate::flush::flusher;
 use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER};
 use crate::log::{Inner, Log, Segment, State, Stats};
@@ -90,9 +91,32 @@ impl Log {
             manifest,
             segments,
             torn,
+            truncation,
+            purged,
         } = layout
         else {
             return Err(io::Error::other("a log just made is not there"));
+        };
+        // Finish what a crash cut short: a purge's deletions, a truncation.
+        for first in &purged {
+            match ringkit::fs::remove_file(dir.join(segment::name(*first))).await {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        if !purged.is_empty() {
+            ringkit::fs::sync_dir(&dir).await?;
+        }
+        let manifest = match truncation {
+            Some(t) => {
+                tracing::info!(
+                    "ringkit-log: {}: finishing a truncation from LSN {} cut short",
+                    dir.display(),
+                    t.from
+                );
+                edit::finish_truncation(&dir, &t, manifest).await?
+            }
+            None => manifest,
         };
         let last = segments.last().expect("a log has a segment");
         if last.first > manifest.newest {
@@ -140,7 +164,17 @@ impl Log {
             }
         }
         let writer = segment::open_write(&last.path, opts.direct).await?;
-        build(dir, Some(lock), opts, manifest, segments, end, Some(writer))
+        let state = edit::read_state(&dir, manifest.log_id).await?;
+        build(
+            dir,
+            Some(lock),
+            opts,
+            manifest,
+            segments,
+            end,
+            Some(writer),
+            state,
+        )
     }
 
     /// Open the log in `dir` to read it, writing nothing: no recovery
@@ -186,7 +220,7 @@ impl Log {
                     start: h.first,
                     newest: h.first,
                 };
-                return build(dir, None, opts, m, Vec::new(), 0, None);
+                return build(dir, None, opts, m, Vec::new(), 0, None, None);
             }
             Layout::Log {
                 manifest, segments, ..
@@ -195,13 +229,19 @@ impl Log {
                 (manifest, segments, end)
             }
         };
-        build(dir, None, opts, manifest, segments, end, None)
+        let state = edit::read_state(&dir, manifest.log_id).await?;
+        build(dir, None, opts, manifest, segments, end, None, state)
     }
 }
 
 /// Remove what a cut-short segment or manifest making left.
 async fn remove_strays(dir: &Path) -> io::Result<()> {
-    for stray in [segment::SPARE, MANIFEST_TMP] {
+    for stray in [
+        segment::SPARE,
+        MANIFEST_TMP,
+        edit::TRUNCATE_TMP,
+        edit::STATE_TMP,
+    ] {
         match ringkit::fs::remove_file(dir.join(stray)).await {
             Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
             _ => {}
@@ -288,6 +328,7 @@ async fn pad_to_block(w: &ringkit::fs::File, log_id: u64, next: u64, end: u64) -
     Ok(next_block)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn build(
     dir: std::path::PathBuf,
     lock: Option<std::fs::File>,
@@ -296,6 +337,7 @@ fn build(
     found: Vec<Found>,
     end: u64,
     writer: Option<ringkit::fs::File>,
+    state: Option<Vec<u8>>,
 ) -> io::Result<Log> {
     let (seg_size, seg_window, seg_depth) = found
         .last()
@@ -343,7 +385,9 @@ fn build(
             seg_window,
             seg_depth,
             end,
+            start: manifest.start,
             next_lsn,
+            state,
             queue: VecDeque::new(),
             failed: None,
             bufs,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use ringkit::fs::{File, OpenOptions};
 
+use crate::edit::{self, Truncation};
 use crate::frame::{Manifest, SegmentHeader, MANIFEST_LEN, SEGMENT_HEADER};
 use crate::segment::{self, Flight, Reader, Tail};
 
@@ -47,6 +48,14 @@ pub enum Layout {
         /// Non-zero bytes after the last record, all within the window a
         /// crash can leave unsynced (`Some(last non-zero offset)`).
         torn: Option<u64>,
+        /// A truncation cut short: `segments` are read as it leaves them
+        /// (later segments left out, the last through its overlay);
+        /// a read-write open finishes it.
+        truncation: Option<Truncation>,
+        /// Segments wholly before the log's first LSN, which a purge cut
+        /// short left (by first LSN): left out; a read-write open deletes
+        /// them.
+        purged: Vec<u64>,
     },
 }
 
@@ -148,37 +157,52 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
         };
     }
     let manifest = read_manifest(dir).await?;
+    let truncation = edit::read_truncation(dir).await?;
+    let mut firsts = firsts;
+    let mut newest_made = manifest.newest;
+    if let Some(t) = &truncation {
+        if t.log_id != manifest.log_id {
+            return Err(invalid(
+                dir,
+                format!("{} belongs to another log", edit::TRUNCATE),
+            ));
+        }
+        // The segments after the one the cut falls in are gone once the
+        // truncation is finished.
+        firsts.retain(|&f| f <= t.segment);
+        newest_made = newest_made.min(t.segment);
+    }
+    // A purge raised the log's first LSN and was cut short before it
+    // deleted every segment wholly before it.
+    let mut purged = Vec::new();
+    while firsts.len() > 1 && firsts[1] <= manifest.start {
+        purged.push(firsts.remove(0));
+    }
     let Some(&first) = firsts.first() else {
         return Err(invalid(
             dir,
             "a MANIFEST but no segment: the segments were removed".into(),
         ));
     };
-    if first != manifest.start {
-        let why = if first > manifest.start {
+    if first > manifest.start {
+        return Err(invalid(
+            dir,
             format!(
                 "the log starts at LSN {} but its first segment is {}: records {}..{first} are missing",
                 manifest.start,
                 segment::name(first),
                 manifest.start
-            )
-        } else {
-            format!(
-                "segment {} lies before the log's start (LSN {}): a segment that is not this log's",
-                segment::name(first),
-                manifest.start
-            )
-        };
-        return Err(invalid(dir, why));
+            ),
+        ));
     }
     let newest = *firsts.last().expect("a segment");
-    if newest < manifest.newest {
+    if newest < newest_made {
         return Err(invalid(
             dir,
             format!(
                 "the newest segment made starts at LSN {} but the last one here is {}: \
                  segments at the end are missing",
-                manifest.newest,
+                newest_made,
                 segment::name(newest)
             ),
         ));
@@ -220,7 +244,10 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
                 ),
             ));
         }
-        let mut r = Reader::new(scan_fd.as_ref().unwrap_or(&file), size);
+        let overlay = truncation
+            .filter(|t| t.segment == first)
+            .map(|t| t.overlay());
+        let mut r = Reader::new(scan_fd.as_ref().unwrap_or(&file), size).with_overlay(overlay);
         let scan = segment::scan(&mut r, manifest.log_id, first, Flight::of(&h), last).await?;
         match scan.tail {
             Tail::Clean => {}
@@ -252,26 +279,28 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             file,
         });
     }
+    let last = segments.last().expect("a segment");
+    let next = last.first + last.offsets.len() as u64;
+    if next < manifest.start {
+        return Err(invalid(
+            dir,
+            format!(
+                "the log starts at LSN {} but its records end before LSN {next}",
+                manifest.start
+            ),
+        ));
+    }
     Ok(Layout::Log {
         manifest,
         segments,
         torn,
+        truncation,
+        purged,
     })
 }
 
 /// Write `dir/MANIFEST` durably: to a temporary name, synced, renamed,
 /// the directory synced.
 pub async fn write_manifest(dir: &Path, m: &Manifest) -> io::Result<()> {
-    let tmp = dir.join(MANIFEST_TMP);
-    let f = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .await?;
-    f.write_all_at(m.encode().to_vec(), 0).await.0?;
-    f.sync_all().await?;
-    f.close().await?;
-    ringkit::fs::rename(&tmp, dir.join(MANIFEST)).await?;
-    ringkit::fs::sync_dir(dir).await
+    edit::write_small(dir, MANIFEST_TMP, MANIFEST, m.encode().to_vec()).await
 }

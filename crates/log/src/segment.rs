@@ -138,6 +138,37 @@ pub struct Reader<'a> {
     base: u64,
     buf: Vec<u8>,
     chunk: Option<AlignedBuf>,
+    overlay: Option<Overlay>,
+}
+
+/// Bytes a reader shows in place of the file's: what a pending truncation
+/// (`edit.rs`) leaves once finished, so a read-only recovery reads the log
+/// as the read-write one will make it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Overlay {
+    /// Zeros over `zero.0..zero.1`.
+    pub zero: (u64, u64),
+    /// Then these 32 bytes at this offset (a rewritten batch header).
+    pub patch: Option<(u64, [u8; crate::frame::BATCH_HEADER])>,
+}
+
+impl Overlay {
+    /// Apply to `buf`, which holds the file's bytes from `base`.
+    fn apply(&self, base: u64, buf: &mut [u8]) {
+        let end = base + buf.len() as u64;
+        let (z0, z1) = (self.zero.0.max(base), self.zero.1.min(end));
+        if z0 < z1 {
+            buf[(z0 - base) as usize..(z1 - base) as usize].fill(0);
+        }
+        if let Some((at, bytes)) = &self.patch {
+            for (i, &b) in bytes.iter().enumerate() {
+                let off = at + i as u64;
+                if (base..end).contains(&off) {
+                    buf[(off - base) as usize] = b;
+                }
+            }
+        }
+    }
 }
 
 const CHUNK: usize = 1 << 20;
@@ -151,7 +182,14 @@ impl<'a> Reader<'a> {
             base: 0,
             buf: Vec::new(),
             chunk: None,
+            overlay: None,
         }
+    }
+
+    /// This reader, showing `overlay` over the file's bytes.
+    pub fn with_overlay(mut self, overlay: Option<Overlay>) -> Reader<'a> {
+        self.overlay = overlay;
+        self
     }
 
     /// The bytes `off..off + len`, fewer at the end of the file.
@@ -176,7 +214,11 @@ impl<'a> Reader<'a> {
             let at = self.base + self.buf.len() as u64;
             let (r, c) = self.f.read_at(c, at).await;
             let n = r?;
+            let had = self.buf.len();
             self.buf.extend_from_slice(&c.as_slice()[..n]);
+            if let Some(o) = &self.overlay {
+                o.apply(at, &mut self.buf[had..]);
+            }
             self.chunk = Some(c);
             if n == 0 {
                 break;

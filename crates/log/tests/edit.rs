@@ -1,0 +1,227 @@
+//! Truncate, purge and state against real files, on both backends,
+//! buffered and `O_DIRECT`: what each leaves, that it survives a reopen,
+//! that LSNs are reused after a truncation and never the removed bytes,
+//! and bad input. (Crashes part way are the crash-state explorer's:
+//! `crashcheck.rs`.)
+
+use std::io::ErrorKind;
+use std::path::Path;
+
+use ringkit_log::{Log, Options};
+
+fn opts(direct: bool) -> Options {
+    Options {
+        direct,
+        segment_size: 64 << 10,
+        max_batch: 8 << 10,
+        ..Options::default()
+    }
+}
+
+/// Record `tag` at LSN `lsn`: says both, so a resurrected old record is
+/// told from its replacement.
+fn rec(tag: &str, lsn: u64) -> Vec<u8> {
+    let mut v = format!("{tag}:{lsn}:").into_bytes();
+    v.resize(200 + (lsn as usize * 97) % 900, b'x');
+    v
+}
+
+/// Append `tag`'s records for `lsns`, a few at a time (several batches).
+async fn fill(log: &Log, tag: &str, lsns: std::ops::Range<u64>) {
+    let want: Vec<u64> = lsns.collect();
+    for chunk in want.chunks(5) {
+        let cs: Vec<_> = chunk.iter().map(|&l| log.append(rec(tag, l))).collect();
+        for (c, &l) in cs.into_iter().zip(chunk) {
+            assert_eq!(c.await.unwrap(), l);
+        }
+    }
+}
+
+async fn all(log: &Log) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut next = log.first_lsn();
+    loop {
+        let got = log.read_from(next, 64).await.unwrap();
+        let Some(&(last, _)) = got.last() else { break };
+        next = last + 1;
+        out.extend(got);
+    }
+    out
+}
+
+/// The log holds exactly `expect` (tag per LSN range), read now and after
+/// a reopen, read-only and read-write.
+async fn holds(dir: &Path, direct: bool, log: Log, expect: &[(&str, std::ops::Range<u64>)]) -> Log {
+    let want: Vec<(u64, Vec<u8>)> = expect
+        .iter()
+        .flat_map(|(tag, r)| r.clone().map(move |l| (l, rec(tag, l))))
+        .collect();
+    let first = want.first().map(|w| w.0);
+    let check = |got: Vec<(u64, Vec<u8>)>, how: &str| {
+        let lsns: Vec<u64> = got.iter().map(|g| g.0).collect();
+        let wl: Vec<u64> = want.iter().map(|w| w.0).collect();
+        assert_eq!(lsns, wl, "{how}: LSNs");
+        assert!(got == want, "{how}: payloads differ");
+    };
+    check(all(&log).await, "live");
+    drop(log);
+    let ro = Log::open_read_only(dir, opts(direct)).await.unwrap();
+    check(all(&ro).await, "read-only reopen");
+    drop(ro);
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    check(all(&log).await, "reopen");
+    if let Some(f) = first {
+        assert_eq!(log.first_lsn(), f);
+    }
+    log
+}
+
+fn segments(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".seg")
+        })
+        .count()
+}
+
+async fn truncate_then_reuse(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    // ~100 records of 200-1100 bytes: several 64 KiB segments.
+    fill(&log, "a", 1..101).await;
+    assert!(segments(dir) >= 2, "the test wants several segments");
+    // Mid-batch (kept records stay where they are), in the last segment.
+    assert_eq!(log.truncate(98).await.unwrap(), 98);
+    assert_eq!(log.next_lsn(), 98);
+    fill(&log, "b", 98..103).await;
+    let log = holds(dir, direct, log, &[("a", 1..98), ("b", 98..103)]).await;
+    // Into the first segment: the later segments go.
+    log.truncate(7).await.unwrap();
+    assert_eq!(segments(dir), 1);
+    fill(&log, "c", 7..40).await;
+    let log = holds(dir, direct, log, &[("a", 1..7), ("c", 7..40)]).await;
+    // At the end: nothing. Everything: an empty log that goes on at 1.
+    assert_eq!(log.truncate(40).await.unwrap(), 40);
+    log.truncate(1).await.unwrap();
+    assert_eq!((log.first_lsn(), log.next_lsn()), (1, 1));
+    fill(&log, "d", 1..4).await;
+    let log = holds(dir, direct, log, &[("d", 1..4)]).await;
+    // Out of range: refused, and the log goes on.
+    let e = log.truncate(9).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    let e = log.truncate(0).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    fill(&log, "e", 4..6).await;
+    let log = holds(dir, direct, log, &[("d", 1..4), ("e", 4..6)]).await;
+    assert!(!dir.join("TRUNCATE").exists());
+    drop(log);
+}
+
+/// Appends queued before a truncate are written (and removed), those
+/// after it follow it; all resolve.
+async fn truncate_in_queue_order(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    fill(&log, "a", 1..11).await;
+    let before: Vec<_> = (11..15).map(|l| log.append(rec("a", l))).collect();
+    let cut = log.truncate(9);
+    let after: Vec<_> = (9..12).map(|l| log.append(rec("b", l))).collect();
+    for (c, l) in before.into_iter().zip(11..) {
+        assert_eq!(c.await.unwrap(), l);
+    }
+    assert_eq!(cut.await.unwrap(), 9);
+    for (c, l) in after.into_iter().zip(9..) {
+        assert_eq!(c.await.unwrap(), l);
+    }
+    drop(holds(dir, direct, log, &[("a", 1..9), ("b", 9..12)]).await);
+}
+
+async fn purge_prefix(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    fill(&log, "a", 1..301).await;
+    let before = segments(dir);
+    assert!(before >= 3, "the test wants several segments: {before}");
+    assert_eq!(log.purge(200).await.unwrap(), 200);
+    assert_eq!(log.first_lsn(), 200);
+    assert!(
+        segments(dir) < before,
+        "whole segments before 200 are deleted"
+    );
+    let e = log.read(199).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    // A purge at or before the start does nothing.
+    assert_eq!(log.purge(10).await.unwrap(), 200);
+    let log = holds(dir, direct, log, &[("a", 200..301)]).await;
+    // Past the end: the next append gets the purge's LSN.
+    assert_eq!(log.purge(500).await.unwrap(), 500);
+    assert_eq!((log.first_lsn(), log.next_lsn()), (500, 500));
+    fill(&log, "b", 500..520).await;
+    let log = holds(dir, direct, log, &[("b", 500..520)]).await;
+    // Truncating below the start is refused; at it empties the log.
+    let e = log.truncate(499).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    log.truncate(500).await.unwrap();
+    fill(&log, "c", 500..503).await;
+    drop(holds(dir, direct, log, &[("c", 500..503)]).await);
+}
+
+async fn state_saved(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    assert_eq!(log.state(), None);
+    let a = log.append(rec("a", 1));
+    let s = log.save_state(&b"vote 3"[..]);
+    // Queued after the append: durable after it.
+    assert_eq!(a.await.unwrap(), 1);
+    s.await.unwrap();
+    assert_eq!(log.state().as_deref(), Some(&b"vote 3"[..]));
+    log.save_state(Vec::new()).await.unwrap();
+    log.save_state(&b"vote 4"[..]).await.unwrap();
+    let e = log.save_state(vec![0u8; 65 << 10]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    drop(log);
+    let ro = Log::open_read_only(dir, opts(direct)).await.unwrap();
+    assert_eq!(ro.state().as_deref(), Some(&b"vote 4"[..]));
+    let e = ro.save_state(&b"x"[..]).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+    let e = ro.truncate(1).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::PermissionDenied, "{e}");
+    drop(ro);
+    // A damaged state is refused, never read as none.
+    let mut b = std::fs::read(dir.join("STATE")).unwrap();
+    let n = b.len();
+    b[n - 1] ^= 1;
+    std::fs::write(dir.join("STATE"), &b).unwrap();
+    let e = Log::open(dir, opts(direct)).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidData, "{e}");
+    assert!(e.to_string().contains("STATE"), "{e}");
+}
+
+ringkit::test_all! {
+    async fn truncate_removes_the_suffix_and_its_lsns_are_reused() {
+        truncate_then_reuse(false).await;
+        truncate_then_reuse(true).await;
+    }
+    async fn truncate_runs_in_queue_order_with_the_appends() {
+        truncate_in_queue_order(false).await;
+        truncate_in_queue_order(true).await;
+    }
+    async fn purge_removes_the_prefix_and_may_skip_past_the_end() {
+        purge_prefix(false).await;
+        purge_prefix(true).await;
+    }
+    async fn state_is_saved_in_order_and_damage_is_refused() {
+        state_saved(false).await;
+        state_saved(true).await;
+    }
+}
