@@ -1,0 +1,358 @@
+//! ringkit-log as openraft's [`RaftLogStorage`].
+//!
+//! Raft index `i` is the log's LSN `i + 1` (ringkit-log's LSNs start at
+//! 1; openraft's first index is 0). Each entry is one record, JSON. What
+//! openraft needs beyond appends is ringkit-log's own, with its
+//! durability rules:
+//!
+//! - `truncate_after` is [`Log::truncate`] (durable, crash-safe part way);
+//! - `purge` saves the purged log id in the state, then [`Log::purge`];
+//!   a crash between the two is finished at the next open;
+//! - the vote, the committed log id and the purged log id are the log's
+//!   state ([`Log::save_state`]), replaced atomically;
+//! - a first append at index `i` on an empty log skips the log to LSN
+//!   `i + 1` ([`Log::purge`] past its end).
+//!
+//! Every write goes through the log's one queue, so a vote is durable
+//! only after the entries appended before it, as openraft requires.
+//!
+//! `append` returns once the entries are queued; they are readable from
+//! then on (from memory until durable), and openraft's callback fires
+//! when the log has made them durable: group commit across appends, the
+//! next batch written while the one before it syncs.
+//!
+//! A `LogStore` belongs to the ringkit thread that opened it (not `Send`),
+//! as does the `Raft` using it.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::io;
+use std::ops::{Bound, RangeBounds};
+use std::path::Path;
+use std::rc::Rc;
+
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::type_config::alias::{LogIdOf, VoteOf};
+use openraft::{LogState, RaftLogReader, RaftTypeConfig};
+use ringkit_log::{Log, Options};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// What a Raft log keeps beside its entries: the log's state blob.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(bound = "")]
+struct Meta<C: RaftTypeConfig> {
+    vote: Option<VoteOf<C>>,
+    committed: Option<LogIdOf<C>>,
+    purged: Option<LogIdOf<C>>,
+}
+
+impl<C: RaftTypeConfig> Default for Meta<C> {
+    fn default() -> Self {
+        Meta {
+            vote: None,
+            committed: None,
+            purged: None,
+        }
+    }
+}
+
+/// openraft's log storage on a ringkit-log (see the [module docs](self)).
+/// Clones share the log (the clone is also openraft's log reader).
+pub struct LogStore<C: RaftTypeConfig> {
+    log: Log,
+    st: Rc<RefCell<St<C>>>,
+}
+
+impl<C: RaftTypeConfig> Clone for LogStore<C> {
+    fn clone(&self) -> Self {
+        LogStore {
+            log: self.log.clone(),
+            st: self.st.clone(),
+        }
+    }
+}
+
+impl<C: RaftTypeConfig> Debug for LogStore<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.st.borrow();
+        f.debug_struct("LogStore")
+            .field("dir", &self.log.dir())
+            .field("next_lsn", &st.next)
+            .field("pending", &st.pending.len())
+            .finish()
+    }
+}
+
+struct St<C: RaftTypeConfig> {
+    meta: Meta<C>,
+    /// Entries appended and not yet durable, by index, each with the
+    /// number of the append that queued it (a later append of the same
+    /// index, after a truncation, must not be dropped when the earlier
+    /// one becomes durable).
+    pending: BTreeMap<u64, (u64, C::Entry)>,
+    appends: u64,
+    /// The LSN the next entry gets (pending ones counted).
+    next: u64,
+    /// The id of the last entry, if the log holds any.
+    last: Option<LogIdOf<C>>,
+}
+
+fn lsn(index: u64) -> u64 {
+    index + 1
+}
+
+fn bad_data(e: impl std::fmt::Display) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, format!("raft log entry: {e}"))
+}
+
+impl<C> LogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+{
+    /// Open (or make) the Raft log in `dir`. Must run on a ringkit
+    /// runtime; the store then belongs to it.
+    pub async fn open(dir: impl AsRef<Path>, opts: Options) -> io::Result<Self> {
+        let log = Log::open(dir, opts).await?;
+        let meta: Meta<C> = match log.state() {
+            Some(b) => serde_json::from_slice(&b).map_err(|e| {
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: raft state: {e}", log.dir().display()),
+                )
+            })?,
+            None => Meta::default(),
+        };
+        // A purge whose state was saved but whose log purge was cut short.
+        if let Some(p) = &meta.purged {
+            let below = lsn(p.index()) + 1;
+            if log.first_lsn() < below {
+                log.purge(below).await?;
+            }
+        }
+        let next = log.next_lsn();
+        let last = if next > log.first_lsn() {
+            let e: C::Entry =
+                serde_json::from_slice(&log.read(next - 1).await?).map_err(bad_data)?;
+            Some(e.log_id())
+        } else {
+            None
+        };
+        Ok(LogStore {
+            log,
+            st: Rc::new(RefCell::new(St {
+                meta,
+                pending: BTreeMap::new(),
+                appends: 0,
+                next,
+                last,
+            })),
+        })
+    }
+
+    /// The ringkit-log underneath.
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The first index the store holds (purged ones excluded).
+    fn first_index(&self) -> u64 {
+        let st = self.st.borrow();
+        let purged = st.meta.purged.as_ref().map_or(0, |p| p.index() + 1);
+        purged.max(self.log.first_lsn() - 1)
+    }
+
+    /// Save the meta as the log's state, queued after every write before.
+    fn save_meta(&self) -> ringkit_log::Commit {
+        let bytes = serde_json::to_vec(&self.st.borrow().meta).expect("meta serialises");
+        self.log.save_state(bytes)
+    }
+
+    async fn entries(&self, lo: u64, hi: u64) -> io::Result<Vec<C::Entry>> {
+        let lo = lo.max(self.first_index());
+        let mut out = Vec::new();
+        if lo >= hi {
+            return Ok(out);
+        }
+        // Durable ones from the log, then those still in memory.
+        let durable_end = self.log.next_lsn();
+        let mut at = lsn(lo);
+        while at < durable_end.min(lsn(hi)) {
+            let want = (durable_end.min(lsn(hi)) - at).min(256) as usize;
+            let got = self.log.read_from(at, want).await?;
+            let Some(&(l, _)) = got.last() else { break };
+            for (_, b) in got {
+                out.push(serde_json::from_slice(&b).map_err(bad_data)?);
+            }
+            at = l + 1;
+        }
+        let from = out.len() as u64 + lo;
+        let st = self.st.borrow();
+        out.extend(st.pending.range(from..hi).map(|(_, (_, e))| e.clone()));
+        Ok(out)
+    }
+}
+
+impl<C> RaftLogReader<C> for LogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+{
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<C::Entry>, io::Error> {
+        let lo = match range.start_bound() {
+            Bound::Included(&i) => i,
+            Bound::Excluded(&i) => i + 1,
+            Bound::Unbounded => 0,
+        };
+        let hi = match range.end_bound() {
+            Bound::Included(&i) => i + 1,
+            Bound::Excluded(&i) => i,
+            Bound::Unbounded => u64::MAX,
+        };
+        let end = self.st.borrow().next - 1;
+        self.entries(lo, hi.min(end)).await
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
+        Ok(self.st.borrow().meta.vote.clone())
+    }
+}
+
+impl<C> RaftLogStorage<C> for LogStore<C>
+where
+    C: RaftTypeConfig,
+    C::Entry: Serialize + DeserializeOwned + Clone,
+{
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
+        let st = self.st.borrow();
+        let purged = st.meta.purged.clone();
+        Ok(LogState {
+            last_log_id: st.last.clone().or_else(|| purged.clone()),
+            last_purged_log_id: purged,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &VoteOf<C>) -> Result<(), io::Error> {
+        self.st.borrow_mut().meta.vote = Some(vote.clone());
+        self.save_meta().await.map(drop)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        self.st.borrow_mut().meta.committed = committed;
+        self.save_meta().await.map(drop)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
+        Ok(self.st.borrow().meta.committed.clone())
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
+    where
+        I: IntoIterator<Item = C::Entry>,
+    {
+        let mut commits = Vec::new();
+        let mut queued = Vec::new();
+        let append_no = {
+            let mut st = self.st.borrow_mut();
+            st.appends += 1;
+            st.appends
+        };
+        for entry in entries {
+            let at = lsn(entry.index());
+            let mut st = self.st.borrow_mut();
+            if at != st.next {
+                let empty = st.last.is_none();
+                if !(empty && at > st.next) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "append of index {} where index {} is next: the log takes no hole \
+                             and no overwrite without truncate_after",
+                            entry.index(),
+                            st.next - 1
+                        ),
+                    ));
+                }
+                // An empty log goes on at the entry's index.
+                drop(self.log.purge(at));
+                st.next = at;
+            }
+            let bytes = serde_json::to_vec(&entry).map_err(bad_data)?;
+            commits.push(self.log.append(bytes));
+            queued.push(entry.index());
+            st.next = at + 1;
+            st.last = Some(entry.log_id());
+            st.pending.insert(entry.index(), (append_no, entry));
+        }
+        let st = self.st.clone();
+        ringkit::spawn(async move {
+            let mut res = Ok(());
+            for c in commits {
+                if let Err(e) = c.await {
+                    res = Err(e);
+                    break;
+                }
+            }
+            let mut st = st.borrow_mut();
+            for i in queued {
+                if st.pending.get(&i).is_some_and(|(n, _)| *n == append_no) {
+                    st.pending.remove(&i);
+                }
+            }
+            drop(st);
+            callback.io_completed(res);
+        });
+        Ok(())
+    }
+
+    async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        let first = self.first_index();
+        let from = last_log_id
+            .as_ref()
+            .map_or(first, |l| l.index() + 1)
+            .max(first);
+        {
+            let mut st = self.st.borrow_mut();
+            if lsn(from) >= st.next {
+                return Ok(());
+            }
+            st.pending.retain(|&i, _| i < from);
+            st.next = lsn(from);
+            st.last = last_log_id.filter(|l| l.index() >= first);
+        }
+        self.log.truncate(lsn(from)).await.map(drop)
+    }
+
+    async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
+        let below = lsn(log_id.index()) + 1;
+        let state = {
+            let mut st = self.st.borrow_mut();
+            if st.meta.purged.as_ref().is_some_and(|p| *p >= log_id) {
+                return Ok(());
+            }
+            st.meta.purged = Some(log_id.clone());
+            st.pending.retain(|&i, _| i > log_id.index());
+            if st.last.as_ref().is_none_or(|l| l.index() <= log_id.index()) {
+                st.last = None;
+            }
+            st.next = st.next.max(below);
+            drop(st);
+            self.save_meta()
+        };
+        let purge = self.log.purge(below);
+        state.await?;
+        purge.await.map(drop)
+    }
+}

@@ -1,0 +1,139 @@
+//! What openraft's suite does not check: that [`LogStore`] survives a
+//! reopen (truncation, purge, vote and committed index are on disk, not
+//! only in memory), that entries are readable as soon as `append`
+//! returns, and that the callback fires only once they are durable. On
+//! both backends.
+
+use openraft::entry::RaftEntry;
+use openraft::storage::{IOFlushed, RaftLogStorage};
+use openraft::testing::{blank_ent, log_id};
+use openraft::type_config::alias::VoteOf;
+use openraft::{LogState, RaftLogReader};
+use openraft_rt::{AsyncRuntime, Oneshot};
+use ringkit_log::Options;
+use ringkit_raft::kv::KvConfig;
+use ringkit_raft::{LogStore, RingkitRuntime};
+
+type Store = LogStore<KvConfig>;
+
+fn opts() -> Options {
+    Options {
+        segment_size: 64 << 10,
+        max_batch: 16 << 10,
+        ..Options::default()
+    }
+}
+
+/// Append `term`'s blank entries `from..to`; returns when durable.
+async fn append(store: &mut Store, term: u64, from: u64, to: u64) {
+    let (tx, rx) = <RingkitRuntime as AsyncRuntime>::Oneshot::channel();
+    let entries: Vec<_> = (from..to)
+        .map(|i| blank_ent::<KvConfig>(term, 1, i))
+        .collect();
+    store.append(entries, IOFlushed::signal(tx)).await.unwrap();
+    rx.await.unwrap().unwrap();
+}
+
+async fn terms(store: &mut Store, from: u64, to: u64) -> Vec<(u64, u64)> {
+    let mut r = store.get_log_reader().await;
+    r.try_get_log_entries(from..to)
+        .await
+        .unwrap()
+        .iter()
+        .map(|e| (e.index(), e.log_id().leader_id.term))
+        .collect()
+}
+
+fn expect(ranges: &[(u64, std::ops::Range<u64>)]) -> Vec<(u64, u64)> {
+    ranges
+        .iter()
+        .flat_map(|(t, r)| r.clone().map(move |i| (i, *t)))
+        .collect()
+}
+
+async fn survives_reopen() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    append(&mut s, 1, 0, 40).await;
+    let vote = VoteOf::<KvConfig>::new(3, 2);
+    s.save_vote(&vote).await.unwrap();
+    s.save_committed(Some(log_id::<KvConfig>(1, 1, 10)))
+        .await
+        .unwrap();
+    s.truncate_after(Some(log_id::<KvConfig>(1, 1, 19)))
+        .await
+        .unwrap();
+    append(&mut s, 2, 20, 30).await;
+    s.purge(log_id::<KvConfig>(1, 1, 5)).await.unwrap();
+    let want = expect(&[(1, 6..20), (2, 20..30)]);
+    assert_eq!(terms(&mut s, 0, 100).await, want);
+    drop(s);
+
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert_eq!(terms(&mut s, 0, 100).await, want, "after reopen");
+    assert_eq!(
+        s.get_log_state().await.unwrap(),
+        LogState {
+            last_purged_log_id: Some(log_id::<KvConfig>(1, 1, 5)),
+            last_log_id: Some(log_id::<KvConfig>(2, 1, 29)),
+        }
+    );
+    assert_eq!(
+        s.get_log_reader().await.read_vote().await.unwrap(),
+        Some(vote)
+    );
+    assert_eq!(
+        s.read_committed().await.unwrap(),
+        Some(log_id::<KvConfig>(1, 1, 10))
+    );
+    // A purge past the end: the log goes on after it, also once reopened.
+    s.purge(log_id::<KvConfig>(3, 1, 100)).await.unwrap();
+    drop(s);
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert_eq!(terms(&mut s, 0, 200).await, vec![]);
+    assert_eq!(
+        s.get_log_state().await.unwrap().last_log_id,
+        Some(log_id::<KvConfig>(3, 1, 100))
+    );
+    append(&mut s, 3, 101, 105).await;
+    drop(s);
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert_eq!(terms(&mut s, 0, 200).await, expect(&[(3, 101..105)]));
+}
+
+async fn readable_before_durable() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    // The first append on an empty log may start anywhere.
+    append(&mut s, 1, 5, 8).await;
+    let (tx, mut rx) = <RingkitRuntime as AsyncRuntime>::Oneshot::channel();
+    let entries: Vec<_> = (8..20).map(|i| blank_ent::<KvConfig>(1, 1, i)).collect();
+    s.append(entries, IOFlushed::signal(tx)).await.unwrap();
+    // Not durable yet (the flusher has not run), but readable.
+    assert!(s.log().durable_lsn() < 20);
+    assert!(futures_util::poll!(&mut rx).is_pending());
+    assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 5..20)]));
+    rx.await.unwrap().unwrap();
+    assert_eq!(s.log().durable_lsn(), 20);
+    // A hole or an overwrite without truncate_after is refused.
+    let (tx, _rx) = <RingkitRuntime as AsyncRuntime>::Oneshot::channel();
+    let e = s
+        .append([blank_ent::<KvConfig>(1, 1, 25)], IOFlushed::signal(tx))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    drop(s);
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 5..20)]));
+}
+
+ringkit::test_all! {
+    async fn truncation_purge_vote_and_committed_survive_a_reopen() {
+        survives_reopen().await;
+    }
+    async fn appended_entries_are_readable_before_they_are_durable() {
+        readable_before_durable().await;
+    }
+}
