@@ -1,6 +1,7 @@
 //! The crash-state explorer on seeded workloads, on both backends,
 //! buffered and `O_DIRECT`: every state a crash could leave recovers with
-//! every acknowledged record (see `ringkit_log::crashcheck`). Then faults:
+//! every acknowledged record, no truncated or purged one, and the state
+//! last saved (see `ringkit_log::crashcheck`). Then faults:
 //! `EIO`, `ENOSPC` and short writes on the k-th operation of each kind.
 
 use std::path::PathBuf;
@@ -25,13 +26,14 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     let r = crashcheck::explore(&cfg).await.unwrap();
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
-         {} acked, {} syncs with a later batch in flight",
+         {} acked, {} edits acked, {} syncs with a later batch in flight",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
         r.states,
         r.distinct,
         r.acked,
+        r.edits,
         r.overlapped
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
@@ -55,24 +57,30 @@ fn pipelined(overlapped: u64) {
 
 ringkit::test_all! {
     async fn every_crash_state_keeps_every_acknowledged_record_buffered() {
-        let (mut states, mut overlapped) = (0, 0);
+        let (mut states, mut overlapped, mut edits) = (0, 0, 0);
         for seed in 1..=5 {
             let r = explore(60, seed, false, 96).await;
             states += r.states;
             overlapped += r.overlapped;
+            edits += r.edits;
         }
         assert!(states >= 25_000, "{states} states");
+        // Truncations, purges and states saved among the appends.
+        assert!(edits >= 20, "{edits} edits acknowledged");
         pipelined(overlapped);
     }
 
     async fn every_crash_state_keeps_every_acknowledged_record_direct() {
-        let (mut states, mut overlapped) = (0, 0);
+        let (mut states, mut overlapped, mut edits) = (0, 0, 0);
         for seed in 11..=15 {
             let r = explore(60, seed, true, 96).await;
             states += r.states;
             overlapped += r.overlapped;
+            edits += r.edits;
         }
         assert!(states >= 25_000, "{states} states");
+        // Truncations, purges and states saved among the appends.
+        assert!(edits >= 20, "{edits} edits acknowledged");
         pipelined(overlapped);
     }
 }

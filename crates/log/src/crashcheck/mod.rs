@@ -4,7 +4,9 @@
 //! batch of 17 sectors alone has 2^17 tear patterns).
 //!
 //! A seeded workload appends to a log (one record or several at once,
-//! more while a batch is in flight, reopening it now and then) while a
+//! more while a batch is in flight, reopening it now and then, and now
+//! and then truncating it, purging it or saving its state, queued among
+//! the appends) while a
 //! [`trace::Recorder`], installed as `ringkit::fs`'s hook, records every
 //! write with its bytes, every sync,
 //! `fallocate`, create, rename, removal and directory sync, and the
@@ -19,7 +21,12 @@
 //! - every record acknowledged before that point is there, byte for byte,
 //!   at its LSN;
 //! - every record there was appended by the workload, once, and the LSNs
-//!   run without a gap from the log's first;
+//!   run without a gap from the log's first (but where a purge past the
+//!   end skips them);
+//! - no record an acknowledged truncation removed, and none before an
+//!   acknowledged purge, comes back; a truncation under way at the crash
+//!   happened whole or not at all;
+//! - the state is the last one acknowledged or one saved since;
 //! - the read-only and read-write recoveries agree, and the read-write
 //!   recovery's writes change nothing a later recovery reads.
 //!
@@ -29,19 +36,21 @@
 //! failed acknowledges nothing more until it is reopened, and the crash
 //! states explored are those of the faulted run.
 
+mod judge;
 pub mod model;
 pub mod trace;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
 use crate::{Log, Options};
+use judge::{check_state, state_bytes, Seen};
 use model::{Model, Rng};
+pub use trace::{Edit, FaultPlan, OpKind};
 use trace::{Event, Recorder};
-pub use trace::{FaultPlan, OpKind};
 
 /// What to explore.
 #[derive(Debug, Clone)]
@@ -93,6 +102,8 @@ pub struct Report {
     pub distinct: u64,
     /// Records acknowledged by the workload.
     pub acked: u64,
+    /// Edits (truncations, purges, states saved) acknowledged.
+    pub edits: u64,
     /// Whether the planned fault fired.
     pub fault_fired: bool,
     /// Syncs that returned with a later batch already written beside them
@@ -182,6 +193,7 @@ async fn workload(
 ) -> Result<(), String> {
     let mut rng = Rng(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut id = 0u64;
+    let mut states = 0u64;
     let mut log = None;
     let replay = || {
         format!(
@@ -229,7 +241,17 @@ async fn workload(
             0
         };
         let mut commits = Vec::new();
-        for k in 0..n + again {
+        // Now and then an edit, queued among the appends.
+        let edit_at = (rng.below(6) == 0).then(|| rng.below(n + again + 1));
+        for k in 0..=n + again {
+            if edit_at == Some(k) {
+                let e = issue_edit(cfg, l, &mut rng, id, &mut states);
+                rec.note(Event::Edit(e.0));
+                commits.push((Op::Edit(e.0), e.1));
+            }
+            if k == n + again {
+                break;
+            }
             if k == n {
                 for _ in 0..1 + rng.below(3) {
                     ringkit::yield_now().await;
@@ -243,15 +265,21 @@ async fn workload(
                 rng.below(1500) as usize
             };
             rec.note(Event::Appended { id });
-            commits.push((id, l.append(payload(cfg.seed, id, len))));
+            commits.push((Op::Append(id), l.append(payload(cfg.seed, id, len))));
             id += 1;
         }
-        for (pid, c) in commits {
+        for (op, c) in commits {
             match ringkit::time::timeout(Duration::from_secs(20), c).await {
-                Ok(Ok(lsn)) => {
-                    rec.note(Event::Ack { lsn, id: pid });
-                    report.acked += 1;
-                }
+                Ok(Ok(lsn)) => match op {
+                    Op::Append(pid) => {
+                        rec.note(Event::Ack { lsn, id: pid });
+                        report.acked += 1;
+                    }
+                    Op::Edit(e) => {
+                        rec.note(Event::Edit(acknowledged(e)));
+                        report.edits += 1;
+                    }
+                },
                 Ok(Err(_)) => {}
                 Err(_) => {
                     return Err(format!(
@@ -266,6 +294,65 @@ async fn workload(
         l.close().await;
     }
     Ok(())
+}
+
+/// What the workload awaits: an append (its payload number) or an edit.
+enum Op {
+    Append(u64),
+    Edit(Edit),
+}
+
+/// Queue a truncation, a purge or a state save on `l`, chosen by `rng`;
+/// `next_id` is the next payload to be appended, `states` the states
+/// saved so far. Only edits valid when they run: a truncation from an LSN
+/// up to the next one now (queued appends only raise the next), a purge
+/// anywhere (past the end too).
+fn issue_edit(
+    cfg: &Config,
+    l: &Log,
+    rng: &mut Rng,
+    next_id: u64,
+    states: &mut u64,
+) -> (Edit, crate::Commit) {
+    let (first, next) = (l.first_lsn(), l.next_lsn());
+    match rng.below(10) {
+        0..=3 => {
+            // Mostly near the end (a Raft conflict), now and then far back.
+            let back = if rng.below(3) == 0 {
+                next - first
+            } else {
+                (next - first).min(12)
+            };
+            let from = next - rng.below(back + 1);
+            (Edit::Truncate { from, next_id }, l.truncate(from))
+        }
+        4..=6 => {
+            let below = if rng.below(4) == 0 {
+                next + 1 + rng.below(4)
+            } else {
+                first + rng.below((next - first) / 2 + 1)
+            };
+            (Edit::Purge { below }, l.purge(below))
+        }
+        _ => {
+            *states += 1;
+            let n = *states;
+            (
+                Edit::SaveState { n },
+                l.save_state(state_bytes(cfg.seed, n)),
+            )
+        }
+    }
+}
+
+/// The acknowledgement of edit `e`.
+fn acknowledged(e: Edit) -> Edit {
+    match e {
+        Edit::Truncate { from, next_id } => Edit::Truncated { from, next_id },
+        Edit::Purge { below } => Edit::Purged { below },
+        Edit::SaveState { n } => Edit::StateSaved { n },
+        done => done,
+    }
 }
 
 /// How many file syncs returned with a write of the same file recorded
@@ -385,13 +472,6 @@ fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
     }
 }
 
-/// What the workload had done at one point of the trace.
-#[derive(Default, Clone)]
-struct Seen {
-    acked: BTreeMap<u64, u64>,
-    appended: HashSet<u64>,
-}
-
 async fn explore_trace(
     cfg: &Config,
     events: &[Event],
@@ -407,11 +487,15 @@ async fn explore_trace(
         model.apply(e);
         match e {
             Event::Ack { lsn, id } => {
-                seen.acked.insert(*lsn, *id);
+                seen.ack(*lsn, *id);
                 continue;
             }
             Event::Appended { id } => {
-                seen.appended.insert(*id);
+                seen.appended(*id);
+                continue;
+            }
+            Event::Edit(edit) => {
+                seen.edit(edit);
                 continue;
             }
             Event::Reopen | Event::Faulted { .. } => continue,
@@ -447,177 +531,4 @@ fn short(e: &Event) -> String {
         Event::Write { node, offset, data } => format!("write node {node} {}@{offset}", data.len()),
         other => format!("{other:?}").chars().take(80).collect(),
     }
-}
-
-/// What recovery made of one state (the same files always give the same
-/// outcome, so outcomes are kept by a hash of the files).
-#[derive(Debug, Clone)]
-enum Outcome {
-    /// No log directory in the state.
-    NoDir,
-    /// Recovery refused, or its three runs disagreed: why.
-    Bad(String),
-    /// The records recovered: LSN and payload number (`None`: a payload
-    /// this workload never made).
-    Records(Vec<(u64, Option<u64>)>),
-}
-
-/// Write the state, recover it three ways, check it. `Ok(Err(v))` is a
-/// violation; `Err` a failure of the explorer itself.
-async fn check_state(
-    cfg: &Config,
-    files: &[(PathBuf, Option<Vec<u8>>)],
-    seen: &Seen,
-    dir: &Path,
-    cache: &mut std::collections::HashMap<u128, Outcome>,
-) -> io::Result<Result<(), String>> {
-    // SipHash (64 bits) and CRC32C of every name and content: a 96-bit
-    // key. (Two CRC32Cs with different seeds are not independent: CRC is
-    // affine, so their XOR depends only on the lengths.)
-    use std::hash::Hasher;
-    let mut sip = std::hash::DefaultHasher::new();
-    let mut crc = 0u32;
-    for (path, data) in files {
-        let name = path.as_os_str().as_encoded_bytes();
-        let body = data.as_deref().unwrap_or(b"/");
-        for part in [
-            name,
-            &[0u8][..],
-            body,
-            &(body.len() as u64).to_le_bytes()[..],
-        ] {
-            sip.write(part);
-            crc = crc32c::crc32c_append(crc, part);
-        }
-    }
-    let key = u128::from(sip.finish()) << 32 | u128::from(crc);
-    let outcome = match cache.get(&key) {
-        Some(o) => o.clone(),
-        None => {
-            let o = recover_state(cfg, files, dir).await?;
-            cache.insert(key, o.clone());
-            o
-        }
-    };
-    Ok(judge(&outcome, seen))
-}
-
-async fn recover_state(
-    cfg: &Config,
-    files: &[(PathBuf, Option<Vec<u8>>)],
-    dir: &Path,
-) -> io::Result<Outcome> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir)?;
-    for (path, data) in files {
-        match data {
-            None => std::fs::create_dir_all(dir.join(path))?,
-            Some(d) => std::fs::write(dir.join(path), d)?,
-        }
-    }
-    let log_dir = dir.join("log");
-    if !log_dir.is_dir() {
-        return Ok(Outcome::NoDir);
-    }
-    let opts = options(cfg.direct);
-    let first = records_of(Log::open_read_only(&log_dir, opts.clone()).await).await;
-    let rw = records_of(Log::open(&log_dir, opts.clone()).await).await;
-    let again = records_of(Log::open_read_only(&log_dir, opts).await).await;
-    let bad = |m: String| Ok(Outcome::Bad(m));
-    let recs = match (&first, &rw) {
-        (_, Err(e)) => return bad(format!("recovery refused a state a crash can leave: {e}")),
-        (Err(e), Ok(_)) if e.kind() != io::ErrorKind::NotFound => {
-            return bad(format!(
-                "read-only recovery refused what read-write accepted: {e}"
-            ))
-        }
-        (Ok(a), Ok(b)) if a != b => {
-            return bad(format!(
-                "read-only recovery read {} records, read-write {}",
-                a.len(),
-                b.len()
-            ))
-        }
-        (_, Ok(b)) => b,
-    };
-    match &again {
-        Ok(c) if c == recs => {}
-        Ok(c) => {
-            return bad(format!(
-                "after recovery a reopen reads {} records, not {}",
-                c.len(),
-                recs.len()
-            ))
-        }
-        Err(e) => return bad(format!("after recovery the log no longer opens: {e}")),
-    }
-    let ids = recs
-        .iter()
-        .map(|(lsn, p)| {
-            let id = (p.len() >= 16 && p[..8] == cfg.seed.to_le_bytes())
-                .then(|| u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")))
-                .filter(|&id| *p == payload(cfg.seed, id, p.len() - 16));
-            (*lsn, id)
-        })
-        .collect();
-    Ok(Outcome::Records(ids))
-}
-
-/// The records of an opened log, in order.
-async fn records_of(log: io::Result<Log>) -> io::Result<Vec<(u64, Vec<u8>)>> {
-    let log = log?;
-    let mut out = Vec::new();
-    let mut next = log.first_lsn();
-    loop {
-        let got = log.read_from(next, 1024).await?;
-        let Some(&(last, _)) = got.last() else { break };
-        next = last + 1;
-        out.extend(got);
-    }
-    Ok(out)
-}
-
-/// Judge a recovery's outcome against what the workload had seen.
-fn judge(outcome: &Outcome, seen: &Seen) -> Result<(), String> {
-    let recs = match outcome {
-        Outcome::NoDir => {
-            return match seen.acked.keys().next() {
-                Some(lsn) => Err(format!(
-                    "the log directory is gone; record {lsn} was acknowledged"
-                )),
-                None => Ok(()),
-            }
-        }
-        Outcome::Bad(why) => return Err(why.clone()),
-        Outcome::Records(r) => r,
-    };
-    let mut ids = HashSet::new();
-    for (i, &(lsn, id)) in recs.iter().enumerate() {
-        if lsn != 1 + i as u64 {
-            return Err(format!("LSN {lsn} where {} belongs: a gap", 1 + i));
-        }
-        let Some(id) = id.filter(|id| seen.appended.contains(id)) else {
-            return Err(format!("record {lsn} was never appended"));
-        };
-        if !ids.insert(id) {
-            return Err(format!(
-                "record {lsn} repeats payload {id}: two LSNs name one record"
-            ));
-        }
-    }
-    for (&lsn, &id) in &seen.acked {
-        match recs.get(lsn as usize - 1) {
-            None => {
-                return Err(format!(
-                    "acknowledged record {lsn} is lost ({} records recovered)",
-                    recs.len()
-                ))
-            }
-            Some((_, got)) if *got != Some(id) => {
-                return Err(format!("acknowledged record {lsn} now holds other data"))
-            }
-            Some(_) => {}
-        }
-    }
-    Ok(())
 }

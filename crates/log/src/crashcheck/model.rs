@@ -237,7 +237,8 @@ impl Model {
                     }
                 }
             }
-            Event::Ack { .. } | Event::Appended { .. } | Event::Faulted { .. } => {}
+            Event::Ack { .. } | Event::Appended { .. } | Event::Edit(_) | Event::Faulted { .. } => {
+            }
         }
     }
 

@@ -59,12 +59,32 @@ pub enum Event {
     Appended { id: u64 },
     /// The workload reopened the log (a new recovery starts here).
     Reopen,
+    /// The workload issued an edit of the log, or saw one acknowledged.
+    Edit(Edit),
     /// An operation failed by fault injection.
     Faulted {
         what: String,
         node: Option<Node>,
         data: Vec<u8>,
     },
+}
+
+/// An edit the workload issued (then the same with its acknowledgement).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edit {
+    /// `truncate(from)` called when payload `next_id` was the next to be
+    /// appended.
+    Truncate { from: u64, next_id: u64 },
+    /// That truncation acknowledged.
+    Truncated { from: u64, next_id: u64 },
+    /// `purge(below)` called.
+    Purge { below: u64 },
+    /// That purge acknowledged.
+    Purged { below: u64 },
+    /// The `n`th `save_state` called.
+    SaveState { n: u64 },
+    /// That state acknowledged.
+    StateSaved { n: u64 },
 }
 
 /// Which operations a fault plan counts.

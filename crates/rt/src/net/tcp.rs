@@ -212,6 +212,21 @@ impl TcpStream {
         Ok(stream)
     }
 
+    /// Connect to `addr` from the local address `local` (port 0: any):
+    /// e.g. a node of a test cluster on its own loopback address, so that
+    /// firewall rules can tell its traffic from its neighbours'.
+    pub async fn connect_from(
+        local: SocketAddr,
+        addr: impl ToSocketAddrs,
+    ) -> io::Result<TcpStream> {
+        let addr = resolve(addr)?;
+        let s = socket(socket2::Domain::for_address(addr), socket2::Type::STREAM)?;
+        s.bind(&local.into())?;
+        let stream = TcpStream::from_fd(into_raw(s));
+        Op::new(Connect::new(stream.core.fd, addr.into())).await?;
+        Ok(stream)
+    }
+
     /// Wrap a connected std stream (it is switched to non-blocking).
     pub fn from_std(s: std::net::TcpStream) -> io::Result<TcpStream> {
         s.set_nonblocking(true)?;
