@@ -1,0 +1,192 @@
+//! A node of the replicated map: its log on ringkit-log, its state
+//! machine, openraft on ringkit, and a listener answering nodes and
+//! clients ([`crate::wire`]).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use openraft::async_runtime::WatchReceiver;
+use openraft::{BasicNode, ReadPolicy, SnapshotPolicy};
+use ringkit::net::{TcpListener, TcpStream};
+use ringkit_log::Options;
+
+use crate::kv::{KvConfig, KvRaft, KvStateMachine};
+use crate::network::Network;
+use crate::wire::{self, Answer, Call, Status};
+use crate::LogStore;
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// Its id (openraft's node id).
+    pub id: u64,
+    /// Where it listens; its connections to other nodes leave from this
+    /// address too.
+    pub listen: SocketAddr,
+    /// Its directory: `log/` (ringkit-log) and `sm/` (snapshots).
+    pub dir: PathBuf,
+    /// The log's options (`O_DIRECT`, segment size, ...).
+    pub log: Options,
+    /// Heartbeat interval (ms); elections time out after 3 to 6 of them.
+    pub heartbeat_ms: u64,
+    /// Build a snapshot (and purge the log behind it) every this many
+    /// applied entries.
+    pub snapshot_every: u64,
+}
+
+impl NodeConfig {
+    /// Node `id` on `listen` with its data in `dir`: the log's default
+    /// options (buffered), 100 ms heartbeats, a snapshot every 10 000
+    /// entries.
+    pub fn new(id: u64, listen: SocketAddr, dir: impl Into<PathBuf>) -> NodeConfig {
+        NodeConfig {
+            id,
+            listen,
+            dir: dir.into(),
+            log: Options::default(),
+            heartbeat_ms: 100,
+            snapshot_every: 10_000,
+        }
+    }
+}
+
+/// A running node's parts.
+#[derive(Debug, Clone)]
+struct Node {
+    raft: KvRaft,
+    sm: KvStateMachine,
+}
+
+/// Run node `cfg` until `stop` completes (then openraft is shut down and
+/// the listener closed). Must run on a ringkit runtime. The cluster is
+/// made by a [`Call::Init`] to one node.
+pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Result<()> {
+    let store = LogStore::<KvConfig>::open(cfg.dir.join("log"), cfg.log.clone()).await?;
+    let sm = KvStateMachine::open(cfg.dir.join("sm")).await?;
+    let config = openraft::Config {
+        cluster_name: "ringkit-kv".into(),
+        heartbeat_interval: cfg.heartbeat_ms,
+        election_timeout_min: cfg.heartbeat_ms * 3,
+        election_timeout_max: cfg.heartbeat_ms * 6,
+        snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_every),
+        max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
+        ..Default::default()
+    };
+    let config = Arc::new(
+        config
+            .validate()
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))?,
+    );
+    let net = Network {
+        local: Some(cfg.listen),
+    };
+    let raft = KvRaft::new(cfg.id, config, net, store, sm.clone())
+        .await
+        .map_err(|e| io::Error::other(format!("raft: {e}")))?;
+    let node = Rc::new(Node { raft, sm });
+    let listener = TcpListener::bind(cfg.listen)?;
+    let accept = async {
+        loop {
+            match listener.accept().await {
+                Ok((s, _)) => {
+                    let node = node.clone();
+                    ringkit::spawn(async move {
+                        if let Err(e) = connection(&node, s).await {
+                            tracing::debug!("raft node: a connection ended: {e}");
+                        }
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!("raft node: accept: {e}");
+                    ringkit::time::sleep(std::time::Duration::from_millis(10)).await;
+                }
+            }
+        }
+    };
+    let _ = ringkit::sync::select(std::pin::pin!(accept), std::pin::pin!(stop)).await;
+    let _ = node.raft.shutdown().await;
+    Ok(())
+}
+
+async fn connection(node: &Node, s: TcpStream) -> io::Result<()> {
+    s.set_nodelay(true)?;
+    while let Some(call) = wire::recv::<Call>(&s).await? {
+        let answer = answer(node, call).await;
+        wire::send(&s, &answer).await?;
+    }
+    Ok(())
+}
+
+fn not_leader(f: &openraft::error::ForwardToLeader<KvConfig>) -> Answer {
+    Answer::NotLeader(
+        f.leader_id
+            .zip(f.leader_node.as_ref().map(|n| n.addr.clone())),
+    )
+}
+
+async fn answer(node: &Node, call: Call) -> Answer {
+    let raft = &node.raft;
+    match call {
+        Call::Append(rpc) => match raft.append_entries(rpc).await {
+            Ok(r) => Answer::Append(r),
+            Err(e) => Answer::Error(e.to_string()),
+        },
+        Call::Vote(rpc) => match raft.vote(rpc).await {
+            Ok(r) => Answer::Vote(r),
+            Err(e) => Answer::Error(e.to_string()),
+        },
+        Call::Snapshot { vote, meta, data } => {
+            let snapshot = openraft::type_config::alias::SnapshotOf::<KvConfig, _> {
+                meta,
+                snapshot: std::io::Cursor::new(data),
+            };
+            match raft.install_full_snapshot(vote, snapshot).await {
+                Ok(r) => Answer::Snapshot(r),
+                Err(e) => Answer::Error(e.to_string()),
+            }
+        }
+        Call::Write(req) => match raft.client_write(req).await {
+            Ok(r) => Answer::Written {
+                index: r.log_id.index,
+                value: r.data.value,
+            },
+            Err(e) => match e.forward_to_leader() {
+                Some(f) => not_leader(f),
+                None => Answer::Error(e.to_string()),
+            },
+        },
+        Call::Read(key) => match raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
+            Ok(l) => match l.await_ready(raft).await {
+                Ok(_) => Answer::Value(node.sm.get(&key)),
+                Err(e) => Answer::Error(e.to_string()),
+            },
+            Err(e) => match e.forward_to_leader() {
+                Some(f) => not_leader(f),
+                None => Answer::Error(e.to_string()),
+            },
+        },
+        Call::Init(members) => {
+            let members: BTreeMap<u64, BasicNode> = members;
+            match raft.initialize(members).await {
+                Ok(()) => Answer::Done,
+                Err(e) => Answer::Error(e.to_string()),
+            }
+        }
+        Call::Status => {
+            let m = raft.metrics().borrow_watched().clone();
+            Answer::Status(Status {
+                id: m.id,
+                leader: m.current_leader,
+                term: m.current_term,
+                last_log: m.last_log_index,
+                applied: m.last_applied.map(|l| l.index),
+                state: format!("{:?}", m.state),
+            })
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The protocol between nodes, and between a client and a node: frames
+//! of a 4-byte little-endian length and that many bytes of JSON, one
+//! [`Call`] answered by one [`Answer`] on the same connection, in turn.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::type_config::alias::{SnapshotMetaOf, VoteOf};
+use openraft::BasicNode;
+use ringkit::buf::IoBufExt;
+use ringkit::net::TcpStream;
+use serde::{Deserialize, Serialize};
+
+use crate::kv::{KvConfig, Request};
+
+/// The largest frame read (a snapshot of the map travels in one).
+pub const MAX_FRAME: usize = 256 << 20;
+
+/// What a node is asked.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Call {
+    /// Raft: replicate entries.
+    Append(AppendEntriesRequest<KvConfig>),
+    /// Raft: ask for a vote.
+    Vote(VoteRequest<KvConfig>),
+    /// Raft: install a whole snapshot.
+    Snapshot {
+        /// The sender's vote.
+        vote: VoteOf<KvConfig>,
+        /// What the snapshot covers.
+        meta: SnapshotMetaOf<KvConfig>,
+        /// The map, serialised.
+        data: Vec<u8>,
+    },
+    /// Client: a write, answered once committed and applied.
+    Write(Request),
+    /// Client: a linearizable read of a key (ReadIndex).
+    Read(String),
+    /// Admin: make the cluster of these members (on one node, once).
+    Init(BTreeMap<u64, BasicNode>),
+    /// Admin: what this node knows.
+    Status,
+}
+
+/// What a node answers.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum Answer {
+    /// To [`Call::Append`].
+    Append(AppendEntriesResponse<KvConfig>),
+    /// To [`Call::Vote`].
+    Vote(VoteResponse<KvConfig>),
+    /// To [`Call::Snapshot`].
+    Snapshot(SnapshotResponse<KvConfig>),
+    /// A write committed and applied at this log index, with its result.
+    Written {
+        /// The entry's index.
+        index: u64,
+        /// The state machine's answer.
+        value: Option<String>,
+    },
+    /// A read's value.
+    Value(Option<String>),
+    /// This node is not the leader: the leader if known (id, address). The
+    /// call was not carried out.
+    NotLeader(Option<(u64, String)>),
+    /// What this node knows.
+    Status(Status),
+    /// Done (init).
+    Done,
+    /// Failed; the call may or may not have taken effect (a write whose
+    /// outcome is unknown).
+    Error(String),
+}
+
+/// A node's view of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    /// This node.
+    pub id: u64,
+    /// The leader it knows of.
+    pub leader: Option<u64>,
+    /// Its term.
+    pub term: u64,
+    /// Its last log index.
+    pub last_log: Option<u64>,
+    /// Its last applied index.
+    pub applied: Option<u64>,
+    /// Its role ("Leader", "Follower", ...).
+    pub state: String,
+}
+
+/// Write `msg` as one frame.
+pub async fn send<T: Serialize>(s: &TcpStream, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    s.write_all(frame).await.0
+}
+
+/// Read one frame; `Ok(None)` at a clean end of stream.
+pub async fn recv<T: for<'de> Deserialize<'de>>(s: &TcpStream) -> io::Result<Option<T>> {
+    let (r, len) = s.read_exact(Vec::with_capacity(4).slice(..4)).await;
+    match r {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof && len.get_ref().is_empty() => {
+            return Ok(None)
+        }
+        Err(e) => return Err(e),
+    }
+    let len = len.into_inner();
+    let len = u32::from_le_bytes(len[..4].try_into().expect("4 bytes")) as usize;
+    if len > MAX_FRAME {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a frame of {len} bytes: at most {MAX_FRAME}"),
+        ));
+    }
+    let (r, body) = s.read_exact(Vec::with_capacity(len).slice(..len)).await;
+    r?;
+    let body = body.into_inner();
+    serde_json::from_slice(&body)
+        .map(Some)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a bad frame: {e}")))
+}
