@@ -12,8 +12,10 @@ mod log;
 mod log_serve;
 mod probe;
 mod progress;
+mod raft;
 mod studies;
 mod torture;
+mod torture_raft;
 
 use clap::{Args, Parser, Subcommand};
 
@@ -52,6 +54,9 @@ enum Cmd {
     /// The durable append log: bench, serve over TCP, dump.
     #[command(subcommand)]
     Log(log::LogCmd),
+    /// The replicated key-value map on openraft, ringkit and ringkit-log.
+    #[command(subcommand)]
+    Raft(raft::RaftCmd),
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +119,7 @@ fn main() -> ExitCode {
         Cmd::Compare(a) => compare::compare(a),
         Cmd::Torture(a) => torture::torture(a),
         Cmd::Log(c) => log::log(c),
+        Cmd::Raft(c) => raft::raft(c),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

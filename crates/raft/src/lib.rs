@@ -13,12 +13,15 @@
 //! a `Raft` and its tasks live on one ringkit thread.
 
 pub mod client;
+pub mod history;
 pub mod kv;
 pub mod log_store;
 pub mod network;
 pub mod node;
 pub mod runtime;
 pub mod wire;
+
+pub use openraft;
 
 pub use kv::{KvConfig, KvRaft, KvStateMachine};
 pub use log_store::LogStore;

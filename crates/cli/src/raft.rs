@@ -1,0 +1,310 @@
+//! `ringkit raft`: a node of the replicated key-value map, and a local
+//! cluster of them (each node its own process, on its own loopback
+//! address, 127.0.0.1N).
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use ringkit::Backend;
+use ringkit_raft::client::{Answer2, Client, Reply};
+use ringkit_raft::node::{serve, NodeConfig};
+use ringkit_raft::openraft::BasicNode;
+use ringkit_raft::wire::Call;
+
+/// `ringkit raft`.
+#[derive(Subcommand, Debug)]
+pub enum RaftCmd {
+    /// Run one node until SIGTERM or Ctrl-C.
+    Serve(ServeArgs),
+    /// Start a cluster of local nodes (one process each), make it, and
+    /// keep it running until Ctrl-C or --secs.
+    Cluster(ClusterArgs),
+}
+
+/// `ringkit raft serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// This node's id (1, 2, ...).
+    #[arg(long)]
+    pub id: u64,
+    /// Where it listens; its connections to other nodes leave from this
+    /// IP too.
+    #[arg(long)]
+    pub listen: SocketAddr,
+    /// Its directory (log/ and sm/ inside; made if missing).
+    #[arg(long)]
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub node: NodeArgs,
+}
+
+/// Settings every node of a cluster shares.
+#[derive(Args, Debug, Clone)]
+pub struct NodeArgs {
+    /// Write the log with O_DIRECT.
+    #[arg(long)]
+    pub direct: bool,
+    /// Log segment size, MiB.
+    #[arg(long, default_value_t = 64)]
+    pub segment_mib: u64,
+    /// Heartbeat interval, ms (elections after 3 to 6 of them).
+    #[arg(long, default_value_t = 100)]
+    pub heartbeat_ms: u64,
+    /// Snapshot (and purge the log behind it) every this many entries.
+    #[arg(long, default_value_t = 10_000)]
+    pub snapshot_every: u64,
+    /// auto | uring | epoll.
+    #[arg(long, default_value = "auto")]
+    pub backend: Backend,
+    /// Pin the node to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+impl NodeArgs {
+    /// The arguments that give a `ringkit raft serve` these settings.
+    pub fn to_args(&self) -> Vec<String> {
+        let mut v = vec![
+            format!("--segment-mib={}", self.segment_mib),
+            format!("--heartbeat-ms={}", self.heartbeat_ms),
+            format!("--snapshot-every={}", self.snapshot_every),
+            format!("--backend={}", backend_name(self.backend)),
+        ];
+        if self.direct {
+            v.push("--direct".into());
+        }
+        if let Some(c) = self.cpu {
+            v.push(format!("--cpu={c}"));
+        }
+        v
+    }
+}
+
+fn backend_name(b: Backend) -> &'static str {
+    match b {
+        Backend::Auto => "auto",
+        Backend::Uring => "uring",
+        Backend::Epoll => "epoll",
+    }
+}
+
+/// `ringkit raft cluster`.
+#[derive(Args, Debug)]
+pub struct ClusterArgs {
+    /// Nodes (node N listens on 127.0.0.1N:PORT).
+    #[arg(long, default_value_t = 3)]
+    pub nodes: u64,
+    /// The port every node listens on (each on its own address).
+    #[arg(long, default_value_t = 7100)]
+    pub port: u16,
+    /// Directory of the nodes' data (default: a new one under the temp
+    /// dir, removed after).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Stop after this many seconds (default: at Ctrl-C).
+    #[arg(long)]
+    pub secs: Option<f64>,
+    #[command(flatten)]
+    pub node: NodeArgs,
+}
+
+pub fn raft(cmd: RaftCmd) -> io::Result<()> {
+    match cmd {
+        RaftCmd::Serve(a) => serve_node(a),
+        RaftCmd::Cluster(a) => cluster(a),
+    }
+}
+
+fn serve_node(a: ServeArgs) -> io::Result<()> {
+    if let Some(cpu) = a.node.cpu {
+        ringkit::pin_to_cpu(cpu)?;
+    }
+    ringkit::signal::install()?;
+    let mut cfg = NodeConfig::new(a.id, a.listen, &a.dir);
+    cfg.log.direct = a.node.direct;
+    cfg.log.segment_size = a.node.segment_mib.max(1) << 20;
+    cfg.heartbeat_ms = a.node.heartbeat_ms.max(10);
+    cfg.snapshot_every = a.node.snapshot_every.max(2);
+    let rt = ringkit::Runtime::builder()
+        .backend(a.node.backend)
+        .build()?;
+    eprintln!(
+        "ringkit raft: node {} on {} ({}), data in {}",
+        a.id,
+        a.listen,
+        rt.backend_report(),
+        a.dir.display()
+    );
+    rt.block_on(serve(cfg, ringkit::signal::shutdown_requested()))
+}
+
+/// A node running as a child process.
+#[derive(Debug)]
+pub struct NodeProc {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// Node `id`'s address: 127.0.0.1N:port (its own IP, so firewall rules
+/// can cut it off alone).
+pub fn node_addr(id: u64, port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 10 + id as u8], port))
+}
+
+impl NodeProc {
+    /// Start node `id` of `root` (its data in `root/nID`).
+    pub fn start(id: u64, port: u16, root: &Path, node: &NodeArgs) -> io::Result<NodeProc> {
+        let mut p = NodeProc {
+            id,
+            addr: node_addr(id, port),
+            dir: root.join(format!("n{id}")),
+            child: None,
+        };
+        p.restart(node)?;
+        Ok(p)
+    }
+
+    /// Start it again (after a kill), on the same data.
+    pub fn restart(&mut self, node: &NodeArgs) -> io::Result<()> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.with_extension("log"))?;
+        let child = Command::new(std::env::current_exe()?)
+            .args(["raft", "serve", "--id", &self.id.to_string()])
+            .arg(format!("--listen={}", self.addr))
+            .arg(format!("--dir={}", self.dir.display()))
+            .args(node.to_args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Send `sig` to it (by pid) and reap it.
+    pub fn kill(&mut self, sig: i32) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: kill(2) on the pid of a child we spawned and have not
+            // reaped yet (so the pid is still ours).
+            unsafe { libc::kill(c.id() as i32, sig) };
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for NodeProc {
+    fn drop(&mut self) {
+        self.kill(libc::SIGKILL);
+    }
+}
+
+/// The (id, address) list a client takes.
+pub fn members(nodes: &[NodeProc]) -> Vec<(u64, String)> {
+    nodes.iter().map(|n| (n.id, n.addr.to_string())).collect()
+}
+
+/// Make the cluster (init on node 1, retried until it listens) and wait
+/// for a leader; returns its id.
+pub async fn make_cluster(nodes: &[NodeProc], within: Duration) -> io::Result<u64> {
+    let list = members(nodes);
+    let init: BTreeMap<u64, BasicNode> = list
+        .iter()
+        .map(|(id, a)| (*id, BasicNode { addr: a.clone() }))
+        .collect();
+    let mut c = Client::new(list);
+    let until = Instant::now() + within;
+    loop {
+        match c.call_on(0, &Call::Init(init.clone())).await {
+            Reply::Refused(_) if Instant::now() < until => {
+                ringkit::time::sleep(Duration::from_millis(20)).await
+            }
+            Reply::Refused(why) => return Err(io::Error::other(format!("node 1: {why}"))),
+            _ => break,
+        }
+    }
+    wait_leader(&mut c, nodes.len(), until).await
+}
+
+/// The leader the nodes agree on, once one is.
+pub async fn wait_leader(c: &mut Client, n: usize, until: Instant) -> io::Result<u64> {
+    loop {
+        for i in 0..n {
+            if let Reply::Ok(Answer2::Status(s)) = c.status_of(i).await {
+                if s.state == "Leader" {
+                    return Ok(s.id);
+                }
+            }
+        }
+        if Instant::now() >= until {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no leader elected in time",
+            ));
+        }
+        ringkit::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A scratch directory: `dir` if given (must not exist), else a new one
+/// under the temp dir; the second value says whether to remove it after.
+pub fn scratch(dir: Option<PathBuf>, what: &str) -> io::Result<(PathBuf, bool)> {
+    match dir {
+        Some(d) => {
+            if d.exists() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists: give a directory that does not", d.display()),
+                ));
+            }
+            std::fs::create_dir_all(&d)?;
+            Ok((d, false))
+        }
+        None => {
+            let d = std::env::temp_dir().join(format!("ringkit-{what}-{}", std::process::id()));
+            std::fs::create_dir_all(&d)?;
+            Ok((d, true))
+        }
+    }
+}
+
+fn cluster(a: ClusterArgs) -> io::Result<()> {
+    ringkit::signal::install()?;
+    let (root, remove) = scratch(a.dir.clone(), "raft-cluster")?;
+    let mut nodes = Vec::new();
+    for id in 1..=a.nodes.clamp(1, 9) {
+        nodes.push(NodeProc::start(id, a.port, &root, &a.node)?);
+    }
+    let rt = ringkit::Runtime::new()?;
+    let res = rt.block_on(async {
+        let leader = make_cluster(&nodes, Duration::from_secs(10)).await?;
+        println!("ringkit raft: {} nodes, leader {leader}:", nodes.len());
+        for n in &nodes {
+            println!("  node {} on {} (data {})", n.id, n.addr, n.dir.display());
+        }
+        match a.secs {
+            Some(s) => {
+                let stop = ringkit::signal::shutdown_requested();
+                let wait = ringkit::time::sleep(Duration::from_secs_f64(s));
+                ringkit::sync::select(std::pin::pin!(stop), std::pin::pin!(wait)).await;
+            }
+            None => ringkit::signal::shutdown_requested().await,
+        }
+        Ok::<_, io::Error>(())
+    });
+    for n in &mut nodes {
+        n.kill(libc::SIGTERM);
+    }
+    if remove {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    res
+}
