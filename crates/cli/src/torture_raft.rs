@@ -125,7 +125,7 @@ async fn client(
 ) {
     let mut c = Client::new(nodes);
     c.timeout = Duration::from_secs(3);
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1) * 0x1234_5677);
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0x1234_5677));
     let mut n = 0u64;
     while !*stop.borrow() {
         let begin = us(t0);

@@ -12,7 +12,7 @@
 //! tokio's `sync` module is plain data and wakers, with no reactor or
 //! timer behind it, so it works on any executor; ringkit's loop polls the
 //! tasks and wakes them as any other waker. Hosted mode
-//! ([`ringkit::Builder::host_tokio`]) is not needed for openraft itself;
+//! (`ringkit::Builder::host_tokio`, feature `tokio`) is not needed for openraft itself;
 //! a network layer built on tokio sockets would need it.
 //!
 //! openraft is built with its `single-threaded` feature: ringkit runs one
