@@ -50,6 +50,20 @@
 //! (the last two with two in flight: both are then cleared, acknowledged
 //! or not; `batches_in_flight: 1` keeps this to the last batch).
 //!
+//! # Truncate, purge, state
+//! For a Raft log: [`Log::truncate`] removes the records from an LSN on
+//! (the next append gets that LSN again), [`Log::purge`] those before one,
+//! and [`Log::save_state`] keeps a small blob beside the records (a vote).
+//! Each is queued with the appends and runs once the batches before it
+//! are durable, so the log's writes stay in the order they were asked
+//! for. A truncation writes an intent first (`TRUNCATE`, by rename): the
+//! segment and bytes it cuts and the batch header it rewrites (the kept
+//! records are not rewritten). [`Log::open`] finishes one it finds;
+//! [`Log::open_read_only`], [`check()`] and [`salvage()`] read the log as
+//! finished. A crash leaves the log before or after a truncation, never
+//! between. A purge rewrites the manifest's first LSN (by rename), then
+//! deletes the segments wholly before it; purged records never come back.
+//!
 //! # Failures
 //! A segment that cannot be made (a full disk) fails the appends waiting
 //! for it and nothing else: records already acknowledged stay readable and
