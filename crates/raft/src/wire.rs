@@ -19,6 +19,9 @@ use crate::kv::{KvConfig, Request};
 /// The largest frame read (a snapshot of the map travels in one).
 pub const MAX_FRAME: usize = 256 << 20;
 
+/// Bytes of a frame read at once.
+const CHUNK: usize = 1 << 20;
+
 /// What a node is asked.
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Call {
@@ -119,9 +122,15 @@ pub async fn recv<T: for<'de> Deserialize<'de>>(s: &TcpStream) -> io::Result<Opt
             format!("a frame of {len} bytes: at most {MAX_FRAME}"),
         ));
     }
-    let (r, body) = s.read_exact(Vec::with_capacity(len).slice(..len)).await;
-    r?;
-    let body = body.into_inner();
+    // In chunks: memory follows the bytes that arrive, not the length a
+    // peer claims.
+    let mut body = Vec::new();
+    while body.len() < len {
+        let n = (len - body.len()).min(CHUNK);
+        let (r, chunk) = s.read_exact(Vec::with_capacity(n).slice(..n)).await;
+        r?;
+        body.extend_from_slice(&chunk.into_inner());
+    }
     serde_json::from_slice(&body)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a bad frame: {e}")))
