@@ -13,6 +13,7 @@ mod log_serve;
 mod probe;
 mod progress;
 mod raft;
+mod raft_bench;
 mod studies;
 mod torture;
 mod torture_raft;

@@ -24,6 +24,9 @@ pub enum RaftCmd {
     /// Start a cluster of local nodes (one process each), make it, and
     /// keep it running until Ctrl-C or --secs.
     Cluster(ClusterArgs),
+    /// Commits/s and commit latency of a local cluster under closed-loop
+    /// writers.
+    Bench(crate::raft_bench::BenchArgs),
 }
 
 /// `ringkit raft serve`.
@@ -117,6 +120,7 @@ pub fn raft(cmd: RaftCmd) -> io::Result<()> {
     match cmd {
         RaftCmd::Serve(a) => serve_node(a),
         RaftCmd::Cluster(a) => cluster(a),
+        RaftCmd::Bench(a) => crate::raft_bench::bench(a),
     }
 }
 
