@@ -173,15 +173,28 @@ where
 
     async fn entries(&self, lo: u64, hi: u64) -> io::Result<Vec<C::Entry>> {
         let lo = lo.max(self.first_index());
-        let mut out = Vec::new();
         if lo >= hi {
-            return Ok(out);
+            return Ok(Vec::new());
         }
-        // Durable ones from the log, then those still in memory.
-        let durable_end = self.log.next_lsn();
+        // What is durable and what is still in memory, taken together:
+        // entries leave the memory once durable, possibly while the file
+        // read below waits, so the tail is copied first.
+        let (durable_end, tail) = {
+            let st = self.st.borrow();
+            let end = self.log.next_lsn();
+            let from = (end - 1).max(lo).min(hi);
+            let tail: Vec<(u64, C::Entry)> = st
+                .pending
+                .range(from..hi)
+                .map(|(&i, (_, e))| (i, e.clone()))
+                .collect();
+            (end, tail)
+        };
+        let mut out = Vec::new();
+        let stop = durable_end.min(lsn(hi));
         let mut at = lsn(lo);
-        while at < durable_end.min(lsn(hi)) {
-            let want = (durable_end.min(lsn(hi)) - at).min(256) as usize;
+        while at < stop {
+            let want = (stop - at).min(256) as usize;
             let got = self.log.read_from(at, want).await?;
             let Some(&(l, _)) = got.last() else { break };
             for (_, b) in got {
@@ -190,8 +203,21 @@ where
             at = l + 1;
         }
         let from = out.len() as u64 + lo;
-        let st = self.st.borrow();
-        out.extend(st.pending.range(from..hi).map(|(_, (_, e))| e.clone()));
+        for (i, e) in tail {
+            if i >= from {
+                out.push(e);
+            }
+        }
+        // Whole or an error: openraft must never see a gap.
+        for (k, e) in out.iter().enumerate() {
+            if e.index() != lo + k as u64 {
+                return Err(io::Error::other(format!(
+                    "raft log read {lo}..{hi}: entry {} where {} belongs (a truncation raced the read?)",
+                    e.index(),
+                    lo + k as u64
+                )));
+            }
+        }
         Ok(out)
     }
 }

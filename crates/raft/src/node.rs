@@ -129,6 +129,28 @@ fn not_leader(f: &openraft::error::ForwardToLeader<KvConfig>) -> Answer {
     )
 }
 
+/// The answer to a write. Only a write refused before its entry was
+/// appended is `NotLeader` (certainly not carried out, so a client may
+/// send it elsewhere); one whose entry was discarded on a leader change
+/// may still commit, so it is an error of unknown outcome, never retried.
+pub fn write_answer(
+    r: Result<
+        openraft::raft::ClientWriteResponse<KvConfig>,
+        openraft::error::RaftError<KvConfig, openraft::error::ClientWriteError<KvConfig>>,
+    >,
+) -> Answer {
+    match r {
+        Ok(r) => Answer::Written {
+            index: r.log_id.index,
+            value: r.data.value,
+        },
+        Err(e) => match e.api_error() {
+            Some(openraft::error::ClientWriteError::ForwardToLeader(f)) => not_leader(f),
+            _ => Answer::Error(e.to_string()),
+        },
+    }
+}
+
 async fn answer(node: &Node, call: Call) -> Answer {
     let raft = &node.raft;
     match call {
@@ -150,16 +172,7 @@ async fn answer(node: &Node, call: Call) -> Answer {
                 Err(e) => Answer::Error(e.to_string()),
             }
         }
-        Call::Write(req) => match raft.client_write(req).await {
-            Ok(r) => Answer::Written {
-                index: r.log_id.index,
-                value: r.data.value,
-            },
-            Err(e) => match e.forward_to_leader() {
-                Some(f) => not_leader(f),
-                None => Answer::Error(e.to_string()),
-            },
-        },
+        Call::Write(req) => write_answer(raft.client_write(req).await),
         Call::Read(key) => match raft.get_read_linearizer(ReadPolicy::ReadIndex).await {
             Ok(l) => match l.await_ready(raft).await {
                 Ok(_) => Answer::Value(node.sm.get(&key)),

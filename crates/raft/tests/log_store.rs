@@ -129,7 +129,50 @@ async fn readable_before_durable() {
     assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 5..20)]));
 }
 
+/// Reads while appends become durable: every read of `0..next` is whole
+/// and in order (entries leave the in-memory tail as they become durable,
+/// possibly while a read waits on the file).
+async fn read_while_becoming_durable(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let opts = Options {
+        direct,
+        segment_size: 8 << 20,
+        max_batch: 4096,
+        ..Options::default()
+    };
+    let mut s = Store::open(t.path().join("log"), opts).await.unwrap();
+    let mut r = s.get_log_reader().await;
+    let (mut bad, mut reads, mut next) = (0, 0, 0u64);
+    for _ in 0..20 {
+        let mut rxs = Vec::new();
+        for _ in 0..200 {
+            let (tx, rx) = <RingkitRuntime as AsyncRuntime>::Oneshot::channel();
+            let e = vec![blank_ent::<KvConfig>(1, 1, next)];
+            s.append(e, IOFlushed::signal(tx)).await.unwrap();
+            next += 1;
+            rxs.push(rx);
+        }
+        for _ in 0..5 {
+            reads += 1;
+            let got = r.try_get_log_entries(0..next).await.unwrap();
+            let idx: Vec<u64> = got.iter().map(|e| e.index()).collect();
+            bad += usize::from(idx != (0..next).collect::<Vec<_>>());
+        }
+        for rx in rxs {
+            rx.await.unwrap().unwrap();
+        }
+    }
+    assert_eq!(
+        bad, 0,
+        "{bad} of {reads} reads short or with a gap (direct {direct})"
+    );
+}
+
 ringkit::test_all! {
+    async fn reads_are_whole_while_appends_become_durable() {
+        read_while_becoming_durable(false).await;
+        read_while_becoming_durable(true).await;
+    }
     async fn truncation_purge_vote_and_committed_survive_a_reopen() {
         survives_reopen().await;
     }

@@ -69,3 +69,23 @@ ringkit::test_all! {
         garbage().await;
     }
 }
+
+/// A write whose entry was discarded on a leader change may still commit:
+/// its answer is an error (outcome unknown), never `NotLeader` (which a
+/// client takes as "not carried out" and sends again).
+#[test]
+fn a_discarded_write_is_unknown_not_refused() {
+    use openraft::error::{ClientWriteError, ForwardToLeader, RaftError};
+    use ringkit_raft::kv::KvConfig;
+    use ringkit_raft::node::write_answer;
+    use ringkit_raft::wire::Answer;
+    let discarded: RaftError<KvConfig, ClientWriteError<KvConfig>> =
+        RaftError::APIError(ClientWriteError::LogEntryDiscarded(ForwardToLeader::empty()));
+    assert!(matches!(write_answer(Err(discarded)), Answer::Error(_)));
+    let refused: RaftError<KvConfig, ClientWriteError<KvConfig>> =
+        RaftError::APIError(ClientWriteError::ForwardToLeader(ForwardToLeader::empty()));
+    assert!(matches!(
+        write_answer(Err(refused)),
+        Answer::NotLeader(None)
+    ));
+}
