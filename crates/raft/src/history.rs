@@ -9,8 +9,9 @@
 //! - nothing is in the list that was refused or never appended, and
 //!   nothing twice;
 //! - an append acknowledged before another began comes before it;
-//! - every read is a prefix of the final list, and holds every append
-//!   acknowledged before the read began.
+//! - every read is a prefix of the final list, holds every append
+//!   acknowledged before the read began and none begun after it ended,
+//!   and is no shorter than any read that ended before it began.
 //!
 //! Appends whose outcome is unknown (sent, no answer) may be in the list
 //! or not; if in it, they are held to the same order rules as the
@@ -89,7 +90,11 @@ pub fn check(ops: &[Op], final_list: &[String]) -> Verdict {
             ..
         } = op
         {
-            appended.insert(value, (*begin, *outcome));
+            if appended.insert(value, (*begin, *outcome)).is_some() {
+                v.violations.push(format!(
+                    "{value} was appended twice: the history's elements must be unique"
+                ));
+            }
         }
     }
     for e in final_list {
@@ -152,17 +157,38 @@ pub fn check(ops: &[Op], final_list: &[String]) -> Verdict {
         }
     }
     // Reads: prefixes of the final list holding what was acknowledged
-    // before they began.
-    let mut reads: Vec<(u64, &Vec<String>)> = ops
+    // before they began, nothing appended after they ended, and no less
+    // than a read that ended before they began.
+    let mut reads: Vec<(u64, u64, &Vec<String>)> = ops
         .iter()
         .filter_map(|op| match op {
-            Op::Read { begin, list, .. } => Some((*begin, list)),
+            Op::Read { begin, end, list } => Some((*begin, *end, list)),
             _ => None,
         })
         .collect();
+    // The latest start among the appends of each prefix of the list.
+    let mut latest = Vec::with_capacity(final_list.len());
+    let mut m = 0u64;
+    for e in final_list {
+        m = m.max(appended.get(e.as_str()).map_or(0, |a| a.0));
+        latest.push(m);
+    }
+    let mut by_end: Vec<(u64, usize)> = reads.iter().map(|r| (r.1, r.2.len())).collect();
+    by_end.sort_unstable();
+    let (mut j, mut longest) = (0, 0usize);
     reads.sort_unstable_by_key(|r| r.0);
     let (mut k, mut must) = (0, 0usize);
-    for (begin, list) in reads {
+    for (begin, end, list) in reads {
+        while j < by_end.len() && by_end[j].0 < begin {
+            longest = longest.max(by_end[j].1);
+            j += 1;
+        }
+        if list.len() < longest {
+            v.violations.push(format!(
+                "a read went back: {} elements, after a read of {longest} had ended",
+                list.len()
+            ));
+        }
         v.reads += 1;
         v.acked += 1;
         if list.len() > final_list.len() || list[..] != final_list[..list.len()] {
@@ -187,6 +213,13 @@ pub fn check(ops: &[Op], final_list: &[String]) -> Verdict {
                 "a stale read: {} elements, but element {must} was acknowledged before it began",
                 list.len()
             ));
+        }
+        if let Some(&b) = list.len().checked_sub(1).and_then(|i| latest.get(i)) {
+            if b >= end {
+                v.violations.push(format!(
+                    "a read that ended at {end} saw an element whose append began at {b}"
+                ));
+            }
         }
     }
     v
@@ -267,5 +300,24 @@ mod tests {
         let mut wrong = base.clone();
         wrong.push(read(1, 2, &["b"]));
         bad(&wrong, &["a", "b"], "not a prefix");
+        // A read going back after a later one (an unknown append seen).
+        let mut back = base.clone();
+        back.push(app(21, 100, "c", Outcome::Unknown));
+        back.push(read(30, 31, &["a", "b", "c"]));
+        back.push(read(40, 41, &["a", "b"]));
+        bad(&back, &["a", "b", "c"], "went back");
+        // A read seeing an append that began after it ended.
+        let future = vec![
+            app(0, 1, "a", Outcome::Ok(1)),
+            read(1, 2, &["a", "b"]),
+            app(5, 9, "b", Outcome::Ok(2)),
+        ];
+        bad(&future, &["a", "b"], "whose append began");
+        // The same element appended twice (the checker's assumption).
+        let twice = vec![
+            app(0, 10, "a", Outcome::Refused),
+            app(11, 20, "a", Outcome::Unknown),
+        ];
+        bad(&twice, &["a"], "appended twice");
     }
 }

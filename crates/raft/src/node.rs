@@ -56,10 +56,12 @@ impl NodeConfig {
 }
 
 /// A running node's parts.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Node {
     raft: KvRaft,
     sm: KvStateMachine,
+    budget: wire::Budget,
+    open: std::cell::Cell<usize>,
 }
 
 /// Run node `cfg` until `stop` completes (then openraft is shut down and
@@ -88,17 +90,25 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
     let raft = KvRaft::new(cfg.id, config, net, store, sm.clone())
         .await
         .map_err(|e| io::Error::other(format!("raft: {e}")))?;
-    let node = Rc::new(Node { raft, sm });
+    let node = Rc::new(Node {
+        raft,
+        sm,
+        budget: wire::Budget::new(FRAME_BUDGET),
+        open: std::cell::Cell::new(0),
+    });
     let listener = TcpListener::bind(cfg.listen)?;
     let accept = async {
         loop {
             match listener.accept().await {
+                Ok((s, _)) if node.open.get() >= MAX_CONNECTIONS => drop(s),
                 Ok((s, _)) => {
                     let node = node.clone();
+                    node.open.set(node.open.get() + 1);
                     ringkit::spawn(async move {
                         if let Err(e) = connection(&node, s).await {
                             tracing::debug!("raft node: a connection ended: {e}");
                         }
+                        node.open.set(node.open.get() - 1);
                     });
                 }
                 Err(e) => {
@@ -113,13 +123,26 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
     Ok(())
 }
 
+/// Connections a node keeps open at once (more are closed at accept).
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Bytes of frames a node reads at once, over all its connections.
+pub const FRAME_BUDGET: usize = 2 * wire::MAX_FRAME;
+/// How long a connection may stay silent before the node closes it.
+pub const IDLE: std::time::Duration = std::time::Duration::from_secs(120);
+
 async fn connection(node: &Node, s: TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
-    while let Some(call) = wire::recv::<Call>(&s).await? {
+    loop {
+        let call =
+            match ringkit::time::timeout(IDLE, wire::recv_within::<Call>(&s, &node.budget)).await {
+                Ok(Ok(Some(call))) => call,
+                Ok(Ok(None)) => return Ok(()),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => return Err(io::Error::new(io::ErrorKind::TimedOut, "idle")),
+            };
         let answer = answer(node, call).await;
         wire::send(&s, &answer).await?;
     }
-    Ok(())
 }
 
 fn not_leader(f: &openraft::error::ForwardToLeader<KvConfig>) -> Answer {

@@ -16,11 +16,15 @@ use serde::{Deserialize, Serialize};
 
 use crate::kv::{KvConfig, Request};
 
-/// The largest frame read (a snapshot of the map travels in one).
-pub const MAX_FRAME: usize = 256 << 20;
+/// The largest frame read (a snapshot of the map travels in one: a map
+/// larger than this cannot be sent to a node that lags behind a purge).
+pub const MAX_FRAME: usize = 64 << 20;
 
 /// Bytes of a frame read at once.
 const CHUNK: usize = 1 << 20;
+
+/// Frames up to this size are read outside the [`Budget`].
+pub const SMALL: usize = 1 << 20;
 
 /// What a node is asked.
 #[derive(Debug, Serialize, Deserialize)]
@@ -106,6 +110,32 @@ pub async fn send<T: Serialize>(s: &TcpStream, msg: &T) -> io::Result<()> {
 
 /// Read one frame; `Ok(None)` at a clean end of stream.
 pub async fn recv<T: for<'de> Deserialize<'de>>(s: &TcpStream) -> io::Result<Option<T>> {
+    recv_within(s, &Budget::new(MAX_FRAME)).await
+}
+
+/// Bytes of large frames (over [`SMALL`]) being read at once, shared by
+/// the connections of a node: a frame that would take more is refused
+/// (its connection closed), so peers announcing large frames cannot take
+/// more memory than this, and small calls are never held up by them.
+#[derive(Debug)]
+pub struct Budget {
+    left: std::cell::Cell<usize>,
+}
+
+impl Budget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: usize) -> Budget {
+        Budget {
+            left: std::cell::Cell::new(bytes),
+        }
+    }
+}
+
+/// [`recv`], a large frame's bytes taken from `budget` while it is read.
+pub async fn recv_within<T: for<'de> Deserialize<'de>>(
+    s: &TcpStream,
+    budget: &Budget,
+) -> io::Result<Option<T>> {
     let (r, len) = s.read_exact(Vec::with_capacity(4).slice(..4)).await;
     match r {
         Ok(()) => {}
@@ -116,22 +146,34 @@ pub async fn recv<T: for<'de> Deserialize<'de>>(s: &TcpStream) -> io::Result<Opt
     }
     let len = len.into_inner();
     let len = u32::from_le_bytes(len[..4].try_into().expect("4 bytes")) as usize;
-    if len > MAX_FRAME {
+    // Small frames (every call but a snapshot) never wait on the budget.
+    let charged = if len > SMALL { len } else { 0 };
+    if len > MAX_FRAME || charged > budget.left.get() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("a frame of {len} bytes: at most {MAX_FRAME}"),
+            format!(
+                "a frame of {len} bytes: at most {MAX_FRAME}, and {} left of the budget of \
+                 large frames being read",
+                budget.left.get()
+            ),
         ));
     }
+    budget.left.set(budget.left.get() - charged);
     // In chunks: memory follows the bytes that arrive, not the length a
     // peer claims.
-    let mut body = Vec::new();
-    while body.len() < len {
-        let n = (len - body.len()).min(CHUNK);
-        let (r, chunk) = s.read_exact(Vec::with_capacity(n).slice(..n)).await;
-        r?;
-        body.extend_from_slice(&chunk.into_inner());
+    let body = async {
+        let mut body = Vec::new();
+        while body.len() < len {
+            let n = (len - body.len()).min(CHUNK);
+            let (r, chunk) = s.read_exact(Vec::with_capacity(n).slice(..n)).await;
+            r?;
+            body.extend_from_slice(&chunk.into_inner());
+        }
+        Ok::<_, io::Error>(body)
     }
-    serde_json::from_slice(&body)
+    .await;
+    budget.left.set(budget.left.get() + charged);
+    serde_json::from_slice(&body?)
         .map(Some)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("a bad frame: {e}")))
 }

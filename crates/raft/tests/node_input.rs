@@ -51,6 +51,28 @@ async fn garbage() {
     s.write_all(frame).await.0.unwrap();
     let (n, _) = s.read(Vec::with_capacity(16)).await;
     assert_eq!(n.unwrap(), 0, "closed");
+    // Large frames under way take from a budget of two: a third is
+    // refused, while small calls go on.
+    let mut big = Vec::new();
+    for _ in 0..2 {
+        let s = TcpStream::connect(addr).await.unwrap();
+        let mut frame = (ringkit_raft::wire::MAX_FRAME as u32)
+            .to_le_bytes()
+            .to_vec();
+        frame.extend_from_slice(&vec![b'x'; 1 << 20]);
+        s.write_all(frame).await.0.unwrap();
+        big.push(s);
+    }
+    ringkit::time::sleep(Duration::from_millis(50)).await;
+    let third = TcpStream::connect(addr).await.unwrap();
+    let frame = (ringkit_raft::wire::MAX_FRAME as u32)
+        .to_le_bytes()
+        .to_vec();
+    third.write_all(frame).await.0.unwrap();
+    let (n, _) = ringkit::time::timeout(Duration::from_secs(5), third.read(Vec::with_capacity(16)))
+        .await
+        .expect("the node closes a frame over its budget");
+    assert_eq!(n.unwrap(), 0);
     // Connected and silent, beside a client that works.
     let _silent = TcpStream::connect(addr).await.unwrap();
     for i in 0..20 {
