@@ -288,6 +288,32 @@ where
     where
         I: IntoIterator<Item = C::Entry>,
     {
+        // Checked whole before anything is queued: a refused append leaves
+        // the log as it was.
+        let entries: Vec<C::Entry> = entries.into_iter().collect();
+        let mut encoded = Vec::with_capacity(entries.len());
+        {
+            let st = self.st.borrow();
+            let mut next = st.next;
+            for (k, entry) in entries.iter().enumerate() {
+                let at = lsn(entry.index());
+                // Only the first entry of an empty log may skip ahead.
+                let skip = k == 0 && st.last.is_none() && at > next;
+                if at != next && !skip {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!(
+                            "append of index {} where index {} is next: the log takes no hole \
+                             and no overwrite without truncate_after",
+                            entry.index(),
+                            next - 1
+                        ),
+                    ));
+                }
+                next = at + 1;
+                encoded.push(serde_json::to_vec(entry).map_err(bad_data)?);
+            }
+        }
         let mut commits = Vec::new();
         let mut queued = Vec::new();
         let append_no = {
@@ -295,27 +321,14 @@ where
             st.appends += 1;
             st.appends
         };
-        for entry in entries {
+        for (entry, bytes) in entries.into_iter().zip(encoded) {
             let at = lsn(entry.index());
             let mut st = self.st.borrow_mut();
             if at != st.next {
-                let empty = st.last.is_none();
-                if !(empty && at > st.next) {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!(
-                            "append of index {} where index {} is next: the log takes no hole \
-                             and no overwrite without truncate_after",
-                            entry.index(),
-                            st.next - 1
-                        ),
-                    ));
-                }
-                // An empty log goes on at the entry's index.
+                // An empty log goes on at the entry's index (checked above).
                 drop(self.log.purge(at));
                 st.next = at;
             }
-            let bytes = serde_json::to_vec(&entry).map_err(bad_data)?;
             commits.push(self.log.append(bytes));
             queued.push(entry.index());
             st.next = at + 1;

@@ -124,9 +124,18 @@ async fn readable_before_durable() {
         .await
         .unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    // A refused append queues none of its entries (20 would fit; 22 not).
+    let (tx, _rx) = <RingkitRuntime as AsyncRuntime>::Oneshot::channel();
+    let two = [
+        blank_ent::<KvConfig>(1, 1, 20),
+        blank_ent::<KvConfig>(1, 1, 22),
+    ];
+    let e = s.append(two, IOFlushed::signal(tx)).await.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+    append(&mut s, 1, 20, 21).await;
     drop(s);
     let mut s = Store::open(&dir, opts()).await.unwrap();
-    assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 5..20)]));
+    assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 5..21)]));
 }
 
 /// Reads while appends become durable: every read of `0..next` is whole
