@@ -207,7 +207,53 @@ async fn state_saved(direct: bool) {
     assert!(e.to_string().contains("STATE"), "{e}");
 }
 
+/// A truncation after a purge past the end (into its hole's successor),
+/// on a log reopened direct after buffered; `check` counts the records
+/// from the first LSN, and `salvage` copies exactly what the log holds.
+async fn truncate_after_a_purge_then_salvage() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let log = Log::open(&dir, opts(false)).await.unwrap();
+    for i in 1..=10u64 {
+        assert_eq!(log.append(format!("a{i}")).await.unwrap(), i);
+    }
+    assert_eq!(log.purge(30).await.unwrap(), 30); // a hole 11..30
+    for i in 30..=40u64 {
+        assert_eq!(log.append(format!("b{i}")).await.unwrap(), i);
+    }
+    drop(log);
+    let log = Log::open(&dir, opts(true)).await.unwrap();
+    assert_eq!(log.truncate(35).await.unwrap(), 35);
+    for i in 35..=37u64 {
+        assert_eq!(log.append(format!("c{i}")).await.unwrap(), i);
+    }
+    let e = log.truncate(29).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");
+    drop(log);
+    let rep = ringkit_log::check(&dir).await.unwrap();
+    assert_eq!((rep.records, rep.error), (8, None));
+    let into = t.path().join("salvaged");
+    ringkit_log::salvage(&dir, &into, opts(false), None)
+        .await
+        .unwrap();
+    let out = Log::open(&into, opts(false)).await.unwrap();
+    let got: Vec<String> = out
+        .read_from(30, 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|(l, p)| format!("{l}:{}", String::from_utf8_lossy(p)))
+        .collect();
+    assert_eq!(
+        got,
+        ["30:b30", "31:b31", "32:b32", "33:b33", "34:b34", "35:c35", "36:c36", "37:c37"]
+    );
+}
+
 ringkit::test_all! {
+    async fn a_truncation_after_a_purge_survives_check_and_salvage() {
+        truncate_after_a_purge_then_salvage().await;
+    }
     async fn truncate_removes_the_suffix_and_its_lsns_are_reused() {
         truncate_then_reuse(false).await;
         truncate_then_reuse(true).await;
