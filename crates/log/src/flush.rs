@@ -405,8 +405,22 @@ async fn edit(inner: &Rc<Inner>) {
     let ctl = p.ctl.as_ref().expect("an edit");
     if let Control::Purge(below) = *ctl {
         let mut st = inner.st.borrow_mut();
+        if below - st.next_lsn.min(below) > u64::from(u32::MAX) {
+            // More than one hole holds: no log skips that far (and
+            // u64::MAX would leave no LSN to append at).
+            let next = st.next_lsn;
+            drop(st);
+            let _ = p.done.send(Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "purge below LSN {below}: at most {} past the next LSN ({next})",
+                    u32::MAX
+                ),
+            )));
+            return;
+        }
         if below > st.next_lsn {
-            let gap = (below - st.next_lsn).min(u64::from(u32::MAX));
+            let gap = below - st.next_lsn;
             let (done, _) = oneshot::channel();
             st.queue.push_front(p);
             st.queue.push_front(Pending {

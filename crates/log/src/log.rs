@@ -203,7 +203,8 @@ impl Log {
     /// Remove the records before LSN `below`, durably: `first_lsn()`
     /// becomes `below` (a `below` at or before it does nothing). Past the
     /// end of the log, the LSNs up to `below` are skipped (a hole), so the
-    /// next append gets `below`. Resolves with the log's first LSN. Whole
+    /// next append gets `below`; more than `u32::MAX` past it is
+    /// `InvalidInput`. Resolves with the log's first LSN. Whole
     /// segments are deleted; the first segment kept may still hold some
     /// purged records on disk, which are never read again. Queued like an
     /// append.

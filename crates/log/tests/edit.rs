@@ -166,6 +166,12 @@ async fn purge_prefix(direct: bool) {
     assert_eq!((log.first_lsn(), log.next_lsn()), (500, 500));
     fill(&log, "b", 500..520).await;
     let log = holds(dir, direct, log, &[("b", 500..520)]).await;
+    // A purge too far past the end (more than one hole's u32 of LSNs) is
+    // refused at once, not ground through in holes; the log goes on.
+    let far = ringkit::time::timeout(std::time::Duration::from_secs(5), log.purge(u64::MAX))
+        .await
+        .expect("a purge to u64::MAX resolves at once");
+    assert_eq!(far.unwrap_err().kind(), ErrorKind::InvalidInput);
     // Truncating below the start is refused; at it empties the log.
     let e = log.truncate(499).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidInput, "{e}");

@@ -375,9 +375,17 @@ where
     }
 
     async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
-        let below = lsn(log_id.index()) + 1;
+        let below = lsn(log_id.index()).saturating_add(1);
         let state = {
             let mut st = self.st.borrow_mut();
+            // Checked before the purged id is saved: the log refuses to
+            // skip further, and a state naming such a purge would not open.
+            if below - st.next.min(below) > u64::from(u32::MAX) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("purge up to index {}: too far past the end", log_id.index()),
+                ));
+            }
             if st.meta.purged.as_ref().is_some_and(|p| *p >= log_id) {
                 return Ok(());
             }

@@ -37,12 +37,15 @@ pub struct NodeConfig {
     /// Build a snapshot (and purge the log behind it) every this many
     /// applied entries.
     pub snapshot_every: u64,
+    /// How long a connection may stay silent, or leave an answer unread,
+    /// before the node closes it.
+    pub idle: std::time::Duration,
 }
 
 impl NodeConfig {
     /// Node `id` on `listen` with its data in `dir`: the log's default
     /// options (buffered), 100 ms heartbeats, a snapshot every 10 000
-    /// entries.
+    /// entries, connections let go after [`IDLE`] without progress.
     pub fn new(id: u64, listen: SocketAddr, dir: impl Into<PathBuf>) -> NodeConfig {
         NodeConfig {
             id,
@@ -51,6 +54,7 @@ impl NodeConfig {
             log: Options::default(),
             heartbeat_ms: 100,
             snapshot_every: 10_000,
+            idle: IDLE,
         }
     }
 }
@@ -62,6 +66,7 @@ struct Node {
     sm: KvStateMachine,
     budget: wire::Budget,
     open: std::cell::Cell<usize>,
+    idle: std::time::Duration,
 }
 
 /// Run node `cfg` until `stop` completes (then openraft is shut down and
@@ -95,6 +100,7 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
         sm,
         budget: wire::Budget::new(FRAME_BUDGET),
         open: std::cell::Cell::new(0),
+        idle: cfg.idle,
     });
     let listener = TcpListener::bind(cfg.listen)?;
     let accept = async {
@@ -127,14 +133,19 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
 pub const MAX_CONNECTIONS: usize = 1024;
 /// Bytes of frames a node reads at once, over all its connections.
 pub const FRAME_BUDGET: usize = 2 * wire::MAX_FRAME;
-/// How long a connection may stay silent before the node closes it.
+/// How long a connection may stay silent, or leave an answer unread,
+/// before the node closes it (the default of [`NodeConfig::idle`]).
 pub const IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 async fn connection(node: &Node, s: TcpStream) -> io::Result<()> {
     s.set_nodelay(true)?;
+    // A peer that stops reading its answers is let go, not waited on.
+    s.set_write_timeout(Some(node.idle));
     loop {
         let call =
-            match ringkit::time::timeout(IDLE, wire::recv_within::<Call>(&s, &node.budget)).await {
+            match ringkit::time::timeout(node.idle, wire::recv_within::<Call>(&s, &node.budget))
+                .await
+            {
                 Ok(Ok(Some(call))) => call,
                 Ok(Ok(None)) => return Ok(()),
                 Ok(Err(e)) => return Err(e),

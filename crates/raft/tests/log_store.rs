@@ -97,6 +97,10 @@ async fn survives_reopen() {
         Some(log_id::<KvConfig>(3, 1, 100))
     );
     append(&mut s, 3, 101, 105).await;
+    // A purge past u32::MAX LSNs beyond the end is refused and saves
+    // nothing (the store still opens).
+    let far = s.purge(log_id::<KvConfig>(3, 1, u64::MAX - 1)).await;
+    assert_eq!(far.unwrap_err().kind(), std::io::ErrorKind::InvalidInput);
     drop(s);
     let mut s = Store::open(&dir, opts()).await.unwrap();
     assert_eq!(terms(&mut s, 0, 200).await, expect(&[(3, 101..105)]));

@@ -20,6 +20,7 @@ async fn garbage() {
     let (tx, rx) = futures_channel::oneshot::channel::<()>();
     let mut cfg = NodeConfig::new(1, addr, t.path().join("n1"));
     cfg.heartbeat_ms = 50;
+    cfg.idle = Duration::from_secs(1);
     cfg.log.segment_size = 1 << 20;
     cfg.log.max_batch = 256 << 10;
     let node = ringkit::spawn(serve(cfg, async move {
@@ -73,6 +74,31 @@ async fn garbage() {
         .await
         .expect("the node closes a frame over its budget");
     assert_eq!(n.unwrap(), 0);
+    // A client that sends calls and never reads the answers: the node
+    // lets it go once its answers stop moving (the writer then fails),
+    // instead of holding the connection for ever.
+    let greedy = TcpStream::connect(addr).await.unwrap();
+    let flood = ringkit::spawn(async move {
+        let mut frame = Vec::new();
+        for _ in 0..1000 {
+            let body = b"\"Status\"";
+            frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            frame.extend_from_slice(body);
+        }
+        loop {
+            let (r, f) = greedy.write_all(frame).await;
+            frame = f;
+            if r.is_err() {
+                return;
+            }
+        }
+    });
+    ringkit::time::timeout(Duration::from_secs(20), flood)
+        .await
+        .expect("the node closes a connection that never reads")
+        .unwrap();
+    // (The earlier client's connection was let go too, idle: a new one.)
+    let mut c = Client::new(vec![(1, addr.to_string())]);
     // Connected and silent, beside a client that works.
     let _silent = TcpStream::connect(addr).await.unwrap();
     for i in 0..20 {
