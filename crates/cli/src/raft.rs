@@ -304,11 +304,17 @@ fn cluster(a: ClusterArgs) -> io::Result<()> {
         }
         Ok::<_, io::Error>(())
     });
-    for n in &mut nodes {
+    teardown(&mut nodes, &root, remove);
+    res
+}
+
+/// Stop the nodes (SIGTERM: they shut openraft down) and remove their
+/// data if asked.
+pub fn teardown(nodes: &mut [NodeProc], root: &Path, remove: bool) {
+    for n in nodes {
         n.kill(libc::SIGTERM);
     }
     if remove {
-        let _ = std::fs::remove_dir_all(&root);
+        let _ = std::fs::remove_dir_all(root);
     }
-    res
 }

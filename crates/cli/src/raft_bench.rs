@@ -14,7 +14,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use ringkit_raft::client::{Client, Reply};
 
-use crate::raft::{make_cluster, members, scratch, NodeArgs, NodeProc};
+use crate::raft::{make_cluster, members, scratch, teardown, NodeArgs, NodeProc};
 
 /// `ringkit raft bench`.
 #[derive(Args, Debug)]
@@ -129,11 +129,6 @@ pub fn bench(mut a: BenchArgs) -> io::Result<()> {
         }
         Ok::<_, io::Error>(())
     });
-    for n in &mut nodes {
-        n.kill(libc::SIGTERM);
-    }
-    if remove {
-        let _ = std::fs::remove_dir_all(&root);
-    }
+    teardown(&mut nodes, &root, remove);
     res
 }

@@ -19,7 +19,7 @@ use ringkit::Backend;
 use ringkit_raft::client::{Answer2, Client, Reply};
 use ringkit_raft::history::{self, Op, Outcome};
 
-use crate::raft::{make_cluster, members, scratch, wait_leader, NodeArgs, NodeProc};
+use crate::raft::{make_cluster, members, scratch, teardown, wait_leader, NodeArgs, NodeProc};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -288,12 +288,9 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
         }
         Ok(v)
     });
-    for n in &mut nodes {
-        n.kill(libc::SIGTERM);
-    }
-    if remove && res.as_ref().is_ok_and(|v| v.violations.is_empty()) {
-        let _ = std::fs::remove_dir_all(&root);
-    } else {
+    let clean = remove && res.as_ref().is_ok_and(|v| v.violations.is_empty());
+    teardown(&mut nodes, &root, clean);
+    if !clean {
         log(&format!("node data and logs kept in {}", root.display()));
     }
     res

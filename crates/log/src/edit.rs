@@ -44,7 +44,8 @@ pub(crate) enum Control {
     State(Vec<u8>),
 }
 
-/// The truncation intent's name, and its name before the rename.
+/// The truncation intent's name, and its name before the rename
+/// (`ringkit::fs::write_replace` writes `NAME.tmp`).
 pub const TRUNCATE: &str = "TRUNCATE";
 pub const TRUNCATE_TMP: &str = "TRUNCATE.tmp";
 /// The state's name, and its name before the rename.
@@ -197,40 +198,11 @@ fn encode_state(log_id: u64, state: &[u8]) -> Vec<u8> {
 
 /// The whole of `dir/name`, or `None` if it does not exist.
 async fn read_small(dir: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
-    let f = match ringkit::fs::File::open(dir.join(name)).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata().await?.len() as usize;
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        let (r, chunk) = f
-            .read_at(Vec::with_capacity(len - out.len()), out.len() as u64)
-            .await;
-        if r? == 0 {
-            break;
-        }
-        out.extend_from_slice(&chunk);
+    match ringkit::fs::File::open(dir.join(name)).await {
+        Ok(f) => f.read_to_end().await.map(Some),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
     }
-    Ok(Some(out))
-}
-
-/// Write `dir/name` durably: to `tmp`, synced, renamed, the directory
-/// synced.
-pub async fn write_small(dir: &Path, tmp: &str, name: &str, bytes: Vec<u8>) -> io::Result<()> {
-    let tmp = dir.join(tmp);
-    let f = ringkit::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)
-        .await?;
-    f.write_all_at(bytes, 0).await.0?;
-    f.sync_all().await?;
-    f.close().await?;
-    ringkit::fs::rename(&tmp, dir.join(name)).await?;
-    ringkit::fs::sync_dir(dir).await
 }
 
 /// Finish truncation `t` of the log in `dir` whose manifest is `m`; each
@@ -363,7 +335,7 @@ pub(crate) async fn truncate(inner: &Rc<Inner>, from: u64) -> io::Result<u64> {
         };
         (t, pos + h.extent())
     };
-    write_small(&inner.dir, TRUNCATE_TMP, TRUNCATE, t.encode()).await?;
+    ringkit::fs::write_replace(inner.dir.join(TRUNCATE), t.encode()).await?;
     let m = Manifest {
         log_id: inner.log_id,
         start: inner.st.borrow().start,
@@ -442,7 +414,7 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
 /// Save `state` (the flusher, nothing in flight).
 pub(crate) async fn save_state(inner: &Rc<Inner>, state: Vec<u8>) -> io::Result<u64> {
     let bytes = encode_state(inner.log_id, &state);
-    write_small(&inner.dir, STATE_TMP, STATE, bytes).await?;
+    ringkit::fs::write_replace(inner.dir.join(STATE), bytes).await?;
     inner.st.borrow_mut().state = Some(state);
     Ok(0)
 }

@@ -302,5 +302,5 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
 /// Write `dir/MANIFEST` durably: to a temporary name, synced, renamed,
 /// the directory synced.
 pub async fn write_manifest(dir: &Path, m: &Manifest) -> io::Result<()> {
-    edit::write_small(dir, MANIFEST_TMP, MANIFEST, m.encode().to_vec()).await
+    ringkit::fs::write_replace(dir.join(MANIFEST), m.encode().to_vec()).await
 }

@@ -100,11 +100,9 @@ struct Inner {
     dir: Option<PathBuf>,
     data: RefCell<KvData>,
     snapshot: RefCell<Option<StoredSnapshot>>,
-    snapshots_built: RefCell<u64>,
 }
 
 const SNAPSHOT: &str = "snapshot";
-const SNAPSHOT_TMP: &str = "snapshot.tmp";
 
 impl KvStateMachine {
     /// A state machine whose snapshots live in memory only (tests).
@@ -114,7 +112,6 @@ impl KvStateMachine {
                 dir: None,
                 data: RefCell::new(KvData::default()),
                 snapshot: RefCell::new(None),
-                snapshots_built: RefCell::new(0),
             }),
         }
     }
@@ -129,7 +126,6 @@ impl KvStateMachine {
                 dir: Some(dir.clone()),
                 data: RefCell::new(KvData::default()),
                 snapshot: RefCell::new(None),
-                snapshots_built: RefCell::new(0),
             }),
         };
         match std::fs::read(dir.join(SNAPSHOT)) {
@@ -159,26 +155,10 @@ impl KvStateMachine {
         self.inner.data.borrow().last_applied
     }
 
-    /// Snapshots built here since it was opened.
-    pub fn snapshots_built(&self) -> u64 {
-        *self.inner.snapshots_built.borrow()
-    }
-
     async fn keep(&self, s: StoredSnapshot) -> io::Result<()> {
         if let Some(dir) = &self.inner.dir {
             let bytes = serde_json::to_vec(&s).map_err(io::Error::other)?;
-            let tmp = dir.join(SNAPSHOT_TMP);
-            let f = ringkit::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .await?;
-            f.write_all_at(bytes, 0).await.0?;
-            f.sync_all().await?;
-            f.close().await?;
-            ringkit::fs::rename(&tmp, dir.join(SNAPSHOT)).await?;
-            ringkit::fs::sync_dir(dir).await?;
+            ringkit::fs::write_replace(dir.join(SNAPSHOT), bytes).await?;
         }
         *self.inner.snapshot.borrow_mut() = Some(s);
         Ok(())
@@ -208,7 +188,6 @@ impl RaftSnapshotBuilder<KvConfig> for KvStateMachine {
             data: data.clone(),
         })
         .await?;
-        *self.inner.snapshots_built.borrow_mut() += 1;
         Ok(SnapshotOf::<KvConfig, _> {
             meta,
             snapshot: Cursor::new(data),

@@ -101,10 +101,11 @@ pub struct Status {
 
 /// Write `msg` as one frame.
 pub async fn send<T: Serialize>(s: &TcpStream, msg: &T) -> io::Result<()> {
-    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
-    let mut frame = Vec::with_capacity(4 + body.len());
-    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    frame.extend_from_slice(&body);
+    // One buffer: the length's room, then the JSON, then the length.
+    let mut frame = vec![0u8; 4];
+    serde_json::to_writer(&mut frame, msg).map_err(io::Error::other)?;
+    let len = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
     s.write_all(frame).await.0
 }
 
@@ -162,12 +163,17 @@ pub async fn recv_within<T: for<'de> Deserialize<'de>>(
     // In chunks: memory follows the bytes that arrive, not the length a
     // peer claims.
     let body = async {
-        let mut body = Vec::new();
+        let mut body: Vec<u8> = Vec::new();
         while body.len() < len {
             let n = (len - body.len()).min(CHUNK);
             let (r, chunk) = s.read_exact(Vec::with_capacity(n).slice(..n)).await;
             r?;
-            body.extend_from_slice(&chunk.into_inner());
+            if body.is_empty() {
+                // A frame of one chunk (nearly every call) is not copied.
+                body = chunk.into_inner();
+            } else {
+                body.extend_from_slice(&chunk.into_inner());
+            }
         }
         Ok::<_, io::Error>(body)
     }

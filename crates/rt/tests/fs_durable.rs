@@ -29,6 +29,22 @@ fn on_uring() -> bool {
 }
 
 ringkit::test_all! {
+    async fn write_replace_makes_then_replaces_and_leaves_no_temporary() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("STATE");
+        ringkit::fs::write_replace(&path, b"one".to_vec()).await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"one");
+        ringkit::fs::write_replace(&path, b"two, longer".to_vec()).await.unwrap();
+        ringkit::fs::write_replace(&path, b"3".to_vec()).await.unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"3");
+        assert!(!t.path().join("STATE.tmp").exists());
+        // A directory that is not there: an error naming the file.
+        let e = ringkit::fs::write_replace(t.path().join("no/such"), vec![1])
+            .await
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    }
+
     async fn fixed_buffers_read_and_write_o_direct() {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("direct");

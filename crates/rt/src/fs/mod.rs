@@ -62,7 +62,7 @@ mod fixed;
 pub mod hook;
 mod names;
 pub use fixed::{FixedBuf, FixedBufPool};
-pub use names::{create_dir, remove_dir, remove_file, rename, sync_dir};
+pub use names::{create_dir, remove_dir, remove_file, rename, sync_dir, write_replace};
 
 use hook::{Fault, FsOp};
 

@@ -72,3 +72,28 @@ pub async fn sync_dir(dir: impl AsRef<Path>) -> io::Result<()> {
         .await
         .map_err(|e| io::Error::new(e.kind(), format!("fsync directory {}: {e}", dir.display())))
 }
+
+/// Replace the file `path` with `bytes`, durably and atomically: written
+/// to `path` with `.tmp` appended, synced, renamed over `path`, and the
+/// directory synced. After a crash `path` holds the old bytes or the new
+/// ones, never a mix; the `.tmp` file may be left (remove it at start-up).
+pub async fn write_replace(path: impl AsRef<Path>, bytes: Vec<u8>) -> io::Result<()> {
+    let path = path.as_ref();
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .await?;
+    f.write_all_at(bytes, 0).await.0?;
+    f.sync_all().await?;
+    f.close().await?;
+    rename(&tmp, path).await?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    sync_dir(dir).await
+}
