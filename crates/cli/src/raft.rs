@@ -61,6 +61,10 @@ pub struct NodeArgs {
     /// Snapshot (and purge the log behind it) every this many entries.
     #[arg(long, default_value_t = 10_000)]
     pub snapshot_every: u64,
+    /// Save the committed log id at most every this many ms (0: durably
+    /// on every commit, which drains the log's pipeline each time).
+    #[arg(long, default_value_t = 50)]
+    pub committed_every_ms: u64,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     pub backend: Backend,
@@ -76,6 +80,7 @@ impl NodeArgs {
             format!("--segment-mib={}", self.segment_mib),
             format!("--heartbeat-ms={}", self.heartbeat_ms),
             format!("--snapshot-every={}", self.snapshot_every),
+            format!("--committed-every-ms={}", self.committed_every_ms),
             format!("--backend={}", backend_name(self.backend)),
         ];
         if self.direct {
@@ -134,6 +139,7 @@ fn serve_node(a: ServeArgs) -> io::Result<()> {
     cfg.log.segment_size = a.node.segment_mib.max(1) << 20;
     cfg.heartbeat_ms = a.node.heartbeat_ms.max(10);
     cfg.snapshot_every = a.node.snapshot_every.max(2);
+    cfg.committed_every = Duration::from_millis(a.node.committed_every_ms);
     let rt = ringkit::Runtime::builder()
         .backend(a.node.backend)
         .build()?;

@@ -172,6 +172,7 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
         segment_mib: 4,
         heartbeat_ms: 50,
         snapshot_every: 500,
+        committed_every_ms: 50,
         backend: cfg.backend,
         cpu: None,
     };

@@ -10,6 +10,17 @@
 //!   a crash between the two is finished at the next open;
 //! - the vote, the committed log id and the purged log id are the log's
 //!   state ([`Log::save_state`]), replaced atomically;
+//! - the committed log id is saved at most once per
+//!   [`LogStore::set_committed_every`] (default 50 ms; zero: durable on
+//!   every call), and with every vote and purge. openraft calls
+//!   `save_committed` after nearly every commit, and each state write runs
+//!   with no batch in flight, so saving each one would drain the append
+//!   pipeline every time. After a crash the committed id read back is
+//!   then up to that much older than the last one given: the state
+//!   machine is re-applied to it, and the cluster's commit brings it the
+//!   rest (openraft's "optionally persisted committed"). Linearizable
+//!   reads are not affected: they wait for the leader's commit to be
+//!   applied;
 //! - a first append at index `i` on an empty log skips the log to LSN
 //!   `i + 1` ([`Log::purge`] past its end).
 //!
@@ -31,6 +42,7 @@ use std::io;
 use std::ops::{Bound, RangeBounds};
 use std::path::Path;
 use std::rc::Rc;
+use std::time::Duration;
 
 use openraft::entry::RaftEntry;
 use openraft::storage::{IOFlushed, RaftLogStorage};
@@ -98,6 +110,12 @@ struct St<C: RaftTypeConfig> {
     next: u64,
     /// The id of the last entry, if the log holds any.
     last: Option<LogIdOf<C>>,
+    /// How long a committed id may wait to be saved (zero: not at all).
+    committed_every: Duration,
+    /// A save of the committed id is scheduled.
+    committed_due: bool,
+    /// The error of the last scheduled save, given to the next call.
+    committed_err: Option<io::Error>,
 }
 
 fn lsn(index: u64) -> u64 {
@@ -149,8 +167,18 @@ where
                 appends: 0,
                 next,
                 last,
+                committed_every: Duration::from_millis(50),
+                committed_due: false,
+                committed_err: None,
             })),
         })
+    }
+
+    /// Save the committed log id at most once per `every` (and with every
+    /// vote and purge); zero saves it durably on every call. See the
+    /// [module docs](self) for what a crash then costs.
+    pub fn set_committed_every(&self, every: Duration) {
+        self.st.borrow_mut().committed_every = every;
     }
 
     /// The ringkit-log underneath.
@@ -276,8 +304,31 @@ where
     }
 
     async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
-        self.st.borrow_mut().meta.committed = committed;
-        self.save_meta().await.map(drop)
+        let every = {
+            let mut st = self.st.borrow_mut();
+            if let Some(e) = st.committed_err.take() {
+                return Err(e);
+            }
+            st.meta.committed = committed;
+            if st.committed_due {
+                return Ok(());
+            }
+            st.committed_due = !st.committed_every.is_zero();
+            st.committed_every
+        };
+        if every.is_zero() {
+            return self.save_meta().await.map(drop);
+        }
+        // Saved later, with whatever committed id is the latest by then.
+        let me = self.clone();
+        ringkit::spawn(async move {
+            ringkit::time::sleep(every).await;
+            me.st.borrow_mut().committed_due = false;
+            if let Err(e) = me.save_meta().await {
+                me.st.borrow_mut().committed_err = Some(e);
+            }
+        });
+        Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {

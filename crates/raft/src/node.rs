@@ -40,12 +40,16 @@ pub struct NodeConfig {
     /// How long a connection may stay silent, or leave an answer unread,
     /// before the node closes it.
     pub idle: std::time::Duration,
+    /// How long the committed log id may wait to be saved
+    /// ([`LogStore::set_committed_every`]; zero: on every commit).
+    pub committed_every: std::time::Duration,
 }
 
 impl NodeConfig {
     /// Node `id` on `listen` with its data in `dir`: the log's default
     /// options (buffered), 100 ms heartbeats, a snapshot every 10 000
-    /// entries, connections let go after [`IDLE`] without progress.
+    /// entries, connections let go after [`IDLE`] without progress, the
+    /// committed id saved at most every 50 ms.
     pub fn new(id: u64, listen: SocketAddr, dir: impl Into<PathBuf>) -> NodeConfig {
         NodeConfig {
             id,
@@ -55,6 +59,7 @@ impl NodeConfig {
             heartbeat_ms: 100,
             snapshot_every: 10_000,
             idle: IDLE,
+            committed_every: std::time::Duration::from_millis(50),
         }
     }
 }
@@ -74,6 +79,7 @@ struct Node {
 /// made by a [`Call::Init`] to one node.
 pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Result<()> {
     let store = LogStore::<KvConfig>::open(cfg.dir.join("log"), cfg.log.clone()).await?;
+    store.set_committed_every(cfg.committed_every);
     let sm = KvStateMachine::open(cfg.dir.join("sm")).await?;
     let config = openraft::Config {
         cluster_name: "ringkit-kv".into(),

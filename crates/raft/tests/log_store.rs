@@ -106,6 +106,62 @@ async fn survives_reopen() {
     assert_eq!(terms(&mut s, 0, 200).await, expect(&[(3, 101..105)]));
 }
 
+/// The committed id as a read-only open of `dir` sees it on disk now.
+async fn committed_on_disk(dir: &std::path::Path) -> Option<u64> {
+    let log = ringkit_log::Log::open_read_only(dir, opts()).await.unwrap();
+    let meta: serde_json::Value = serde_json::from_slice(&log.state().unwrap()).unwrap();
+    meta["committed"]["index"].as_u64()
+}
+
+async fn committed_saved_lazily() {
+    use std::time::Duration;
+    let (t1, t2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // A long interval: not on disk after the calls; a vote carries the
+    // latest one with it.
+    let dir = t1.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    s.set_committed_every(Duration::from_secs(3600));
+    append(&mut s, 1, 0, 40).await;
+    s.save_vote(&VoteOf::<KvConfig>::new(1, 1)).await.unwrap();
+    for i in [10, 12] {
+        s.save_committed(Some(log_id::<KvConfig>(1, 1, i)))
+            .await
+            .unwrap();
+    }
+    assert_eq!(committed_on_disk(&dir).await, None, "not saved at once");
+    s.save_vote(&VoteOf::<KvConfig>::new(2, 1)).await.unwrap();
+    assert_eq!(committed_on_disk(&dir).await, Some(12), "with the vote");
+
+    // The default, 50 ms: on disk soon after, the latest one.
+    let dir = t2.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    append(&mut s, 1, 0, 40).await;
+    for i in [20, 22] {
+        s.save_committed(Some(log_id::<KvConfig>(1, 1, i)))
+            .await
+            .unwrap();
+    }
+    ringkit::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        committed_on_disk(&dir).await,
+        Some(22),
+        "saved within 50 ms"
+    );
+
+    // Zero: durable when the call returns.
+    s.set_committed_every(Duration::ZERO);
+    s.save_committed(Some(log_id::<KvConfig>(1, 1, 30)))
+        .await
+        .unwrap();
+    assert_eq!(committed_on_disk(&dir).await, Some(30), "at once");
+    drop(s);
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert_eq!(
+        s.read_committed().await.unwrap(),
+        Some(log_id::<KvConfig>(1, 1, 30))
+    );
+}
+
 async fn readable_before_durable() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("log");
@@ -188,6 +244,9 @@ ringkit::test_all! {
     }
     async fn truncation_purge_vote_and_committed_survive_a_reopen() {
         survives_reopen().await;
+    }
+    async fn the_committed_id_is_saved_within_its_interval_or_at_once() {
+        committed_saved_lazily().await;
     }
     async fn appended_entries_are_readable_before_they_are_durable() {
         readable_before_durable().await;
