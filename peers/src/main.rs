@@ -14,12 +14,25 @@
 //! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
 //! runtime, TCP_NODELAY on every connection.
 //!
-//! Usage: `ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|glommio-echo|hyper-http|axum-http ADDR [PAD]`
+//! `openraft-node` is a node of the replicated map of `ringkit raft` on
+//! openraft's tokio runtime, its log an append file ([`raft`]).
+//!
+//! Usage: `ringkit-peer openraft-node --id N --listen ADDR --dir D ...`,
+//! or `ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|glommio-echo|hyper-http|axum-http ADDR [PAD]`
 
 use std::net::SocketAddr;
 
+mod raft;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("openraft-node") {
+        if let Err(e) = raft::main(&args[2..]) {
+            eprintln!("ringkit-peer: openraft-node: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if args.len() != 3 && !(args.len() == 4 && args[1] == "hyper-http") {
         eprintln!(
             "usage: ringkit-peer tokio-echo|monoio-echo|monoio-legacy-echo|glommio-echo|hyper-http|axum-http ADDR \

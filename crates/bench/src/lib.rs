@@ -24,6 +24,7 @@ pub mod latency;
 pub mod log;
 pub mod nop;
 pub mod pipeline;
+pub mod raft;
 pub mod raw;
 pub mod serve;
 pub mod tls;

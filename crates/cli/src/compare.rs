@@ -11,8 +11,11 @@ use crate::progress::{self, Progress};
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Study to run: echo, generator, http, static, axum, tls, app, hosting,
-    /// grpc, service, pipeline, wakeup, nop, file, log, latency, c10k,
-    /// hostile or all (default: all). `hostile` runs the battery of
+    /// grpc, service, pipeline, wakeup, nop, file, log, raft, latency, c10k,
+    /// hostile or all (default: all). `raft` runs a 3-node openraft cluster
+    /// of the replicated map on ringkit (io_uring, epoll) against the same
+    /// cluster on tokio with an append-file log (about 1 minute; with `all`
+    /// only under `--full`). `hostile` runs the battery of
     /// `ringkit torture hostile --short` against the seven ringkit servers
     /// and nginx (static files, clear and TLS), one table, attack by attack
     /// (about 8 minutes; with `all` only under `--full`, then on both
@@ -34,7 +37,7 @@ pub struct CompareArgs {
     study: Option<String>,
     /// The long run for publishing: every study's full variant (more
     /// rounds, workloads and contenders, peers' syscalls counted by perf),
-    /// and with `all` also the `app`, `hosting`, `grpc`, `latency`, `c10k` and `hostile` studies. About
+    /// and with `all` also the `app`, `hosting`, `grpc`, `raft`, `latency`, `c10k` and `hostile` studies. About
     /// an hour. Without it, each study runs its short variant (about a
     /// minute each; echo: 3 rounds of 2 s) and `all` is done in about 7
     /// minutes on a 2-core VM.
@@ -92,7 +95,7 @@ enum ClientArg {
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
 
 /// Every study `compare` knows, in the order `compare` (all) runs them.
-const STUDIES: [(&str, StudyFn); 17] = [
+const STUDIES: [(&str, StudyFn); 18] = [
     ("echo", ringkit_bench::echo::study),
     ("generator", ringkit_bench::generator::study),
     ("http", ringkit_bench::http::study),
@@ -107,13 +110,16 @@ const STUDIES: [(&str, StudyFn); 17] = [
     ("nop", ringkit_bench::nop::study),
     ("file", ringkit_bench::file::study),
     ("log", ringkit_bench::log::study),
+    ("raft", ringkit_bench::raft::study),
     ("latency", ringkit_bench::latency::study),
     ("c10k", ringkit_bench::latency::study_c10k),
     ("hostile", ringkit_bench::torture::hostile::study::study),
 ];
 
 /// Studies that `compare` (all) runs only with `--full`.
-const LONG_ONLY: [&str; 6] = ["app", "hosting", "grpc", "latency", "c10k", "hostile"];
+const LONG_ONLY: [&str; 7] = [
+    "app", "hosting", "grpc", "raft", "latency", "c10k", "hostile",
+];
 
 /// Names that run several studies, or one under another name: `compare
 /// http` is the HTTP study with its axum and TLS parts.

@@ -159,6 +159,9 @@ pub struct NodeProc {
     pub id: u64,
     pub addr: SocketAddr,
     pub dir: PathBuf,
+    /// The peer binary it runs as `ringkit-peer openraft-node` (`None`:
+    /// `ringkit raft serve`).
+    pub peer: Option<PathBuf>,
     child: Option<Child>,
 }
 
@@ -175,6 +178,28 @@ impl NodeProc {
             id,
             addr: node_addr(id, port),
             dir: root.join(format!("n{id}")),
+            peer: None,
+            child: None,
+        };
+        p.restart(node)?;
+        Ok(p)
+    }
+
+    /// Start node `id` of `root` as the openraft node on tokio of the
+    /// `ringkit-peer` binary `peer` (the settings of `node` that apply to
+    /// it: heartbeat, snapshots, committed id, CPU).
+    pub fn start_peer(
+        id: u64,
+        port: u16,
+        root: &Path,
+        node: &NodeArgs,
+        peer: PathBuf,
+    ) -> io::Result<NodeProc> {
+        let mut p = NodeProc {
+            id,
+            addr: node_addr(id, port),
+            dir: root.join(format!("n{id}")),
+            peer: Some(peer),
             child: None,
         };
         p.restart(node)?;
@@ -187,11 +212,29 @@ impl NodeProc {
             .create(true)
             .append(true)
             .open(self.dir.with_extension("log"))?;
-        let child = Command::new(std::env::current_exe()?)
-            .args(["raft", "serve", "--id", &self.id.to_string()])
+        let mut cmd = match &self.peer {
+            None => {
+                let mut c = Command::new(std::env::current_exe()?);
+                c.args(["raft", "serve"]).args(node.to_args());
+                c
+            }
+            Some(peer) => {
+                let mut c = Command::new(peer);
+                c.arg("openraft-node").args([
+                    format!("--heartbeat-ms={}", node.heartbeat_ms),
+                    format!("--snapshot-every={}", node.snapshot_every),
+                    format!("--committed-every-ms={}", node.committed_every_ms),
+                ]);
+                if let Some(cpu) = node.cpu {
+                    c.arg(format!("--cpu={cpu}"));
+                }
+                c
+            }
+        };
+        let child = cmd
+            .arg(format!("--id={}", self.id))
             .arg(format!("--listen={}", self.addr))
             .arg(format!("--dir={}", self.dir.display()))
-            .args(node.to_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -3,6 +3,10 @@
 //! the leader (each `set` answered once committed by a majority and
 //! applied). The nodes run pinned to `--cpu` (default 0), the clients to
 //! `--client-cpu` (default 1).
+//!
+//! `--engine tokio` runs the same cluster as `ringkit-peer openraft-node`
+//! processes (openraft on tokio, its log an append file with fsync per
+//! batch), the peer `compare raft` sets beside ringkit.
 
 use std::cell::RefCell;
 use std::io;
@@ -47,17 +51,59 @@ pub struct BenchArgs {
     /// Print one JSON line too.
     #[arg(long)]
     pub json: bool,
+    /// The nodes: ringkit (`ringkit raft serve`: ringkit-log on ringkit)
+    /// or tokio (`ringkit-peer openraft-node`: openraft on tokio, an
+    /// append file with fsync per batch; built first if out of date).
+    #[arg(long, value_enum, default_value = "ringkit")]
+    pub engine: Engine,
+    /// The `ringkit-peer` binary for `--engine tokio` (default: the one
+    /// next to this `ringkit`, built first if out of date).
+    #[arg(long)]
+    pub peer_bin: Option<PathBuf>,
     #[command(flatten)]
     pub node: NodeArgs,
+}
+
+/// Which nodes `ringkit raft bench` runs.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// ringkit-log on ringkit.
+    Ringkit,
+    /// openraft on tokio with an append-file log (`ringkit-peer`).
+    Tokio,
 }
 
 pub fn bench(mut a: BenchArgs) -> io::Result<()> {
     if a.node.cpu.is_none() {
         a.node.cpu = Some(0);
     }
+    let peer = match a.engine {
+        Engine::Ringkit => None,
+        Engine::Tokio => {
+            if a.node.direct {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "--direct: the tokio peer's log file is buffered (fsync per batch)",
+                ));
+            }
+            match a.peer_bin.clone() {
+                Some(p) => Some(p),
+                None => {
+                    let me = std::env::current_exe()?;
+                    Some(
+                        ringkit_bench::harness::peers::peer_binary(&me)
+                            .map_err(io::Error::other)?,
+                    )
+                }
+            }
+        }
+    };
     let (root, remove) = scratch(a.dir.clone(), "raft-bench")?;
     let mut nodes: Vec<NodeProc> = (1..=a.nodes.clamp(1, 9))
-        .map(|id| NodeProc::start(id, a.port, &root, &a.node))
+        .map(|id| match &peer {
+            None => NodeProc::start(id, a.port, &root, &a.node),
+            Some(p) => NodeProc::start_peer(id, a.port, &root, &a.node, p.clone()),
+        })
         .collect::<io::Result<_>>()?;
     let _ = ringkit::pin_to_cpu(a.client_cpu);
     let rt = ringkit::Runtime::new()?;
@@ -103,8 +149,9 @@ pub fn bench(mut a: BenchArgs) -> io::Result<()> {
         let rate = n as f64 / a.secs;
         let ms = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         println!(
-            "ringkit raft bench: {} nodes, {} clients, {:.1} s: {:.0} commits/s, p50 {:.2} ms, \
+            "ringkit raft bench ({}): {} nodes, {} clients, {:.1} s: {:.0} commits/s, p50 {:.2} ms, \
              p99 {:.2} ms, p99.9 {:.2} ms, {} failed",
+            engine_name(a.engine, a.node.backend),
             nodes.len(),
             a.clients,
             a.secs,
@@ -124,6 +171,7 @@ pub fn bench(mut a: BenchArgs) -> io::Result<()> {
                     "p999_ms": ms(0.999),
                     "failed": *failed.borrow(),
                     "clients": a.clients,
+                    "engine": engine_name(a.engine, a.node.backend),
                 })
             );
         }
@@ -131,4 +179,15 @@ pub fn bench(mut a: BenchArgs) -> io::Result<()> {
     });
     teardown(&mut nodes, &root, remove);
     res
+}
+
+/// The nodes' name in the output: `ringkit-uring`, `ringkit-epoll`,
+/// `ringkit-auto` or `openraft-tokio`.
+fn engine_name(e: Engine, b: ringkit::Backend) -> &'static str {
+    match (e, b) {
+        (Engine::Tokio, _) => "openraft-tokio",
+        (Engine::Ringkit, ringkit::Backend::Uring) => "ringkit-uring",
+        (Engine::Ringkit, ringkit::Backend::Epoll) => "ringkit-epoll",
+        (Engine::Ringkit, ringkit::Backend::Auto) => "ringkit-auto",
+    }
 }

@@ -1,0 +1,258 @@
+//! The replicated-map study (`compare raft`): commits per second and
+//! commit latency of a 3-node openraft cluster of the same map, state
+//! machine, settings and protocol, on two stacks:
+//!
+//! - `ringkit-uring`, `ringkit-epoll`: `ringkit raft serve`, openraft on
+//!   ringkit (its runtime adapter) with ringkit-log as the log (group
+//!   commit, the next batch written while the last one syncs);
+//! - `openraft-tokio`: `ringkit-peer openraft-node`, openraft on its
+//!   default runtime (tokio, current-thread) with its log an append file
+//!   written with `tokio::fs`, `fdatasync` per append call, entries kept
+//!   in memory (the way openraft's examples build a store).
+//!
+//! Each sample is one `ringkit raft bench --json` child (a new cluster on
+//! empty directories, nodes on the server CPU, 32 closed-loop clients on
+//! the client CPU). Contenders interleaved and rotated per round; ratios
+//! paired per round.
+
+use std::fmt::Write as _;
+use std::io;
+use std::process::Command;
+
+use serde::{Deserialize, Serialize};
+
+use crate::harness::latency::rotation;
+use crate::harness::stat::{stat, Stat};
+use crate::harness::study::{Section, StudyOpts};
+
+/// The contenders: (name, `--engine`, `--backend`).
+const CONTENDERS: [(&str, &str, &str); 3] = [
+    ("ringkit-uring", "ringkit", "uring"),
+    ("ringkit-epoll", "ringkit", "epoll"),
+    ("openraft-tokio", "tokio", "auto"),
+];
+
+/// Clients of every sample, each one write at a time.
+const CLIENTS: usize = 32;
+
+/// What `ringkit raft bench --json` prints.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Sample {
+    #[serde(default)]
+    contender: String,
+    #[serde(default)]
+    round: usize,
+    commits_per_sec: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    p999_ms: f64,
+    failed: u64,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Row {
+    contender: String,
+    commits_per_sec: Stat,
+    p50_ms: Stat,
+    p99_ms: Stat,
+    p999_ms: Stat,
+    /// Per round: this contender's commits/s over openraft-tokio's.
+    commits_vs_tokio: Stat,
+    /// Per round: this contender's p99 over openraft-tokio's.
+    p99_vs_tokio: Stat,
+    ok: usize,
+}
+
+fn run(opts: &StudyOpts, engine: &str, backend: &str, secs: f64) -> Result<Sample, String> {
+    let mut cmd = Command::new(&opts.ringkit_bin);
+    cmd.args(["raft", "bench", "--json"])
+        .arg(format!("--engine={engine}"))
+        .arg(format!("--backend={backend}"))
+        .arg(format!("--secs={secs}"))
+        .arg(format!("--clients={CLIENTS}"))
+        .arg(format!("--cpu={}", opts.server_cpu))
+        .arg(format!("--client-cpu={}", opts.client_cpu));
+    if engine == "tokio" {
+        let peer = opts.peer_bin.as_ref().map_err(|e| e.clone())?;
+        cmd.arg(format!("--peer-bin={}", peer.display()));
+    }
+    let out = cmd.output().map_err(|e| format!("ringkit raft bench: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "ringkit raft bench failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(line).map_err(|e| format!("ringkit raft bench printed {line:?}: {e}"))
+}
+
+/// `ringkit compare raft`.
+pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
+    let rounds = opts.rounds.unwrap_or(if opts.quick { 5 } else { 7 }).max(1);
+    let secs = opts.secs.unwrap_or(if opts.quick { 3.0 } else { 5.0 });
+    let mut samples = Vec::new();
+    for round in 0..rounds {
+        for i in rotation(CONTENDERS.len(), round) {
+            let (name, engine, backend) = CONTENDERS[i];
+            progress(&format!("raft: round {}/{rounds}, {name}", round + 1));
+            let mut s = run(opts, engine, backend, secs).unwrap_or_else(|e| Sample {
+                error: Some(e),
+                ..Sample::default()
+            });
+            s.contender = name.into();
+            s.round = round;
+            samples.push(s);
+        }
+    }
+    Ok(section(&samples, rounds, secs, opts))
+}
+
+/// The samples of contender `c` that ran whole.
+fn of<'a>(samples: &'a [Sample], c: &'a str) -> impl Iterator<Item = &'a Sample> + 'a {
+    samples
+        .iter()
+        .filter(move |s| s.error.is_none() && s.failed == 0 && s.commits_per_sec > 0.0)
+        .filter(move |s| s.contender == c)
+}
+
+fn rows(samples: &[Sample]) -> Vec<Row> {
+    let paired = |c: &str, k: fn(&Sample) -> f64| {
+        let v = of(samples, c)
+            .filter_map(|s| {
+                of(samples, "openraft-tokio")
+                    .find(|t| t.round == s.round)
+                    .map(|t| k(s) / k(t))
+            })
+            .collect();
+        stat(v)
+    };
+    CONTENDERS
+        .iter()
+        .map(|(c, _, _)| Row {
+            contender: c.to_string(),
+            commits_per_sec: stat(of(samples, c).map(|s| s.commits_per_sec).collect()),
+            p50_ms: stat(of(samples, c).map(|s| s.p50_ms).collect()),
+            p99_ms: stat(of(samples, c).map(|s| s.p99_ms).collect()),
+            p999_ms: stat(of(samples, c).map(|s| s.p999_ms).collect()),
+            commits_vs_tokio: paired(c, |s| s.commits_per_sec),
+            p99_vs_tokio: paired(c, |s| s.p99_ms),
+            ok: of(samples, c).count(),
+        })
+        .collect()
+}
+
+fn section(samples: &[Sample], rounds: usize, secs: f64, opts: &StudyOpts) -> Section {
+    let rows = rows(samples);
+    let range = |s: &Stat, p: usize| format!("{:.p$} ({:.p$}-{:.p$})", s.median, s.min, s.max);
+    let ratio = |s: &Stat| format!("{:.2}x ({:.2}-{:.2})", s.median, s.min, s.max);
+    let mut md = format!(
+        "## Replicated map: openraft on ringkit against openraft on tokio\n\n\
+         A 3-node openraft cluster (openraft 0.10.0-alpha.37) of the same key-value map, state \
+         machine, settings (100 ms heartbeats, a snapshot every 10 000 entries, the committed id \
+         saved at most every 50 ms) and framed-JSON protocol; {CLIENTS} closed-loop clients each \
+         set a 100-byte value and wait for it to be committed by a majority and applied. \
+         {rounds} rounds of {secs} s (after 1 s of warm-up), a new cluster on empty directories \
+         per sample, contenders interleaved and rotated; the three nodes pinned to CPU {}, the \
+         clients to CPU {}.\n\n\
+         - `ringkit-uring`, `ringkit-epoll`: `ringkit raft serve`, openraft on ringkit, its log \
+         ringkit-log (buffered, group commit: the next batch is written while the last syncs)\n\
+         - `openraft-tokio`: `ringkit-peer openraft-node`, openraft on tokio (current-thread), \
+         its log an append file written with `tokio::fs`, `fdatasync` per append call, entries \
+         also kept in memory for reads\n\
+         - ratios are paired per round: commits/s over openraft-tokio's (higher is better), p99 \
+         over openraft-tokio's (lower is better); median (min-max)\n\n\
+         | contender | commits/s | p50 ms | p99 ms | p99.9 ms | commits/s vs openraft-tokio | \
+         p99 vs openraft-tokio | ok |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
+        opts.server_cpu, opts.client_cpu
+    );
+    let mut table = format!(
+        "raft ({rounds} rounds of {secs} s, 3 nodes, {CLIENTS} clients)\n{:<16} {:>24} {:>8} {:>8} {:>10} {:>22} {:>22}\n",
+        "contender", "commits/s", "p50 ms", "p99 ms", "p99.9 ms", "commits vs tokio", "p99 vs tokio"
+    );
+    for r in &rows {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {}/{rounds} |",
+            r.contender,
+            range(&r.commits_per_sec, 0),
+            r.p50_ms.median,
+            r.p99_ms.median,
+            r.p999_ms.median,
+            ratio(&r.commits_vs_tokio),
+            ratio(&r.p99_vs_tokio),
+            r.ok
+        );
+        let _ = writeln!(
+            table,
+            "{:<16} {:>24} {:>8.2} {:>8.2} {:>10.2} {:>22} {:>22}",
+            r.contender,
+            range(&r.commits_per_sec, 0),
+            r.p50_ms.median,
+            r.p99_ms.median,
+            r.p999_ms.median,
+            ratio(&r.commits_vs_tokio),
+            ratio(&r.p99_vs_tokio)
+        );
+    }
+    let mut skipped = Vec::new();
+    for s in samples.iter().filter(|s| s.error.is_some() || s.failed > 0) {
+        let why = s
+            .error
+            .clone()
+            .unwrap_or_else(|| format!("{} writes failed", s.failed));
+        let _ = writeln!(md, "\n- round {} {}: {why}", s.round + 1, s.contender);
+        skipped.push((format!("{} round {}", s.contender, s.round + 1), why));
+    }
+    Section {
+        study: "raft".into(),
+        table,
+        markdown: md,
+        json: serde_json::json!({ "rounds": rounds, "secs": secs, "clients": CLIENTS,
+            "rows": rows, "samples": samples }),
+        svgs: Vec::new(),
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(c: &str, round: usize, rate: f64, p99: f64) -> Sample {
+        Sample {
+            contender: c.into(),
+            round,
+            commits_per_sec: rate,
+            p99_ms: p99,
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn ratios_are_paired_by_round_and_failed_samples_left_out() {
+        let mut failed = s("ringkit-uring", 2, 1.0, 1.0);
+        failed.error = Some("it broke".into());
+        let samples = vec![
+            s("ringkit-uring", 0, 200.0, 2.0),
+            s("openraft-tokio", 0, 100.0, 4.0),
+            s("ringkit-uring", 1, 300.0, 3.0),
+            s("openraft-tokio", 1, 100.0, 1.0),
+            failed,
+            s("openraft-tokio", 2, 100.0, 1.0),
+        ];
+        let r = rows(&samples);
+        assert_eq!(r[0].contender, "ringkit-uring");
+        assert_eq!(r[0].ok, 2);
+        assert_eq!(r[0].commits_vs_tokio.min, 2.0);
+        assert_eq!(r[0].commits_vs_tokio.max, 3.0);
+        assert_eq!(r[0].p99_vs_tokio.min, 0.5);
+        assert_eq!(r[0].p99_vs_tokio.max, 3.0);
+        assert_eq!(r[2].commits_vs_tokio.median, 1.0);
+        assert_eq!(r[1].ok, 0);
+    }
+}
