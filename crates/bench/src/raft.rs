@@ -78,7 +78,9 @@ fn run(opts: &StudyOpts, engine: &str, backend: &str, secs: f64) -> Result<Sampl
         let peer = opts.peer_bin.as_ref().map_err(|e| e.clone())?;
         cmd.arg(format!("--peer-bin={}", peer.display()));
     }
-    let out = cmd.output().map_err(|e| format!("ringkit raft bench: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("ringkit raft bench: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "ringkit raft bench failed ({}): {}",

@@ -53,7 +53,9 @@ fn parse(args: &[String]) -> Result<Args, String> {
             Some((k, v)) => (k, v),
             None => (
                 a.as_str(),
-                it.next().map(String::as_str).ok_or(format!("{a} needs a value"))?,
+                it.next()
+                    .map(String::as_str)
+                    .ok_or(format!("{a} needs a value"))?,
             ),
         };
         flags.insert(k.trim_start_matches("--"), v);
@@ -87,7 +89,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
         heartbeat_ms: num(&flags, "heartbeat-ms", Some(100))?.max(10),
         snapshot_every: num(&flags, "snapshot-every", Some(10_000))?.max(2),
         committed_every_ms: num(&flags, "committed-every-ms", Some(50))?,
-        cpu: flags.get("cpu").map(|_| num(&flags, "cpu", None)).transpose()?,
+        cpu: flags
+            .get("cpu")
+            .map(|_| num(&flags, "cpu", None))
+            .transpose()?,
     })
 }
 
@@ -132,9 +137,11 @@ pub fn main(args: &[String]) -> io::Result<()> {
 }
 
 async fn serve(a: Args) -> io::Result<()> {
-    let store =
-        store::FileLog::open(&a.dir.join("log"), Duration::from_millis(a.committed_every_ms))
-            .await?;
+    let store = store::FileLog::open(
+        &a.dir.join("log"),
+        Duration::from_millis(a.committed_every_ms),
+    )
+    .await?;
     let sm = KvStateMachine::open(&a.dir.join("sm")).await?;
     let config = openraft::Config {
         cluster_name: "ringkit-kv".into(),

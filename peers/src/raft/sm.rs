@@ -214,7 +214,9 @@ impl RaftStateMachine<KvConfig> for KvStateMachine {
         Ok(())
     }
 
-    async fn get_current_snapshot(&mut self) -> Result<Option<SnapshotOf<KvConfig, Cursor<Vec<u8>>>>, io::Error> {
+    async fn get_current_snapshot(
+        &mut self,
+    ) -> Result<Option<SnapshotOf<KvConfig, Cursor<Vec<u8>>>>, io::Error> {
         Ok(self
             .snapshot
             .lock()

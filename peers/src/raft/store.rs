@@ -192,7 +192,11 @@ impl RaftLogStorage<KvConfig> for FileLog {
         Ok(self.mem.lock().unwrap().meta.committed)
     }
 
-    async fn append<I>(&mut self, entries: I, callback: IOFlushed<KvConfig>) -> Result<(), io::Error>
+    async fn append<I>(
+        &mut self,
+        entries: I,
+        callback: IOFlushed<KvConfig>,
+    ) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = Entry>,
     {
@@ -219,7 +223,10 @@ impl RaftLogStorage<KvConfig> for FileLog {
         }
         .await;
         drop(f);
-        let failed = res.as_ref().err().map(|e| io::Error::new(e.kind(), e.to_string()));
+        let failed = res
+            .as_ref()
+            .err()
+            .map(|e| io::Error::new(e.kind(), e.to_string()));
         callback.io_completed(res);
         match failed {
             Some(e) => Err(e),
