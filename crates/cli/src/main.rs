@@ -10,6 +10,7 @@ mod hostile;
 mod http;
 mod log;
 mod log_serve;
+mod netns;
 mod probe;
 mod progress;
 mod raft;

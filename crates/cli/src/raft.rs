@@ -162,6 +162,8 @@ pub struct NodeProc {
     /// The peer binary it runs as `ringkit-peer openraft-node` (`None`:
     /// `ringkit raft serve`).
     pub peer: Option<PathBuf>,
+    /// The network namespace it runs in (`None`: this one).
+    pub netns: Option<String>,
     child: Option<Child>,
 }
 
@@ -179,6 +181,28 @@ impl NodeProc {
             addr: node_addr(id, port),
             dir: root.join(format!("n{id}")),
             peer: None,
+            netns: None,
+            child: None,
+        };
+        p.restart(node)?;
+        Ok(p)
+    }
+
+    /// Start node `id` of `root` on `addr` inside network namespace
+    /// `netns` (run through `ip netns exec`, which becomes the node).
+    pub fn start_in(
+        id: u64,
+        addr: SocketAddr,
+        root: &Path,
+        node: &NodeArgs,
+        netns: String,
+    ) -> io::Result<NodeProc> {
+        let mut p = NodeProc {
+            id,
+            addr,
+            dir: root.join(format!("n{id}")),
+            peer: None,
+            netns: Some(netns),
             child: None,
         };
         p.restart(node)?;
@@ -200,6 +224,7 @@ impl NodeProc {
             addr: node_addr(id, port),
             dir: root.join(format!("n{id}")),
             peer: Some(peer),
+            netns: None,
             child: None,
         };
         p.restart(node)?;
@@ -212,14 +237,26 @@ impl NodeProc {
             .create(true)
             .append(true)
             .open(self.dir.with_extension("log"))?;
-        let mut cmd = match &self.peer {
-            None => {
-                let mut c = Command::new(std::env::current_exe()?);
-                c.args(["raft", "serve"]).args(node.to_args());
+        let exe = match &self.peer {
+            None => std::env::current_exe()?,
+            Some(peer) => peer.clone(),
+        };
+        // `ip netns exec NS PROGRAM` execs PROGRAM in place: the child's
+        // pid is the node's.
+        let mut cmd = match &self.netns {
+            None => Command::new(&exe),
+            Some(ns) => {
+                let mut c = Command::new("ip");
+                c.args(["netns", "exec", ns]).arg(&exe);
                 c
             }
-            Some(peer) => {
-                let mut c = Command::new(peer);
+        };
+        match &self.peer {
+            None => {
+                cmd.args(["raft", "serve"]).args(node.to_args());
+            }
+            Some(_) => {
+                let c = &mut cmd;
                 c.arg("openraft-node").args([
                     format!("--heartbeat-ms={}", node.heartbeat_ms),
                     format!("--snapshot-every={}", node.snapshot_every),
@@ -228,9 +265,8 @@ impl NodeProc {
                 if let Some(cpu) = node.cpu {
                     c.arg(format!("--cpu={cpu}"));
                 }
-                c
             }
-        };
+        }
         let child = cmd
             .arg(format!("--id={}", self.id))
             .arg(format!("--listen={}", self.addr))

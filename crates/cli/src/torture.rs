@@ -121,7 +121,8 @@ pub struct TortureArgs {
     /// Raft: concurrent clients.
     #[arg(long, default_value_t = 4)]
     clients: usize,
-    /// Raft: the port every node listens on (node N on 127.0.0.1N).
+    /// Raft: the port every node listens on (node N at 10.X.Y.N in its own
+    /// namespace, or 127.0.0.1N without namespaces).
     #[arg(long, default_value_t = 7200)]
     port: u16,
 }

@@ -1,8 +1,9 @@
 //! `ringkit torture raft`: a three-node cluster (one process per node,
-//! each on its own loopback address) under client load while rounds of
-//! faults hit it: SIGKILL of the leader or of a follower at a random
-//! moment (restarted on its data), or one node cut off by nftables drops
-//! on its address, then healed. Clients append unique elements to one
+//! each in its own network namespace, or on its own loopback address when
+//! namespaces cannot be made) under client load while rounds of faults
+//! hit it: SIGKILL of the leader or of a follower at a random moment
+//! (restarted on its data), or one node cut off by nftables drops in its
+//! namespace, then healed. Clients append unique elements to one
 //! list and read it; after the rounds a final read gives the list, and
 //! the history is checked (`ringkit_raft::history`): nothing
 //! acknowledged lost, reordered or duplicated, nothing refused present,
@@ -11,7 +12,6 @@
 use std::cell::RefCell;
 use std::io;
 use std::path::PathBuf;
-use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use ringkit::Backend;
 use ringkit_raft::client::{Answer2, Client, Reply};
 use ringkit_raft::history::{self, Op, Outcome};
 
+use crate::netns::Net;
 use crate::raft::{make_cluster, members, scratch, teardown, wait_leader, NodeArgs, NodeProc};
 
 /// What to run.
@@ -40,73 +41,6 @@ impl Rng {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0 % n.max(1)
-    }
-}
-
-/// nftables drops cutting one node's address off (in and out), in a
-/// table of this process; removed on heal and on drop.
-struct Partition {
-    table: String,
-    on: bool,
-}
-
-impl Partition {
-    fn usable() -> Result<(), String> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return Err("not root".into());
-        }
-        match Command::new("nft").arg("list").arg("tables").output() {
-            Ok(o) if o.status.success() => Ok(()),
-            Ok(o) => Err(format!(
-                "nft: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            )),
-            Err(e) => Err(format!("nft: {e}")),
-        }
-    }
-
-    fn new() -> Partition {
-        Partition {
-            table: format!("ringkit_raft_{}", std::process::id()),
-            on: false,
-        }
-    }
-
-    fn nft(script: &str) -> io::Result<()> {
-        let out = Command::new("nft").arg(script).output()?;
-        if out.status.success() {
-            Ok(())
-        } else {
-            Err(io::Error::other(format!(
-                "nft {script}: {}",
-                String::from_utf8_lossy(&out.stderr).trim()
-            )))
-        }
-    }
-
-    fn cut(&mut self, ip: std::net::IpAddr) -> io::Result<()> {
-        let t = &self.table;
-        Self::nft(&format!(
-            "add table inet {t}; add chain inet {t} out {{ type filter hook output priority 0; }}; \
-             add rule inet {t} out ip saddr {ip} drop; add rule inet {t} out ip daddr {ip} drop"
-        ))?;
-        self.on = true;
-        Ok(())
-    }
-
-    fn heal(&mut self) -> io::Result<()> {
-        if self.on {
-            self.on = false;
-            Self::nft(&format!("delete table inet {}", self.table))?;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Partition {
-    fn drop(&mut self) {
-        let _ = self.heal();
     }
 }
 
@@ -176,15 +110,32 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
         backend: cfg.backend,
         cpu: None,
     };
-    let partitions = match Partition::usable() {
-        Ok(()) => true,
+    // Namespaces when they can be made (root, ip, nft): partitions are
+    // drops inside one node's namespace. Otherwise loopback addresses,
+    // and no partitions.
+    let net = match Net::usable() {
+        Ok(()) => Some(Net::new(3, cfg.port)?),
         Err(why) => {
-            log(&format!("partitions skipped: {why}"));
-            false
+            log(&format!(
+                "partitions skipped: {why} (nodes on loopback addresses)"
+            ));
+            None
         }
     };
+    let partitions = net.is_some();
     let mut nodes: Vec<NodeProc> = (1..=3)
-        .map(|id| NodeProc::start(id, cfg.port, &root, &node))
+        .map(|id| match &net {
+            Some(n) => {
+                log(&format!(
+                    "node {id} in namespace {} at {}",
+                    n.ns(id as u8),
+                    n.addr(id)
+                ));
+                let addr = std::net::SocketAddr::new(n.addr(id), cfg.port);
+                NodeProc::start_in(id, addr, &root, &node, n.ns(id as u8))
+            }
+            None => NodeProc::start(id, cfg.port, &root, &node),
+        })
         .collect::<io::Result<_>>()?;
     let rt = ringkit::Runtime::new()?;
     let res = rt.block_on(async {
@@ -196,7 +147,6 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
             .map(|i| ringkit::spawn(client(i, members(&nodes), ops.clone(), stop.clone(), t0)))
             .collect();
         let mut rng = Rng(cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let mut part = Partition::new();
         let mut status = Client::new(members(&nodes));
         status.timeout = Duration::from_millis(500);
         for round in 1..=cfg.rounds {
@@ -233,10 +183,10 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
                 nodes[i].kill(libc::SIGKILL);
                 ringkit::time::sleep(hold).await;
                 nodes[i].restart(&node)?;
-            } else {
-                part.cut(nodes[i].addr.ip())?;
+            } else if let Some(net) = &net {
+                net.cut(victim as u8)?;
                 ringkit::time::sleep(hold).await;
-                part.heal()?;
+                net.heal(victim as u8)?;
             }
         }
         // Let the cluster settle, stop the clients, read the list.
@@ -291,6 +241,8 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<history::
     });
     let clean = remove && res.as_ref().is_ok_and(|v| v.violations.is_empty());
     teardown(&mut nodes, &root, clean);
+    // The nodes are gone: now their namespaces may go.
+    drop(net);
     if !clean {
         log(&format!("node data and logs kept in {}", root.display()));
     }
