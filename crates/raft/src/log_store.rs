@@ -74,24 +74,29 @@ impl<C: RaftTypeConfig> Default for Meta<C> {
 /// openraft's log storage on a ringkit-log (see the [module docs](self)).
 /// Clones share the log (the clone is also openraft's log reader).
 pub struct LogStore<C: RaftTypeConfig> {
+    inner: Rc<Shared<C>>,
+}
+
+/// What the clones share. A pending save of the committed id holds it
+/// weakly, so the log closes when the last clone goes.
+struct Shared<C: RaftTypeConfig> {
     log: Log,
-    st: Rc<RefCell<St<C>>>,
+    st: RefCell<St<C>>,
 }
 
 impl<C: RaftTypeConfig> Clone for LogStore<C> {
     fn clone(&self) -> Self {
         LogStore {
-            log: self.log.clone(),
-            st: self.st.clone(),
+            inner: self.inner.clone(),
         }
     }
 }
 
 impl<C: RaftTypeConfig> Debug for LogStore<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = self.st.borrow();
+        let st = self.inner.st.borrow();
         f.debug_struct("LogStore")
-            .field("dir", &self.log.dir())
+            .field("dir", &self.inner.log.dir())
             .field("next_lsn", &st.next)
             .field("pending", &st.pending.len())
             .finish()
@@ -114,7 +119,7 @@ struct St<C: RaftTypeConfig> {
     committed_every: Duration,
     /// A save of the committed id is scheduled.
     committed_due: bool,
-    /// The error of the last scheduled save, given to the next call.
+    /// The error of the last scheduled save, given to the next write.
     committed_err: Option<io::Error>,
 }
 
@@ -160,8 +165,9 @@ where
             None
         };
         Ok(LogStore {
-            log,
-            st: Rc::new(RefCell::new(St {
+            inner: Rc::new(Shared {
+                log,
+                st: RefCell::new(St {
                 meta,
                 pending: BTreeMap::new(),
                 appends: 0,
@@ -170,33 +176,46 @@ where
                 committed_every: Duration::from_millis(50),
                 committed_due: false,
                 committed_err: None,
-            })),
+            }),
+            }),
         })
     }
 
     /// Save the committed log id at most once per `every` (and with every
     /// vote and purge); zero saves it durably on every call. See the
-    /// [module docs](self) for what a crash then costs.
+    /// [module docs](self) for what a crash then costs. A save still
+    /// pending when the last clone of the store is dropped is not made
+    /// (the log closes at once); one that fails is the error of the next
+    /// write openraft asks for.
     pub fn set_committed_every(&self, every: Duration) {
-        self.st.borrow_mut().committed_every = every;
+        self.inner.st.borrow_mut().committed_every = every;
     }
 
     /// The ringkit-log underneath.
     pub fn log(&self) -> &Log {
-        &self.log
+        &self.inner.log
     }
 
     /// The first index the store holds (purged ones excluded).
     fn first_index(&self) -> u64 {
-        let st = self.st.borrow();
+        let st = self.inner.st.borrow();
         let purged = st.meta.purged.as_ref().map_or(0, |p| p.index() + 1);
-        purged.max(self.log.first_lsn() - 1)
+        purged.max(self.inner.log.first_lsn() - 1)
     }
 
     /// Save the meta as the log's state, queued after every write before.
+    /// The error of a committed id's save made in the background, given
+    /// to the next write openraft asks for (whichever it is).
+    fn failed_save(&self) -> io::Result<()> {
+        match self.inner.st.borrow_mut().committed_err.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     fn save_meta(&self) -> ringkit_log::Commit {
-        let bytes = serde_json::to_vec(&self.st.borrow().meta).expect("meta serialises");
-        self.log.save_state(bytes)
+        let bytes = serde_json::to_vec(&self.inner.st.borrow().meta).expect("meta serialises");
+        self.inner.log.save_state(bytes)
     }
 
     async fn entries(&self, lo: u64, hi: u64) -> io::Result<Vec<C::Entry>> {
@@ -208,8 +227,8 @@ where
         // entries leave the memory once durable, possibly while the file
         // read below waits, so the tail is copied first.
         let (durable_end, tail) = {
-            let st = self.st.borrow();
-            let end = self.log.next_lsn();
+            let st = self.inner.st.borrow();
+            let end = self.inner.log.next_lsn();
             let from = (end - 1).max(lo).min(hi);
             let tail: Vec<(u64, C::Entry)> = st
                 .pending
@@ -223,7 +242,7 @@ where
         let mut at = lsn(lo);
         while at < stop {
             let want = (stop - at).min(256) as usize;
-            let got = self.log.read_from(at, want).await?;
+            let got = self.inner.log.read_from(at, want).await?;
             let Some(&(l, _)) = got.last() else { break };
             for (_, b) in got {
                 out.push(serde_json::from_slice(&b).map_err(bad_data)?);
@@ -269,12 +288,12 @@ where
             Bound::Excluded(&i) => i,
             Bound::Unbounded => u64::MAX,
         };
-        let end = self.st.borrow().next - 1;
+        let end = self.inner.st.borrow().next - 1;
         self.entries(lo, hi.min(end)).await
     }
 
     async fn read_vote(&mut self) -> Result<Option<VoteOf<C>>, io::Error> {
-        Ok(self.st.borrow().meta.vote.clone())
+        Ok(self.inner.st.borrow().meta.vote.clone())
     }
 }
 
@@ -286,7 +305,7 @@ where
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<C>, io::Error> {
-        let st = self.st.borrow();
+        let st = self.inner.st.borrow();
         let purged = st.meta.purged.clone();
         Ok(LogState {
             last_log_id: st.last.clone().or_else(|| purged.clone()),
@@ -299,16 +318,15 @@ where
     }
 
     async fn save_vote(&mut self, vote: &VoteOf<C>) -> Result<(), io::Error> {
-        self.st.borrow_mut().meta.vote = Some(vote.clone());
+        self.failed_save()?;
+        self.inner.st.borrow_mut().meta.vote = Some(vote.clone());
         self.save_meta().await.map(drop)
     }
 
     async fn save_committed(&mut self, committed: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        self.failed_save()?;
         let every = {
-            let mut st = self.st.borrow_mut();
-            if let Some(e) = st.committed_err.take() {
-                return Err(e);
-            }
+            let mut st = self.inner.st.borrow_mut();
             st.meta.committed = committed;
             if st.committed_due {
                 return Ok(());
@@ -319,32 +337,37 @@ where
         if every.is_zero() {
             return self.save_meta().await.map(drop);
         }
-        // Saved later, with whatever committed id is the latest by then.
-        let me = self.clone();
+        // Saved later, with whatever committed id is the latest by then;
+        // not at all if the store is gone by then (as after a crash: the
+        // committed id read back is older, never newer).
+        let weak = Rc::downgrade(&self.inner);
         ringkit::spawn(async move {
             ringkit::time::sleep(every).await;
-            me.st.borrow_mut().committed_due = false;
+            let Some(inner) = weak.upgrade() else { return };
+            let me = LogStore { inner };
+            me.inner.st.borrow_mut().committed_due = false;
             if let Err(e) = me.save_meta().await {
-                me.st.borrow_mut().committed_err = Some(e);
+                me.inner.st.borrow_mut().committed_err = Some(e);
             }
         });
         Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogIdOf<C>>, io::Error> {
-        Ok(self.st.borrow().meta.committed.clone())
+        Ok(self.inner.st.borrow().meta.committed.clone())
     }
 
     async fn append<I>(&mut self, entries: I, callback: IOFlushed<C>) -> Result<(), io::Error>
     where
         I: IntoIterator<Item = C::Entry>,
     {
+        self.failed_save()?;
         // Checked whole before anything is queued: a refused append leaves
         // the log as it was.
         let entries: Vec<C::Entry> = entries.into_iter().collect();
         let mut encoded = Vec::with_capacity(entries.len());
         {
-            let st = self.st.borrow();
+            let st = self.inner.st.borrow();
             let mut next = st.next;
             for (k, entry) in entries.iter().enumerate() {
                 let at = lsn(entry.index());
@@ -368,25 +391,25 @@ where
         let mut commits = Vec::new();
         let mut queued = Vec::new();
         let append_no = {
-            let mut st = self.st.borrow_mut();
+            let mut st = self.inner.st.borrow_mut();
             st.appends += 1;
             st.appends
         };
         for (entry, bytes) in entries.into_iter().zip(encoded) {
             let at = lsn(entry.index());
-            let mut st = self.st.borrow_mut();
+            let mut st = self.inner.st.borrow_mut();
             if at != st.next {
                 // An empty log goes on at the entry's index (checked above).
-                drop(self.log.purge(at));
+                drop(self.inner.log.purge(at));
                 st.next = at;
             }
-            commits.push(self.log.append(bytes));
+            commits.push(self.inner.log.append(bytes));
             queued.push(entry.index());
             st.next = at + 1;
             st.last = Some(entry.log_id());
             st.pending.insert(entry.index(), (append_no, entry));
         }
-        let st = self.st.clone();
+        let inner = self.inner.clone();
         ringkit::spawn(async move {
             let mut res = Ok(());
             for c in commits {
@@ -395,7 +418,7 @@ where
                     break;
                 }
             }
-            let mut st = st.borrow_mut();
+            let mut st = inner.st.borrow_mut();
             for i in queued {
                 if st.pending.get(&i).is_some_and(|(n, _)| *n == append_no) {
                     st.pending.remove(&i);
@@ -408,13 +431,14 @@ where
     }
 
     async fn truncate_after(&mut self, last_log_id: Option<LogIdOf<C>>) -> Result<(), io::Error> {
+        self.failed_save()?;
         let first = self.first_index();
         let from = last_log_id
             .as_ref()
             .map_or(first, |l| l.index() + 1)
             .max(first);
         {
-            let mut st = self.st.borrow_mut();
+            let mut st = self.inner.st.borrow_mut();
             if lsn(from) >= st.next {
                 return Ok(());
             }
@@ -422,13 +446,14 @@ where
             st.next = lsn(from);
             st.last = last_log_id.filter(|l| l.index() >= first);
         }
-        self.log.truncate(lsn(from)).await.map(drop)
+        self.inner.log.truncate(lsn(from)).await.map(drop)
     }
 
     async fn purge(&mut self, log_id: LogIdOf<C>) -> Result<(), io::Error> {
+        self.failed_save()?;
         let below = lsn(log_id.index()).saturating_add(1);
         let state = {
-            let mut st = self.st.borrow_mut();
+            let mut st = self.inner.st.borrow_mut();
             // Checked before the purged id is saved: the log refuses to
             // skip further, and a state naming such a purge would not open.
             if below - st.next.min(below) > u64::from(u32::MAX) {
@@ -449,7 +474,7 @@ where
             drop(st);
             self.save_meta()
         };
-        let purge = self.log.purge(below);
+        let purge = self.inner.log.purge(below);
         state.await?;
         purge.await.map(drop)
     }

@@ -162,6 +162,74 @@ async fn committed_saved_lazily() {
     );
 }
 
+/// A pending committed save must not keep the log open once the store is
+/// dropped: a reopen right after works at once, whatever the interval.
+async fn dropped_store_lets_go_of_the_log() {
+    use std::time::{Duration, Instant};
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    s.set_committed_every(Duration::from_secs(5));
+    append(&mut s, 1, 0, 10).await;
+    s.save_committed(Some(log_id::<KvConfig>(1, 1, 5)))
+        .await
+        .unwrap();
+    drop(s);
+    let t0 = Instant::now();
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_millis(500),
+        "the reopen waited {:?} for the old store's log",
+        t0.elapsed()
+    );
+    // The pending save went with the store (as in a crash): older, never newer.
+    assert_eq!(s.read_committed().await.unwrap(), None);
+    assert_eq!(terms(&mut s, 0, 100).await, expect(&[(1, 0..10)]));
+}
+
+/// Fails every rename onto `STATE` while armed.
+struct FailState(std::cell::Cell<bool>);
+
+impl ringkit::fs::hook::FsHook for FailState {
+    fn before(&self, op: &ringkit::fs::hook::FsOp<'_>) -> Option<ringkit::fs::hook::Fault> {
+        match op {
+            ringkit::fs::hook::FsOp::Rename { to, .. }
+                if self.0.get() && to.ends_with("STATE") =>
+            {
+                Some(ringkit::fs::hook::Fault::Fail(std::io::Error::other(
+                    "injected: STATE rename",
+                )))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A committed id's save that fails in the background is the error of
+/// the next write openraft asks for, whichever it is.
+async fn failed_background_save_is_reported() {
+    use std::time::Duration;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let mut s = Store::open(&dir, opts()).await.unwrap();
+    s.set_committed_every(Duration::from_millis(20));
+    append(&mut s, 1, 0, 10).await;
+    let hook = std::rc::Rc::new(FailState(std::cell::Cell::new(true)));
+    ringkit::fs::hook::set_hook(Some(hook.clone()));
+    s.save_committed(Some(log_id::<KvConfig>(1, 1, 5)))
+        .await
+        .unwrap();
+    ringkit::time::sleep(Duration::from_millis(300)).await;
+    hook.0.set(false);
+    ringkit::fs::hook::set_hook(None);
+    // A truncation that has nothing to cut still reports it.
+    let e = s
+        .truncate_after(Some(log_id::<KvConfig>(1, 1, 9)))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("injected"), "{e}");
+}
+
 async fn readable_before_durable() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("log");
@@ -247,6 +315,12 @@ ringkit::test_all! {
     }
     async fn the_committed_id_is_saved_within_its_interval_or_at_once() {
         committed_saved_lazily().await;
+    }
+    async fn a_dropped_store_lets_go_of_its_log_at_once() {
+        dropped_store_lets_go_of_the_log().await;
+    }
+    async fn a_failed_background_save_is_the_next_writes_error() {
+        failed_background_save_is_reported().await;
     }
     async fn appended_entries_are_readable_before_they_are_durable() {
         readable_before_durable().await;
