@@ -168,15 +168,15 @@ where
             inner: Rc::new(Shared {
                 log,
                 st: RefCell::new(St {
-                meta,
-                pending: BTreeMap::new(),
-                appends: 0,
-                next,
-                last,
-                committed_every: Duration::from_millis(50),
-                committed_due: false,
-                committed_err: None,
-            }),
+                    meta,
+                    pending: BTreeMap::new(),
+                    appends: 0,
+                    next,
+                    last,
+                    committed_every: Duration::from_millis(50),
+                    committed_due: false,
+                    committed_err: None,
+                }),
             }),
         })
     }

@@ -193,9 +193,7 @@ struct FailState(std::cell::Cell<bool>);
 impl ringkit::fs::hook::FsHook for FailState {
     fn before(&self, op: &ringkit::fs::hook::FsOp<'_>) -> Option<ringkit::fs::hook::Fault> {
         match op {
-            ringkit::fs::hook::FsOp::Rename { to, .. }
-                if self.0.get() && to.ends_with("STATE") =>
-            {
+            ringkit::fs::hook::FsOp::Rename { to, .. } if self.0.get() && to.ends_with("STATE") => {
                 Some(ringkit::fs::hook::Fault::Fail(std::io::Error::other(
                     "injected: STATE rename",
                 )))

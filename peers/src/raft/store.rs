@@ -10,7 +10,9 @@
 //! do the same durable work per commit.
 //!
 //! A truncation cuts the file (`set_len`, synced); a purge only saves the
-//! purged id (the file keeps the bytes; a reopen skips them).
+//! purged id: the file keeps the bytes and a reopen reads and skips them,
+//! so the file and the time to open it grow with every entry ever
+//! appended (no compaction: enough for a benchmark, not for a service).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -47,6 +49,9 @@ struct Mem {
     end: u64,
     meta: Meta,
     committed_due: bool,
+    /// The error of a background save of the committed id, given to the
+    /// next write.
+    failed: Option<io::Error>,
 }
 
 /// The log store (clones share it; a clone is also its reader).
@@ -109,6 +114,11 @@ impl FileLog {
             file.set_len(at as u64).await?;
             file.sync_data().await?;
         }
+        // The file's name (and the directory's) durable before any append
+        // is acknowledged.
+        for d in [dir, dir.parent().unwrap_or(Path::new("."))] {
+            tokio::fs::File::open(d).await?.sync_all().await?;
+        }
         mem.end = at as u64;
         Ok(FileLog {
             dir: dir.to_path_buf(),
@@ -117,6 +127,13 @@ impl FileLog {
             meta_write: Arc::default(),
             committed_every,
         })
+    }
+
+    fn failed_save(&self) -> io::Result<()> {
+        match self.mem.lock().unwrap().failed.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     async fn save_meta(&self) -> io::Result<()> {
@@ -158,6 +175,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
     }
 
     async fn save_vote(&mut self, vote: &VoteOf<KvConfig>) -> Result<(), io::Error> {
+        self.failed_save()?;
         self.mem.lock().unwrap().meta.vote = Some(*vote);
         self.save_meta().await
     }
@@ -166,6 +184,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
         &mut self,
         committed: Option<LogIdOf<KvConfig>>,
     ) -> Result<(), io::Error> {
+        self.failed_save()?;
         {
             let mut mem = self.mem.lock().unwrap();
             mem.meta.committed = committed;
@@ -182,7 +201,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
             tokio::time::sleep(me.committed_every).await;
             me.mem.lock().unwrap().committed_due = false;
             if let Err(e) = me.save_meta().await {
-                eprintln!("ringkit-peer: saving the committed id: {e}");
+                me.mem.lock().unwrap().failed = Some(e);
             }
         });
         Ok(())
@@ -200,6 +219,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
     where
         I: IntoIterator<Item = Entry>,
     {
+        self.failed_save()?;
         let mut buf = Vec::new();
         {
             let mut mem = self.mem.lock().unwrap();
@@ -238,6 +258,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
         &mut self,
         last_log_id: Option<LogIdOf<KvConfig>>,
     ) -> Result<(), io::Error> {
+        self.failed_save()?;
         let from = last_log_id.map_or(0, |l| l.index + 1);
         let cut = {
             let mut mem = self.mem.lock().unwrap();
@@ -258,6 +279,7 @@ impl RaftLogStorage<KvConfig> for FileLog {
     }
 
     async fn purge(&mut self, log_id: LogIdOf<KvConfig>) -> Result<(), io::Error> {
+        self.failed_save()?;
         {
             let mut mem = self.mem.lock().unwrap();
             mem.meta.purged = Some(log_id);
