@@ -31,6 +31,8 @@ use std::io;
 use std::path::Path;
 use std::rc::Rc;
 
+use ringkit::fs::OpenOptions;
+
 use crate::frame::{BatchHeader, Manifest, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::Inner;
 use crate::recover;
@@ -402,13 +404,47 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
             .count();
         st.segments.drain(..n).map(|s| s.first).collect()
     };
+    // Each segment is opened before its name goes: unlinking a file still
+    // open frees none of its blocks, so the edit (during which no append
+    // is written) costs a name removal, not the freeing of a whole
+    // segment's extents (46 ms for 64 MiB here, every append waiting).
+    // The blocks are given back afterwards, a step at a time.
+    let mut held = Vec::new();
     for &first in &gone {
-        remove_if_there(&inner.dir.join(segment::name(first))).await?;
+        let path = inner.dir.join(segment::name(first));
+        if let Ok(f) = OpenOptions::new().write(true).open(&path).await {
+            held.push(f);
+        }
+        remove_if_there(&path).await?;
     }
     if !gone.is_empty() {
         ringkit::fs::sync_dir(&inner.dir).await?;
     }
+    if !held.is_empty() {
+        ringkit::spawn(release(held));
+    }
     Ok(below)
+}
+
+/// Give back the blocks of purged segments (unlinked, still open): holes
+/// punched from the end a few MiB at a time, the loop free between steps,
+/// then closed. Nothing here can lose data: the files have no name. A
+/// failure leaves the rest to the close (or to process exit).
+async fn release(files: Vec<ringkit::fs::File>) {
+    const STEP: u64 = 4 << 20;
+    for f in files {
+        let mut end = f.metadata().await.map_or(0, |m| m.len());
+        while end > 0 {
+            let start = end.saturating_sub(STEP);
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            if f.fallocate(mode, start, end - start).await.is_err() {
+                break;
+            }
+            end = start;
+            ringkit::yield_now().await;
+        }
+        let _ = f.close().await;
+    }
 }
 
 /// Save `state` (the flusher, nothing in flight).

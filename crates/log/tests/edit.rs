@@ -143,6 +143,19 @@ async fn truncate_in_queue_order(direct: bool) {
     drop(holds(dir, direct, log, &[("a", 1..9), ("b", 9..12)]).await);
 }
 
+/// Descriptors of this process on segment files that no longer have a
+/// name.
+fn deleted_segments_open() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .filter(|p| {
+            let p = p.to_string_lossy();
+            p.contains(".seg") && p.ends_with("(deleted)")
+        })
+        .count()
+}
+
 async fn purge_prefix(direct: bool) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
@@ -158,6 +171,17 @@ async fn purge_prefix(direct: bool) {
     );
     let e = log.read(199).await.unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    // The purged segments' blocks are given back after the purge returns
+    // (held open past the unlink, then released): none stays open.
+    let mut open = deleted_segments_open();
+    for _ in 0..100 {
+        if open == 0 {
+            break;
+        }
+        ringkit::time::sleep(std::time::Duration::from_millis(10)).await;
+        open = deleted_segments_open();
+    }
+    assert_eq!(open, 0, "purged segments still open a second later");
     // A purge at or before the start does nothing.
     assert_eq!(log.purge(10).await.unwrap(), 200);
     let log = holds(dir, direct, log, &[("a", 200..301)]).await;
