@@ -156,6 +156,40 @@ fn deleted_segments_open() -> usize {
         .count()
 }
 
+/// A purge removes names only: a read-only log opened before it, and a
+/// hard-linked copy of the segments, keep every byte (a purge that
+/// punched holes in the unlinked files zeroed both).
+async fn purge_leaves_other_holders_whole(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let bak = t.path().join("bak");
+    std::fs::create_dir_all(&bak).unwrap();
+    let log = Log::open(&dir, opts(direct)).await.unwrap();
+    fill(&log, "a", 1..301).await;
+    let mut linked = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "seg") {
+            let to = bak.join(p.file_name().unwrap());
+            std::fs::hard_link(&p, &to).unwrap();
+            linked.push((to.clone(), std::fs::read(&to).unwrap()));
+        }
+    }
+    let ro = Log::open_read_only(&dir, opts(direct)).await.unwrap();
+    assert_eq!(ro.read(5).await.unwrap(), rec("a", 5));
+    assert_eq!(log.purge(200).await.unwrap(), 200);
+    ringkit::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(ro.read(5).await.unwrap(), rec("a", 5), "read-only log");
+    assert_eq!(ro.read_from(100, 10).await.unwrap().len(), 10);
+    for (p, bytes) in linked {
+        assert!(
+            std::fs::read(&p).unwrap() == bytes,
+            "{} changed",
+            p.display()
+        );
+    }
+}
+
 async fn purge_prefix(direct: bool) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
@@ -291,6 +325,10 @@ ringkit::test_all! {
     async fn truncate_runs_in_queue_order_with_the_appends() {
         truncate_in_queue_order(false).await;
         truncate_in_queue_order(true).await;
+    }
+    async fn a_purge_leaves_readers_and_hard_links_whole() {
+        purge_leaves_other_holders_whole(false).await;
+        purge_leaves_other_holders_whole(true).await;
     }
     async fn purge_removes_the_prefix_and_may_skip_past_the_end() {
         purge_prefix(false).await;
