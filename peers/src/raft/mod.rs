@@ -7,6 +7,13 @@
 //! --engine tokio` runs a cluster of them; `ringkit compare raft` sets it
 //! beside ringkit's.
 //!
+//! The types, state machine, network and answers are a copy of
+//! `ringkit_raft`'s (`kv.rs`, `wire.rs`, `network.rs`, `node.rs`) on
+//! tokio, not a dependency: depending on `ringkit-raft` would build
+//! openraft with its `single-threaded` feature into this peer, which is
+//! meant to be openraft as a tokio user gets it. A change to the protocol
+//! is made in both.
+//!
 //! Usage: `ringkit-peer openraft-node --id N --listen ADDR --dir D
 //! [--heartbeat-ms 100] [--snapshot-every 10000] [--committed-every-ms 50]
 //! [--cpu C]`
