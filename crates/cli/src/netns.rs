@@ -103,29 +103,22 @@ impl Net {
     /// Cut node `id` off: nftables in its namespace drop everything in
     /// and out but loopback.
     pub fn cut(&self, id: u8) -> io::Result<()> {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.ns(id),
-            "nft",
+        self.nft_in(
+            id,
             "add table inet cut; \
              add chain inet cut in { type filter hook input priority 0; policy drop; }; \
              add chain inet cut out { type filter hook output priority 0; policy drop; }; \
              add rule inet cut in iif lo accept; add rule inet cut out oif lo accept",
-        ])
+        )
     }
 
     /// Undo [`Net::cut`].
     pub fn heal(&self, id: u8) -> io::Result<()> {
-        run(&[
-            "ip",
-            "netns",
-            "exec",
-            &self.ns(id),
-            "nft",
-            "delete table inet cut",
-        ])
+        self.nft_in(id, "delete table inet cut")
+    }
+
+    fn nft_in(&self, id: u8, script: &str) -> io::Result<()> {
+        run(&["ip", "netns", "exec", &self.ns(id), "nft", script])
     }
 }
 

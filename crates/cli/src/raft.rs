@@ -176,16 +176,7 @@ pub fn node_addr(id: u64, port: u16) -> SocketAddr {
 impl NodeProc {
     /// Start node `id` of `root` (its data in `root/nID`).
     pub fn start(id: u64, port: u16, root: &Path, node: &NodeArgs) -> io::Result<NodeProc> {
-        let mut p = NodeProc {
-            id,
-            addr: node_addr(id, port),
-            dir: root.join(format!("n{id}")),
-            peer: None,
-            netns: None,
-            child: None,
-        };
-        p.restart(node)?;
-        Ok(p)
+        Self::launch(id, node_addr(id, port), root, node, None, None)
     }
 
     /// Start node `id` of `root` on `addr` inside network namespace
@@ -197,16 +188,7 @@ impl NodeProc {
         node: &NodeArgs,
         netns: String,
     ) -> io::Result<NodeProc> {
-        let mut p = NodeProc {
-            id,
-            addr,
-            dir: root.join(format!("n{id}")),
-            peer: None,
-            netns: Some(netns),
-            child: None,
-        };
-        p.restart(node)?;
-        Ok(p)
+        Self::launch(id, addr, root, node, None, Some(netns))
     }
 
     /// Start node `id` of `root` as the openraft node on tokio of the
@@ -219,12 +201,23 @@ impl NodeProc {
         node: &NodeArgs,
         peer: PathBuf,
     ) -> io::Result<NodeProc> {
+        Self::launch(id, node_addr(id, port), root, node, Some(peer), None)
+    }
+
+    fn launch(
+        id: u64,
+        addr: SocketAddr,
+        root: &Path,
+        node: &NodeArgs,
+        peer: Option<PathBuf>,
+        netns: Option<String>,
+    ) -> io::Result<NodeProc> {
         let mut p = NodeProc {
             id,
-            addr: node_addr(id, port),
+            addr,
             dir: root.join(format!("n{id}")),
-            peer: Some(peer),
-            netns: None,
+            peer,
+            netns,
             child: None,
         };
         p.restart(node)?;
@@ -256,14 +249,13 @@ impl NodeProc {
                 cmd.args(["raft", "serve"]).args(node.to_args());
             }
             Some(_) => {
-                let c = &mut cmd;
-                c.arg("openraft-node").args([
+                cmd.arg("openraft-node").args([
                     format!("--heartbeat-ms={}", node.heartbeat_ms),
                     format!("--snapshot-every={}", node.snapshot_every),
                     format!("--committed-every-ms={}", node.committed_every_ms),
                 ]);
                 if let Some(cpu) = node.cpu {
-                    c.arg(format!("--cpu={cpu}"));
+                    cmd.arg(format!("--cpu={cpu}"));
                 }
             }
         }
