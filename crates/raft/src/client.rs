@@ -89,6 +89,16 @@ impl Client {
         self.call(&Call::Read(key.into())).await
     }
 
+    /// A linearizable read of `key` sent first to node `i` of the list,
+    /// whichever node leads: a node that does not lead redirects, one
+    /// that believes it leads must confirm it (ReadIndex) before it
+    /// answers. (A checker sends reads everywhere this way, so a node
+    /// that answers from its own state alone is caught.)
+    pub async fn read_from(&mut self, i: usize, key: &str) -> Reply {
+        self.leader = Some(i % self.nodes.len().max(1));
+        self.read(key).await
+    }
+
     /// The status of node `i` of the list (no redirect).
     pub async fn status_of(&mut self, i: usize) -> Reply {
         self.call_on(i, &Call::Status).await

@@ -88,6 +88,13 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
         election_timeout_max: cfg.heartbeat_ms * 6,
         snapshot_policy: SnapshotPolicy::LogsSinceLast(cfg.snapshot_every),
         max_in_snapshot_log_to_keep: cfg.snapshot_every / 2,
+        // Standard Raft: a restarted leader wins an election like any
+        // node. openraft's default lets it resume leading with no vote,
+        // which is unsafe here: its log tail may not have been durable
+        // when it died (the followers' copies made those entries
+        // committed), so it would hand out the same log ids again with
+        // other entries (docs/ARCHITECTURE.md, "ringkit-raft").
+        enable_leader_restore: Some(false),
         ..Default::default()
     };
     let config = Arc::new(
@@ -130,9 +137,39 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
             }
         }
     };
-    let _ = ringkit::sync::select(std::pin::pin!(accept), std::pin::pin!(stop)).await;
+    // A node whose Raft core has stopped (a storage error, say a full
+    // disk) must not go on answering: it stops serving and says why.
+    let fatal = {
+        let died = std::pin::pin!(core_stopped(&node.raft));
+        let (accept, stop) = (std::pin::pin!(accept), std::pin::pin!(stop));
+        let serving = std::pin::pin!(ringkit::sync::select(accept, stop));
+        match ringkit::sync::select(serving, died).await {
+            ringkit::sync::Either::Left(_) => None,
+            ringkit::sync::Either::Right(why) => Some(why),
+        }
+    };
+    drop(listener);
     let _ = node.raft.shutdown().await;
-    Ok(())
+    match fatal {
+        None => Ok(()),
+        Some(why) => Err(io::Error::other(format!(
+            "node {}: the Raft core stopped ({why}); the node stops serving",
+            cfg.id
+        ))),
+    }
+}
+
+/// Completes, with the reason, once `raft`'s core has stopped on its own.
+async fn core_stopped(raft: &KvRaft) -> String {
+    let mut m = raft.metrics();
+    loop {
+        if let Err(fatal) = &m.borrow_watched().running_state {
+            return fatal.to_string();
+        }
+        if m.changed().await.is_err() {
+            return "its metrics channel closed".into();
+        }
+    }
 }
 
 /// Connections a node keeps open at once (more are closed at accept).
