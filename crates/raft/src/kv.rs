@@ -120,7 +120,7 @@ impl KvStateMachine {
     /// starting from the snapshot there if any.
     pub async fn open(dir: impl AsRef<Path>) -> io::Result<KvStateMachine> {
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir)?;
+        make_dir_durably(&dir).await?;
         let sm = KvStateMachine {
             inner: Rc::new(Inner {
                 dir: Some(dir.clone()),
@@ -163,6 +163,39 @@ impl KvStateMachine {
         *self.inner.snapshot.borrow_mut() = Some(s);
         Ok(())
     }
+}
+
+/// Make `dir` and its missing parents, each made durable in its parent
+/// (a directory is a name in its parent's entries: without the parent's
+/// sync a power loss takes it away, and the snapshot in it with it, while
+/// the log stays purged behind that snapshot).
+async fn make_dir_durably(dir: &Path) -> io::Result<()> {
+    let mut missing = Vec::new();
+    let mut d = dir;
+    while !d.is_dir() {
+        missing.push(d);
+        match d.parent() {
+            Some(p) if !p.as_os_str().is_empty() => d = p,
+            _ => break,
+        }
+    }
+    let parent = |d: &Path| {
+        let p = d.parent().filter(|p| !p.as_os_str().is_empty());
+        p.unwrap_or(Path::new(".")).to_path_buf()
+    };
+    let synced_any = !missing.is_empty();
+    for d in missing.into_iter().rev() {
+        match ringkit::fs::create_dir(d).await {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
+        ringkit::fs::sync_dir(parent(d)).await?;
+    }
+    // Made by an earlier run that died before its sync: synced now.
+    if !synced_any {
+        ringkit::fs::sync_dir(parent(dir)).await?;
+    }
+    Ok(())
 }
 
 fn decode(b: &[u8]) -> io::Result<KvData> {
