@@ -10,6 +10,7 @@ mod hostile;
 mod http;
 mod log;
 mod log_serve;
+mod nemesis;
 mod netns;
 mod probe;
 mod progress;

@@ -9,6 +9,19 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::process::Command;
 
+/// What a cut drops, seen from the cut node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Everything in and out: the node is alone, clients cut off too.
+    All,
+    /// Everything coming in; what it sends still leaves (a one-way
+    /// partition).
+    Inbound,
+    /// Traffic with the other nodes only: clients still reach it (a node
+    /// that believes it leads keeps being asked).
+    Peers,
+}
+
 /// The namespaces and the bridge of one run.
 #[derive(Debug)]
 pub struct Net {
@@ -100,16 +113,36 @@ impl Net {
         format!("rkraft{}n{id}", self.tag)
     }
 
-    /// Cut node `id` off: nftables in its namespace drop everything in
-    /// and out but loopback.
-    pub fn cut(&self, id: u8) -> io::Result<()> {
-        self.nft_in(
-            id,
+    /// Cut node `id` off as `cut` says, with nftables rules in its
+    /// namespace (loopback is never cut). One cut per node at a time:
+    /// [`Net::heal`] it first.
+    pub fn cut(&self, id: u8, cut: Cut) -> io::Result<()> {
+        let peers = || {
+            let others: Vec<String> = (1..=self.made.len() as u8)
+                .filter(|&p| p != id)
+                .map(|p| self.ip(p).to_string())
+                .collect();
+            others.join(", ")
+        };
+        let (input, output) = match cut {
+            Cut::All => ("drop".to_string(), "drop".to_string()),
+            Cut::Inbound => ("drop".to_string(), "accept".to_string()),
+            Cut::Peers => ("accept".to_string(), "accept".to_string()),
+        };
+        let mut script = format!(
             "add table inet cut; \
-             add chain inet cut in { type filter hook input priority 0; policy drop; }; \
-             add chain inet cut out { type filter hook output priority 0; policy drop; }; \
-             add rule inet cut in iif lo accept; add rule inet cut out oif lo accept",
-        )
+             add chain inet cut in {{ type filter hook input priority 0; policy {input}; }}; \
+             add chain inet cut out {{ type filter hook output priority 0; policy {output}; }}; \
+             add rule inet cut in iif lo accept; add rule inet cut out oif lo accept"
+        );
+        if cut == Cut::Peers {
+            let p = peers();
+            script.push_str(&format!(
+                "; add rule inet cut in ip saddr {{ {p} }} drop; \
+                 add rule inet cut out ip daddr {{ {p} }} drop"
+            ));
+        }
+        self.nft_in(id, &script)
     }
 
     /// Undo [`Net::cut`].

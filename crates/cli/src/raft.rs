@@ -55,6 +55,10 @@ pub struct NodeArgs {
     /// Log segment size, MiB.
     #[arg(long, default_value_t = 64)]
     pub segment_mib: u64,
+    /// Log segment size in KiB instead (at least 64, a multiple of 4):
+    /// small segments roll and purge often.
+    #[arg(long, conflicts_with = "segment_mib")]
+    pub segment_kib: Option<u64>,
     /// Heartbeat interval, ms (elections after 3 to 6 of them).
     #[arg(long, default_value_t = 100)]
     pub heartbeat_ms: u64,
@@ -74,10 +78,21 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
+    /// The log segment size these settings give, bytes.
+    pub fn segment_bytes(&self) -> u64 {
+        match self.segment_kib {
+            Some(k) => k << 10,
+            None => self.segment_mib.max(1) << 20,
+        }
+    }
+
     /// The arguments that give a `ringkit raft serve` these settings.
     pub fn to_args(&self) -> Vec<String> {
         let mut v = vec![
-            format!("--segment-mib={}", self.segment_mib),
+            match self.segment_kib {
+                Some(k) => format!("--segment-kib={k}"),
+                None => format!("--segment-mib={}", self.segment_mib),
+            },
             format!("--heartbeat-ms={}", self.heartbeat_ms),
             format!("--snapshot-every={}", self.snapshot_every),
             format!("--committed-every-ms={}", self.committed_every_ms),
@@ -136,7 +151,10 @@ fn serve_node(a: ServeArgs) -> io::Result<()> {
     ringkit::signal::install()?;
     let mut cfg = NodeConfig::new(a.id, a.listen, &a.dir);
     cfg.log.direct = a.node.direct;
-    cfg.log.segment_size = a.node.segment_mib.max(1) << 20;
+    cfg.log.segment_size = a.node.segment_bytes();
+    // A batch must fit a segment with room to spare: at most a quarter of
+    // one (the log's default, 1 MiB, for segments of 4 MiB and more).
+    cfg.log.max_batch = cfg.log.max_batch.min(cfg.log.segment_size as usize / 4);
     cfg.heartbeat_ms = a.node.heartbeat_ms.max(10);
     cfg.snapshot_every = a.node.snapshot_every.max(2);
     cfg.committed_every = Duration::from_millis(a.node.committed_every_ms);
@@ -273,12 +291,38 @@ impl NodeProc {
 
     /// Send `sig` to it (by pid) and reap it.
     pub fn kill(&mut self, sig: i32) {
-        if let Some(mut c) = self.child.take() {
+        self.signal(sig);
+        self.reap();
+    }
+
+    /// Send `sig` to it (by pid), if it runs; not reaped (see
+    /// [`NodeProc::reap`]).
+    pub fn signal(&self, sig: i32) {
+        if let Some(c) = &self.child {
             // SAFETY: kill(2) on the pid of a child we spawned and have not
             // reaped yet (so the pid is still ours).
             unsafe { libc::kill(c.id() as i32, sig) };
+        }
+    }
+
+    /// Wait for it to end (after a signal that ends it).
+    pub fn reap(&mut self) {
+        if let Some(mut c) = self.child.take() {
             let _ = c.wait();
         }
+    }
+
+    /// How it ended, if it has ended on its own (reaped then); `None`
+    /// while it runs, or when it was never started or already reaped.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        let status = self.child.as_mut()?.try_wait().ok()??;
+        self.child = None;
+        Some(status)
+    }
+
+    /// Whether it has a process (running, stopped, or ended unreaped).
+    pub fn is_started(&self) -> bool {
+        self.child.is_some()
     }
 }
 

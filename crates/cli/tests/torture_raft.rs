@@ -1,13 +1,36 @@
 //! `ringkit torture raft` in its short form, on each backend: three node
-//! processes, rounds of SIGKILLs and (as root, with nft) partitions, and
-//! the clients' history checked: nothing acknowledged lost or reordered,
-//! no stale read. (`ringkit torture raft --rounds 20` is the long form.)
+//! processes, every fault of the menu once (crashes of one, two and
+//! three nodes, pauses, five kinds of partition, power loss, a slow disk
+//! then power loss, a full disk), the clients' history checked after
+//! every round: nothing acknowledged lost or reordered, no stale read.
+//! (`ringkit torture raft --rounds 100` is the long form.) Partitions
+//! need root, ip and nft; power loss and a full disk need FUSE: without
+//! them those faults are skipped, and the run says so.
 
 use std::process::Command;
 
-fn torture(backend: &str, port: u16, seed: u64) {
+const FAULTS: [&str; 14] = [
+    "kill-leader",
+    "kill-follower",
+    "kill-majority",
+    "kill-all",
+    "pause-leader",
+    "pause-node",
+    "cut-node",
+    "cut-leader",
+    "cut-leader-from-peers",
+    "cut-inbound",
+    "moving-split",
+    "power-loss",
+    "slow-disk-power-loss",
+    "disk-full",
+];
+
+fn torture(backend: &str, port: u16, seed: u64, faults: &[&str], rounds: usize) {
     let o = Command::new(env!("CARGO_BIN_EXE_ringkit"))
-        .args(["torture", "raft", "--rounds", "5", "--clients", "3"])
+        .args(["torture", "raft", "--clients", "3"])
+        .arg(format!("--rounds={rounds}"))
+        .arg(format!("--nemesis={}", faults.join(",")))
         .arg(format!("--seed={seed}"))
         .arg(format!("--backend={backend}"))
         .arg(format!("--port={port}"))
@@ -20,21 +43,41 @@ fn torture(backend: &str, port: u16, seed: u64) {
     println!("{err}{out}");
     assert!(o.status.success(), "{err}{out}");
     assert!(out.contains("nothing lost, reordered or stale"), "{out}");
-    for fault in ["kill the leader", "kill a node"] {
-        assert!(err.contains(fault), "no {fault:?} round: {err}");
+    let skipped = err
+        .lines()
+        .find(|l| l.contains("faults this machine cannot run"))
+        .unwrap_or("");
+    for fault in faults {
+        let ran = err.contains(&format!(": {fault} (leader"));
+        assert!(
+            ran || skipped.contains(fault),
+            "{fault} neither ran nor was skipped: {err}"
+        );
     }
-    assert!(
-        err.contains("cut a node off") || err.contains("partitions skipped"),
-        "{err}"
+}
+
+#[test]
+fn raft_survives_every_fault_on_io_uring() {
+    torture("uring", 7310, 3, &FAULTS, FAULTS.len());
+}
+
+#[test]
+fn raft_survives_every_fault_on_epoll() {
+    torture("epoll", 7320, 4, &FAULTS, FAULTS.len());
+}
+
+/// The loss the leader restore caused: the leader's log tail not yet
+/// durable (its disk holds its syncs) while the followers' copies commit
+/// it, then the leader and a follower lose power and come back at once.
+/// A leader that resumed leading without an election handed out the same
+/// log ids again with other entries, and acknowledged writes were lost.
+#[test]
+fn a_leader_and_a_follower_losing_power_together_lose_nothing() {
+    torture(
+        "uring",
+        7330,
+        5,
+        &["slow-disk-power-loss", "kill-majority"],
+        4,
     );
-}
-
-#[test]
-fn raft_survives_kills_and_partitions_on_io_uring() {
-    torture("uring", 7310, 3);
-}
-
-#[test]
-fn raft_survives_kills_and_partitions_on_epoll() {
-    torture("epoll", 7320, 4);
 }
