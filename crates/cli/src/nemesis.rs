@@ -174,6 +174,9 @@ pub struct Cluster {
     pub net: Option<Net>,
     /// Node `id`'s disk is `disks[id - 1]` (empty: plain directories).
     pub disks: Vec<PowerFs>,
+    /// What the faults themselves found wrong (a zombie node), taken by
+    /// the run after each round.
+    pub violations: Vec<String>,
 }
 
 /// How long a fault lasts: longer than an election timeout (3 to 6
@@ -382,7 +385,9 @@ impl Cluster {
                     None => "it kept running".to_string(),
                 };
                 self.disks[Self::ix(v)].set_capacity(None);
-                if !self.nodes[Self::ix(v)].is_started() {
+                if self.nodes[Self::ix(v)].is_started() {
+                    self.zombie_check(v).await;
+                } else {
                     self.restart(&[v])?;
                 }
                 format!(
@@ -391,6 +396,31 @@ impl Cluster {
                 )
             }
         })
+    }
+}
+
+impl Cluster {
+    /// A node that kept running through a fault must serve: one that
+    /// answers every read with an error (its Raft core stopped, its
+    /// listener still up) is a zombie, a violation.
+    async fn zombie_check(&mut self, id: u64) {
+        let mut c = ringkit_raft::client::Client::new(crate::raft::members(&self.nodes));
+        c.timeout = Duration::from_millis(500);
+        let read = ringkit_raft::wire::Call::Read("zombie-check".into());
+        let mut errors = Vec::new();
+        for _ in 0..3 {
+            ringkit::time::sleep(Duration::from_millis(300)).await;
+            match c.call_on(Self::ix(id), &read).await {
+                ringkit_raft::client::Reply::Unknown(e) if e != "no answer in time" => {
+                    errors.push(e)
+                }
+                _ => return,
+            }
+        }
+        self.violations.push(format!(
+            "node {id} stayed up after its disk filled but answers only errors (a zombie): {}",
+            errors.join("; ")
+        ));
     }
 }
 

@@ -351,6 +351,7 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<Report> {
         args,
         net,
         disks,
+        violations: Vec::new(),
     };
     let rt = ringkit::Runtime::new()?;
     let res = rt.block_on(rounds(cfg, &mut cluster, menu, log));
@@ -416,7 +417,7 @@ async fn rounds(
                 p.restart(&cluster.args)?;
             }
         }
-        let mut violations = Vec::new();
+        let mut violations = std::mem::take(&mut cluster.violations);
         if wait_leader(&mut status, 3, Instant::now() + Duration::from_secs(20))
             .await
             .is_err()
