@@ -379,15 +379,19 @@ impl Cluster {
                 let room = 4096 * rng.below(64);
                 d.set_capacity(Some(d.used() + room));
                 sleep(hold).await;
+                self.disks[Self::ix(v)].set_capacity(None);
+                // A write refused near the end of the hold may stop the
+                // node just after: it has a moment to go.
+                sleep(Duration::from_millis(300)).await;
+                if self.nodes[Self::ix(v)].exited().is_none() {
+                    self.zombie_check(v).await;
+                }
                 let p = &mut self.nodes[Self::ix(v)];
                 let how = match p.exited() {
-                    Some(status) => format!("it exited ({status}): {}", last_line(&p.dir)),
-                    None => "it kept running".to_string(),
+                    _ if p.is_started() => "it kept running".to_string(),
+                    _ => format!("it exited: {}", last_line(&p.dir)),
                 };
-                self.disks[Self::ix(v)].set_capacity(None);
-                if self.nodes[Self::ix(v)].is_started() {
-                    self.zombie_check(v).await;
-                } else {
+                if !self.nodes[Self::ix(v)].is_started() {
                     self.restart(&[v])?;
                 }
                 format!(

@@ -406,18 +406,18 @@ async fn rounds(
             leader.map_or("unknown".into(), |l| l.to_string())
         ));
         report.rounds = round;
-        // A node that ended on its own (a full disk, say) is restarted.
+        // Outside a full disk (handled by its fault) no node may end on
+        // its own: one that does, say because its data would not open
+        // after a power loss, is a violation (and is restarted).
+        let mut violations = std::mem::take(&mut cluster.violations);
         for p in &mut cluster.nodes {
             if let Some(status) = p.exited() {
-                log(&format!(
-                    "node {} had exited ({status}): {}; restarted",
-                    p.id,
-                    last_line(&p.dir)
-                ));
+                let why = format!("node {} exited ({status}): {}", p.id, last_line(&p.dir));
+                log(&format!("{why}; restarted"));
+                violations.push(format!("round {round}: {why}"));
                 p.restart(&cluster.args)?;
             }
         }
-        let mut violations = std::mem::take(&mut cluster.violations);
         if wait_leader(&mut status, 3, Instant::now() + Duration::from_secs(20))
             .await
             .is_err()
