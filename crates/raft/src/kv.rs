@@ -100,6 +100,10 @@ struct Inner {
     dir: Option<PathBuf>,
     data: RefCell<KvData>,
     snapshot: RefCell<Option<StoredSnapshot>>,
+    /// One snapshot write at a time: openraft builds snapshots in a task
+    /// of their own, so a build and an install (which share the file and
+    /// its `.tmp`) can run at once.
+    writing: futures_util::lock::Mutex<()>,
 }
 
 const SNAPSHOT: &str = "snapshot";
@@ -112,6 +116,7 @@ impl KvStateMachine {
                 dir: None,
                 data: RefCell::new(KvData::default()),
                 snapshot: RefCell::new(None),
+                writing: futures_util::lock::Mutex::new(()),
             }),
         }
     }
@@ -126,6 +131,7 @@ impl KvStateMachine {
                 dir: Some(dir.clone()),
                 data: RefCell::new(KvData::default()),
                 snapshot: RefCell::new(None),
+                writing: futures_util::lock::Mutex::new(()),
             }),
         };
         match std::fs::read(dir.join(SNAPSHOT)) {
@@ -155,7 +161,19 @@ impl KvStateMachine {
         self.inner.data.borrow().last_applied
     }
 
+    /// Make `s` the snapshot, on disk first, unless a newer one is kept
+    /// already (a build that began before an install ended after it).
     async fn keep(&self, s: StoredSnapshot) -> io::Result<()> {
+        let _one = self.inner.writing.lock().await;
+        let newer_kept = self
+            .inner
+            .snapshot
+            .borrow()
+            .as_ref()
+            .is_some_and(|k| k.meta.last_log_id > s.meta.last_log_id);
+        if newer_kept {
+            return Ok(());
+        }
         if let Some(dir) = &self.inner.dir {
             let bytes = serde_json::to_vec(&s).map_err(io::Error::other)?;
             ringkit::fs::write_replace(dir.join(SNAPSHOT), bytes).await?;
