@@ -42,11 +42,15 @@ for bug in "${bugs[@]}"; do
         --manifest-path "$tree/Cargo.toml"
     out="$work/$bug.log"
     t0=$(date +%s)
+    # CAUGHT only with a violation reported: a run that fails for any
+    # other reason (the harness itself) is an ERROR, not a catch.
     if "$target/release/ringkit" torture raft --seed "$seed" --backend "$backend" \
         --rounds "$rounds" --port 7250 >"$out" 2>&1; then
         verdict=MISSED
-    else
+    elif grep -q 'first violation after round' "$out"; then
         verdict=CAUGHT
+    else
+        verdict=ERROR
     fi
     secs=$(( $(date +%s) - t0 ))
     first=$(grep -o 'first violation after round [0-9]*, [0-9.]* s' "$out" | head -1 || true)

@@ -17,7 +17,8 @@
 //!   cut from its peers, then another, then the third);
 //! - power loss (the nodes' directories on `ringkit-powerfs`, which
 //!   forgets what was not synced): one or two nodes killed and their
-//!   unsynced writes thrown away, sometimes torn at sector bounds; and the
+//!   unsynced writes thrown away, sometimes torn at sector bounds; every
+//!   node at once; and the
 //!   same for the leader and a follower while the leader's disk holds its
 //!   syncs, so its log tail is not durable while the followers' copies
 //!   commit it;
@@ -61,6 +62,7 @@ pub enum Fault {
     CutInbound,
     MovingSplit,
     PowerLoss,
+    PowerLossAll,
     SlowDiskPowerLoss,
     DiskFull,
 }
@@ -77,7 +79,7 @@ pub enum Needs {
 
 impl Fault {
     /// Every fault, in the order a run names them.
-    pub const ALL: [Fault; 14] = [
+    pub const ALL: [Fault; 15] = [
         Fault::KillLeader,
         Fault::KillFollower,
         Fault::KillMajority,
@@ -90,6 +92,7 @@ impl Fault {
         Fault::CutInbound,
         Fault::MovingSplit,
         Fault::PowerLoss,
+        Fault::PowerLossAll,
         Fault::SlowDiskPowerLoss,
         Fault::DiskFull,
     ];
@@ -109,6 +112,7 @@ impl Fault {
             Fault::CutInbound => "cut-inbound",
             Fault::MovingSplit => "moving-split",
             Fault::PowerLoss => "power-loss",
+            Fault::PowerLossAll => "power-loss-all",
             Fault::SlowDiskPowerLoss => "slow-disk-power-loss",
             Fault::DiskFull => "disk-full",
         }
@@ -133,7 +137,9 @@ impl Fault {
             | Fault::CutLeaderFromPeers
             | Fault::CutInbound
             | Fault::MovingSplit => Needs::Net,
-            Fault::PowerLoss | Fault::SlowDiskPowerLoss | Fault::DiskFull => Needs::Disk,
+            Fault::PowerLoss | Fault::PowerLossAll | Fault::SlowDiskPowerLoss | Fault::DiskFull => {
+                Needs::Disk
+            }
             _ => Needs::Nothing,
         }
     }
@@ -355,6 +361,17 @@ impl Cluster {
                 self.restart(&v)?;
                 let how = if torn.is_some() { "torn" } else { "clean" };
                 format!("power lost ({how}): {said}; restarted after {ms} ms")
+            }
+            Fault::PowerLossAll => {
+                // Every node at once: no page cache anywhere to repair
+                // what one node failed to sync.
+                let v: Vec<u64> = (1..=n).collect();
+                let torn = (rng.below(2) == 0).then(|| rng.below(u64::MAX));
+                let said = self.power_loss(&v, torn)?;
+                sleep(hold).await;
+                self.restart(&v)?;
+                let how = if torn.is_some() { "torn" } else { "clean" };
+                format!("power lost on every node ({how}): {said}; restarted after {ms} ms")
             }
             Fault::SlowDiskPowerLoss => {
                 // The leader's disk holds its syncs: its log tail is not

@@ -14,8 +14,8 @@ use std::process::Command;
 pub enum Cut {
     /// Everything in and out: the node is alone, clients cut off too.
     All,
-    /// Everything coming in; what it sends still leaves (a one-way
-    /// partition).
+    /// Everything coming in but the answers on connections the node
+    /// opened: it reaches the others, they do not reach it (one way).
     Inbound,
     /// Traffic with the other nodes only: clients still reach it (a node
     /// that believes it leads keeps being asked).
@@ -135,6 +135,12 @@ impl Net {
              add chain inet cut out {{ type filter hook output priority 0; policy {output}; }}; \
              add rule inet cut in iif lo accept; add rule inet cut out oif lo accept"
         );
+        if cut == Cut::Inbound {
+            // One way: what the node sends goes, and the answers to the
+            // connections it opened come back; nothing else comes in
+            // (no new connection, nothing on one a peer opened).
+            script.push_str("; add rule inet cut in ct direction reply accept");
+        }
         if cut == Cut::Peers {
             let p = peers();
             script.push_str(&format!(

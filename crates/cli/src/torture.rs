@@ -129,7 +129,7 @@ pub struct TortureArgs {
     /// machine can run): kill-leader, kill-follower, kill-majority,
     /// kill-all, pause-leader, pause-node, cut-node, cut-leader,
     /// cut-leader-from-peers, cut-inbound, moving-split, power-loss,
-    /// slow-disk-power-loss, disk-full. Each is run once first, in an
+    /// power-loss-all, slow-disk-power-loss, disk-full. Each is run once first, in an
     /// order drawn from the seed, then at random.
     #[arg(long, value_delimiter = ',', value_parser = crate::nemesis::Fault::parse)]
     nemesis: Vec<crate::nemesis::Fault>,

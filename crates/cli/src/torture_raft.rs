@@ -223,6 +223,13 @@ async fn checkpoint(
         elements += list.len();
         let ops = hist.borrow().as_seen(k, begin, end);
         let v = history::check(&ops, &list);
+        // The check's read is a read like any: what it saw must stay (an
+        // element of unknown outcome seen here may not vanish later).
+        hist.borrow_mut()
+            .ops
+            .entry(k)
+            .or_default()
+            .push(Op::Read { begin, end, list });
         total.ops += v.ops;
         total.acked += v.acked;
         total.reads += v.reads;

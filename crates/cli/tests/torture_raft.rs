@@ -9,7 +9,7 @@
 
 use std::process::Command;
 
-const FAULTS: [&str; 14] = [
+const FAULTS: [&str; 15] = [
     "kill-leader",
     "kill-follower",
     "kill-majority",
@@ -22,6 +22,7 @@ const FAULTS: [&str; 14] = [
     "cut-inbound",
     "moving-split",
     "power-loss",
+    "power-loss-all",
     "slow-disk-power-loss",
     "disk-full",
 ];
