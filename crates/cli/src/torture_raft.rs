@@ -360,6 +360,9 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<Report> {
         disks,
         violations: Vec::new(),
     };
+    // Ctrl-C or SIGTERM ends the run at the next round, and what it made
+    // (processes, mounts, namespaces) is still taken down.
+    ringkit::signal::install()?;
     let rt = ringkit::Runtime::new()?;
     let res = rt.block_on(rounds(cfg, &mut cluster, menu, log));
     let clean = remove && res.as_ref().is_ok_and(|r| r.verdict.violations.is_empty());
@@ -401,6 +404,13 @@ async fn rounds(
     let mut report = Report::default();
     for round in 1..=cfg.rounds {
         ringkit::time::sleep(Duration::from_millis(300 + rng.below(700))).await;
+        if ringkit::signal::is_shutdown_requested() {
+            *stop.borrow_mut() = true;
+            return Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("interrupted before round {round}"),
+            ));
+        }
         let leader = wait_leader(&mut status, 3, Instant::now() + Duration::from_secs(10))
             .await
             .ok();
