@@ -16,7 +16,12 @@
 # (openraft told entries are durable before they are written, or once
 # written and never synced: only power loss catches that one),
 # client-resends-unknown (a write of unknown outcome sent again),
-# leader-restore-on (openraft's default back).
+# leader-restore-on (openraft's default back), node-zombie (a node whose
+# Raft core stopped keeps serving).
+#
+# scripts/plant/missed/ holds bugs a review planted that the default run
+# does NOT catch (faults only hit a steady cluster; see docs/ARCHITECTURE.md):
+#   scripts/plant/run.sh missed/vote-not-awaited
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 seed=${SEED:-1}
@@ -35,12 +40,13 @@ fi
 
 printf '%-24s %-7s %s\n' bug verdict "first violation"
 for bug in "${bugs[@]}"; do
-    tree="$work/$bug"
+    name=${bug//\//-}
+    tree="$work/$name"
     git -C "$repo" worktree add -q --detach "$tree" HEAD
     git -C "$tree" apply "$repo/scripts/plant/$bug.patch"
     CARGO_TARGET_DIR="$target" cargo build --release -q -p ringkit-cli \
         --manifest-path "$tree/Cargo.toml"
-    out="$work/$bug.log"
+    out="$work/$name.log"
     t0=$(date +%s)
     # CAUGHT only with a violation reported: a run that fails for any
     # other reason (the harness itself) is an ERROR, not a catch.
@@ -56,6 +62,6 @@ for bug in "${bugs[@]}"; do
     first=$(grep -o 'first violation after round [0-9]*, [0-9.]* s' "$out" | head -1 || true)
     what=$(grep -m1 '^VIOLATION' "$out" | cut -c1-150 || true)
     printf '%-24s %-7s %s (run %s s) %s\n' "$bug" "$verdict" "${first:-none}" "$secs" "$what"
-    cp "$out" "$repo/target/plant-$bug.log"
+    cp "$out" "$repo/target/plant-$name.log"
     git -C "$repo" worktree remove --force "$tree"
 done
