@@ -177,7 +177,12 @@ impl Context {
     /// This runtime's counters, the driver's included.
     pub(crate) fn snapshot(&self) -> MetricsSnapshot {
         let drv = self.driver.borrow();
-        crate::metrics::snapshot(&self.metrics, drv.enter_count(), drv.ops_in_flight() as u64)
+        crate::metrics::snapshot(
+            &self.metrics,
+            drv.enter_count(),
+            drv.ops_in_flight() as u64,
+            crate::coop::yields(),
+        )
     }
 
     /// Put a woken task (or the main future) on the run queue, once.
@@ -261,7 +266,8 @@ impl Context {
         let waker = waker(self.id, gen, key);
         let mut cx = TaskCx::from_waker(&waker);
         self.metrics.polls.set(self.metrics.polls.get() + 1);
-        let done = poll_task(fut.as_mut(), &mut cx, self.hosted).is_ready();
+        let done =
+            crate::coop::with_budget(|| poll_task(fut.as_mut(), &mut cx, self.hosted)).is_ready();
         let mut tasks = self.tasks.borrow_mut();
         if done {
             tasks.remove(key as usize);
@@ -313,7 +319,7 @@ impl Context {
         tcx: &mut TaskCx<'_>,
     ) -> Poll<F::Output> {
         if self.main_woken.replace(false) {
-            if let Poll::Ready(v) = poll_task(fut, tcx, self.hosted) {
+            if let Poll::Ready(v) = crate::coop::with_budget(|| poll_task(fut, tcx, self.hosted)) {
                 return Poll::Ready(v);
             }
         }

@@ -25,7 +25,8 @@
 //!   backend ([`Backend`]) is chosen once at start and reported
 //!   ([`Runtime::backend_report`]). The environment is read only when
 //!   asked ([`Builder::env_overrides`]).
-//! - [`spawn`] / [`JoinHandle`]: `!Send` tasks.
+//! - [`spawn`] / [`JoinHandle`]: `!Send` tasks, each poll with a cooperative
+//!   budget of ready I/O (see [`unconstrained`] for the opt-out).
 //! - [`launch`]: thread-per-core, with CPU pinning.
 //! - [`net`], [`fs`], [`time`], [`buf`]: I/O with owned buffers.
 //! - [`driver`]: the backend contract and the cancellation guarantees.
@@ -37,6 +38,7 @@
 
 pub mod buf;
 mod context;
+mod coop;
 pub mod driver;
 mod eventfd_table;
 pub mod fs;
@@ -56,6 +58,7 @@ mod task;
 pub mod time;
 mod timers;
 
+pub use coop::{unconstrained, Unconstrained};
 pub use driver::{Backend, BackendReport, BatchWait};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
 #[cfg(feature = "clap")]

@@ -83,6 +83,11 @@ pub struct MetricsSnapshot {
     /// completions already there counts too).
     #[cfg_attr(feature = "publish", serde(default))]
     pub batch_waits: u64,
+    /// Times a task's I/O answered `Pending` because the task had spent its
+    /// cooperative budget in that poll (see [`crate::unconstrained`]); counted
+    /// per thread.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub coop_yields: u64,
 }
 
 impl MetricsSnapshot {
@@ -124,6 +129,7 @@ impl MetricsSnapshot {
             send_bundles: f(self.send_bundles, o.send_bundles),
             send_rings: f(self.send_rings, o.send_rings),
             batch_waits: f(self.batch_waits, o.batch_waits),
+            coop_yields: f(self.coop_yields, o.coop_yields),
         }
     }
 }
@@ -132,7 +138,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={} batch_waits={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={} batch_waits={} coop_yields={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -146,14 +152,20 @@ impl fmt::Display for MetricsSnapshot {
             self.send_chain_links,
             self.send_bundles,
             self.send_rings,
-            self.batch_waits
+            self.batch_waits,
+            self.coop_yields
         )
     }
 }
 
-/// The counters `m`, with the driver's own: `io_uring_enter` calls and
-/// operations in flight.
-pub(crate) fn snapshot(m: &Metrics, uring_enters: u64, ops_in_flight: u64) -> MetricsSnapshot {
+/// The counters `m`, with the driver's own (`io_uring_enter` calls and
+/// operations in flight) and the thread's cooperative yields.
+pub(crate) fn snapshot(
+    m: &Metrics,
+    uring_enters: u64,
+    ops_in_flight: u64,
+    coop_yields: u64,
+) -> MetricsSnapshot {
     MetricsSnapshot {
         uring_enters,
         sqes_submitted: m.sqes.get(),
@@ -171,5 +183,6 @@ pub(crate) fn snapshot(m: &Metrics, uring_enters: u64, ops_in_flight: u64) -> Me
         send_bundles: m.send_bundles.get(),
         send_rings: m.send_rings.get(),
         batch_waits: m.batch_waits.get(),
+        coop_yields,
     }
 }

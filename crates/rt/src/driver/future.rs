@@ -4,10 +4,11 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
 use super::{Driver, OpCode, INLINE, NOT_SUBMITTED};
+use crate::coop;
 use crate::driver::current;
 use crate::metrics::Metrics;
 
@@ -166,7 +167,20 @@ impl<T: OpCode> Future for Op<T> {
     type Output = T::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
-        let this = &mut *self;
+        // The task's cooperative budget, checked before anything is taken
+        // (a completion left in the driver waits there for the next poll).
+        ready!(coop::poll_proceed(cx));
+        let out = self.poll_op(cx);
+        if out.is_ready() {
+            coop::spend();
+        }
+        out
+    }
+}
+
+impl<T: OpCode> Op<T> {
+    fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<T::Output> {
+        let this = self;
         let data = this.data.as_mut().expect("Op polled after completion");
         if let State::Init = this.state {
             match data.before(cx) {

@@ -24,12 +24,13 @@
 
 use std::cell::Cell;
 use std::io;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use ringkit_uring::opcode::Entry;
 
 use super::uring::MultiKind;
 use super::Driver;
+use crate::coop;
 use crate::driver::current;
 
 /// What [`Multishot::poll_next`] gave.
@@ -71,6 +72,20 @@ impl Multishot {
         cx: &mut Context<'_>,
         entry: impl FnOnce() -> Entry,
     ) -> Poll<io::Result<Shot>> {
+        // The task's budget, before a CQE is taken (see `crate::coop`).
+        ready!(coop::poll_proceed(cx));
+        let shot = self.poll_shot(cx, entry);
+        if let Poll::Ready(Ok(Shot::Cqe(..))) = shot {
+            coop::spend();
+        }
+        shot
+    }
+
+    fn poll_shot(
+        &self,
+        cx: &mut Context<'_>,
+        entry: impl FnOnce() -> Entry,
+    ) -> Poll<io::Result<Shot>> {
         current::with(|rt| {
             let mut drv = rt.driver.borrow_mut();
             let Driver::Uring(u) = &mut *drv else {
@@ -108,6 +123,10 @@ impl Multishot {
     /// not borrowed.
     pub(crate) fn try_next_buffer(&self) -> Option<(i32, u32)> {
         let key = self.key.get()?;
+        if !coop::has_budget() {
+            // The caller waits through `poll_next`, which yields.
+            return None;
+        }
         let got = current::try_with(|rt| match &mut *rt.driver.borrow_mut() {
             Driver::Uring(u) => u.try_multi_buffer(key),
             Driver::Epoll(_) => None,
@@ -117,6 +136,7 @@ impl Multishot {
             // The slot went with this last CQE (the slot rule).
             self.key.set(None);
         }
+        coop::spend();
         Some(got)
     }
 

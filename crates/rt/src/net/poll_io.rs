@@ -42,6 +42,7 @@ use std::task::{ready, Context, Poll};
 
 use super::stream::StreamCore;
 use crate::buf::RecvBuf;
+use crate::coop;
 
 /// Bytes collected before a send is started without waiting for a flush,
 /// and the most a second buffer holds while a send is in flight.
@@ -110,7 +111,16 @@ impl PollIo {
             return Poll::Ready(Ok(0));
         }
         let (rb, off) = match self.leftover.take() {
-            Some(l) => l,
+            Some(l) => {
+                // Bytes already here cost a unit of the task's budget too
+                // (`crate::coop`), checked before they are taken.
+                if coop::poll_proceed(cx).is_pending() {
+                    self.leftover = Some(l);
+                    return Poll::Pending;
+                }
+                coop::spend();
+                l
+            }
             None => {
                 let core = &self.core;
                 let fut = self.reading.get_or_insert_with(|| {

@@ -292,7 +292,12 @@ impl StreamCore {
     /// buffer, or the next buffer of a receive bundle), without waiting;
     /// `None` if the next bytes must be waited for.
     pub(crate) fn take_pooled(&self) -> Option<RecvBuf> {
+        if !crate::coop::has_budget() {
+            // The caller waits through `read_pooled`, which yields.
+            return None;
+        }
         if let Some((rb, off)) = self.leftover.borrow_mut().take() {
+            crate::coop::spend();
             return Some(rb.advance(off));
         }
         // Bytes of dropped plain reads come first; let `read_pooled` order them.
@@ -358,8 +363,14 @@ impl StreamCore {
     /// multishot receive is armed while one of them may still get data),
     /// then new data. Cancel-safe: a dropped `read_pooled` loses nothing.
     pub(crate) async fn read_pooled(&self) -> io::Result<RecvBuf> {
-        if let Some((rb, off)) = self.leftover.borrow_mut().take() {
-            return Ok(rb.advance(off));
+        if self.leftover.borrow().is_some() {
+            // Bytes already here cost a unit of the task's budget too
+            // (`crate::coop`); taken only once it grants one.
+            poll_fn(crate::coop::poll_proceed).await;
+            if let Some((rb, off)) = self.leftover.borrow_mut().take() {
+                crate::coop::spend();
+                return Ok(rb.advance(off));
+            }
         }
         if let Some(stash) = &self.stash {
             if let Some(stashed) = poll_fn(|cx| stash.poll_take_all(cx)).await {
