@@ -17,10 +17,12 @@
 //! - **While a handler runs**: no deadline here; how long a handler may
 //!   run is the application's to say (a tower timeout layer). HTTP/2 sends
 //!   keep-alive pings meanwhile and closes when the peer stops answering.
-//! - **While a response body is being sent**: the connection must write a
-//!   byte at least every [`ConnLimits::send_timeout`] (an HTTP/2 peer that
-//!   opens streams and never grants window holds their bodies; a download
-//!   that moves, however slowly, is never cut).
+//! - **While a response body is being sent**: the connection must write
+//!   body bytes at least every [`ConnLimits::send_timeout`] (an HTTP/2 peer
+//!   that opens streams and never grants window holds their bodies; a
+//!   download that moves, however slowly, is never cut). On HTTP/2 only
+//!   the payload of DATA frames counts ([`FrameWalk`]): a peer that grants
+//!   no window but answers PINGs makes no progress.
 //!
 //! At a deadline the connection is asked to shut down gracefully (HTTP/2:
 //! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
@@ -28,14 +30,19 @@
 //! write timeout: a response its peer stopped reading): then it is reset,
 //! as a FIN queued behind bytes the peer never takes would never reach it.
 //!
-//! Bytes a connection receives while no request of it is in flight (a
-//! request head on its way, HTTP/2 frames that have not made a request
-//! yet) are charged to one count per thread, given back when a request
-//! starts or the connection ends; a read that would take the count past
-//! [`ConnLimits::max_buffered_bytes`] closes that connection, unless it
-//! holds no more than an ordinary head (16 KiB). Bodies read
-//! while a request is in flight are the handler's (axum's
-//! `DefaultBodyLimit`, 2 MB a request).
+//! Bytes a connection receives while it is idle (no request in flight and
+//! no response on its way: a request head arriving, HTTP/2 frames that
+//! have not made a request yet) are charged to one count per thread, given
+//! back when a request starts or the connection ends. A read that would
+//! take the count past [`ConnLimits::max_buffered_bytes`] closes that
+//! connection, unless it holds no more than an ordinary head (16 KiB);
+//! past twice the limit only a minimal head (1 KiB) is still let through,
+//! so many small holders cannot push the total up without bound (at most
+//! twice the limit plus 1 KiB a connection). Bytes read while a request is
+//! in flight are the handler's (axum's `DefaultBodyLimit`, 2 MB a
+//! request), and those read while a response is on its way are the
+//! frames of its flow control (an HTTP/2 download's WINDOW_UPDATEs and
+//! PINGs), which hyper consumes as they come.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -55,9 +62,18 @@ use ringkit::sync::DrainGuard;
 use crate::server::{ConnLimits, HttpBody, HttpService};
 use crate::{HyperIo, LocalExec};
 
-/// Bytes before a request that a connection may always receive, over the
-/// thread's budget or not: an ordinary request head.
+/// Bytes before a request that a connection may receive over the thread's
+/// budget, while the count is under twice the budget: an ordinary request
+/// head.
 const FREE_HEAD: usize = 16 * 1024;
+
+/// What a connection may receive before a request however full the count
+/// is: a minimal request head.
+const MIN_HEAD: usize = 1024;
+
+/// The start of the HTTP/2 client preface (`PRI * HTTP/2.0...`): no
+/// HTTP/1 request begins with it.
+const H2_PREFACE: &[u8] = b"PRI ";
 
 /// A closing connection's lingering: at most this long, this many bytes.
 const LINGER_TIME: Duration = Duration::from_secs(2);
@@ -128,6 +144,12 @@ struct Activity {
     /// A write or flush failed (the write timeout: the peer took nothing
     /// for the send timeout).
     write_failed: Cell<bool>,
+    /// The first bytes received, until it is known whether they are an
+    /// HTTP/2 preface; then whether they were.
+    sniffed: RefCell<Vec<u8>>,
+    h2: Cell<Option<bool>>,
+    /// The frames written so far, on HTTP/2.
+    frames: Cell<FrameWalk>,
     /// Bytes received since a request last started (charged to `budget`).
     unstarted: Cell<usize>,
     /// The thread's count of such bytes, and its limit.
@@ -141,11 +163,15 @@ impl Activity {
     /// holds more than an ordinary request head ([`FREE_HEAD`]): clients
     /// that fill the budget cannot shut out one that sends a small request.
     fn charge(&self, n: usize) -> bool {
-        if self.in_flight.get() > 0 {
+        if self.in_flight.get() > 0 || self.response_on_its_way() {
             return true;
         }
         let total = self.budget.get() + n;
-        if total > self.limit && self.unstarted.get() + n > FREE_HEAD {
+        let holds = self.unstarted.get() + n;
+        if total > self.limit && holds > FREE_HEAD {
+            return false;
+        }
+        if total > 2 * self.limit && holds > MIN_HEAD {
             return false;
         }
         self.budget.set(total);
@@ -156,6 +182,87 @@ impl Activity {
     /// Give back what this connection has charged.
     fn uncharge(&self) {
         self.budget.set(self.budget.get() - self.unstarted.take());
+    }
+
+    /// A response body is still being sent (hyper's HTTP/2 layer takes a
+    /// whole body at once and sends it as the peer grants window, long
+    /// after the body itself is gone).
+    fn response_on_its_way(&self) -> bool {
+        self.sending.get() > 0 || self.yielded.get() > self.written.get()
+    }
+
+    /// Note received bytes until the protocol is known.
+    fn sniff(&self, got: &[u8]) {
+        if self.h2.get().is_some() || got.is_empty() {
+            return;
+        }
+        let mut s = self.sniffed.borrow_mut();
+        let take = (H2_PREFACE.len() - s.len()).min(got.len());
+        s.extend_from_slice(&got[..take]);
+        if s.len() == H2_PREFACE.len() {
+            self.h2.set(Some(&s[..] == H2_PREFACE));
+            *s = Vec::new();
+        }
+    }
+
+    /// `bytes` were written: the progress they make. On HTTP/2 only DATA
+    /// payload counts; on HTTP/1 every byte written does.
+    fn wrote(&self, bytes: &[u8]) {
+        let body = if self.h2.get() == Some(true) {
+            let mut walk = self.frames.get();
+            let n = walk.data_in(bytes);
+            self.frames.set(walk);
+            n
+        } else {
+            bytes.len() as u64
+        };
+        if body > 0 {
+            self.last_write.set(ringkit::time::coarse_now());
+            self.written.set(self.written.get() + body);
+        }
+    }
+}
+
+/// A walk over the HTTP/2 frames a server writes (its first byte starts a
+/// frame: a server sends no preface), counting the payload bytes of DATA
+/// frames: what a stalled response would not be sending.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct FrameWalk {
+    /// The frame header being read, and how much of it is here.
+    head: [u8; 9],
+    have: u8,
+    /// Payload bytes of the current frame still to come.
+    left: u32,
+    /// The current frame is DATA.
+    data: bool,
+}
+
+impl FrameWalk {
+    /// Walk on over `buf`; the DATA payload bytes in it.
+    pub(crate) fn data_in(&mut self, mut buf: &[u8]) -> u64 {
+        let mut data = 0;
+        while !buf.is_empty() {
+            if self.left == 0 {
+                let have = self.have as usize;
+                let take = (9 - have).min(buf.len());
+                self.head[have..have + take].copy_from_slice(&buf[..take]);
+                self.have += take as u8;
+                buf = &buf[take..];
+                if self.have == 9 {
+                    self.have = 0;
+                    self.left = u32::from_be_bytes([0, self.head[0], self.head[1], self.head[2]]);
+                    self.data = self.head[3] == 0;
+                }
+                continue;
+            }
+            let take = (self.left as usize).min(buf.len());
+            if self.data {
+                data += take as u64;
+            }
+            self.left -= take as u32;
+            buf = &buf[take..];
+        }
+        data
     }
 }
 
@@ -172,7 +279,7 @@ impl Activity {
         if self.in_flight.get() > 0 {
             return None;
         }
-        if self.sending.get() > 0 || self.yielded.get() > self.written.get() {
+        if self.response_on_its_way() {
             // A response body on its way must keep moving (an HTTP/2 peer
             // that opens streams and never grants them window holds their
             // bodies; a slow reader that does grant it is progress).
@@ -346,6 +453,9 @@ impl Read for Watched {
             this.activity.first_byte.set(Some(Instant::now()));
         }
         let n = ready!(r)?;
+        // SAFETY: the first `n` bytes were just written by `poll_read_into`.
+        let got = unsafe { std::slice::from_raw_parts(buf.as_mut().as_ptr().cast::<u8>(), n) };
+        this.activity.sniff(got);
         if !this.activity.charge(n) {
             tracing::debug!("ringkit-hyper: closing a connection over the thread's input budget");
             return Poll::Ready(Err(io::Error::new(
@@ -360,14 +470,21 @@ impl Read for Watched {
 }
 
 impl Watched {
-    /// A write that took bytes is progress (stamped with the loop turn's
-    /// clock: deadlines here are seconds, and a write is the hot path).
-    fn note_write(&self, r: &Poll<io::Result<usize>>) {
+    /// A write that took body bytes is progress (stamped with the loop
+    /// turn's clock: deadlines here are seconds, and a write is the hot
+    /// path); `bufs` are what was offered, of which the write took `n`.
+    fn note_write<'b>(&self, r: &Poll<io::Result<usize>>, bufs: impl Iterator<Item = &'b [u8]>) {
         match r {
             Poll::Ready(Ok(n)) if *n > 0 => {
-                let a = &self.activity;
-                a.last_write.set(ringkit::time::coarse_now());
-                a.written.set(a.written.get() + *n as u64);
+                let mut left = *n;
+                for b in bufs {
+                    if left == 0 {
+                        break;
+                    }
+                    let t = b.len().min(left);
+                    self.activity.wrote(&b[..t]);
+                    left -= t;
+                }
             }
             Poll::Ready(Err(_)) => self.activity.write_failed.set(true),
             _ => {}
@@ -391,7 +508,7 @@ impl Write for Watched {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut *this.io.borrow_mut()).poll_write(cx, buf);
-        this.note_write(&r);
+        this.note_write(&r, std::iter::once(buf));
         r
     }
 
@@ -406,7 +523,7 @@ impl Write for Watched {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         let r = Pin::new(&mut *this.io.borrow_mut()).poll_write_vectored(cx, bufs);
-        this.note_write(&r);
+        this.note_write(&r, bufs.iter().map(|b| &b[..]));
         r
     }
 
@@ -446,6 +563,9 @@ pub(crate) async fn serve<S, B>(
         yielded: Cell::new(0),
         written: Cell::new(0),
         write_failed: Cell::new(false),
+        sniffed: RefCell::new(Vec::new()),
+        h2: Cell::new(None),
+        frames: Cell::new(FrameWalk::default()),
         unstarted: Cell::new(0),
         budget,
         limit: limits.max_buffered_bytes,
@@ -515,5 +635,38 @@ pub(crate) async fn serve<S, B>(
     // handshake) closes at once and frees its fd.
     if activity.started.get() > 0 {
         linger(io).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FrameWalk;
+
+    fn frame(kind: u8, len: usize) -> Vec<u8> {
+        let mut f = (len as u32).to_be_bytes()[1..].to_vec();
+        f.extend([kind, 0, 0, 0, 0, 1]);
+        f.extend(std::iter::repeat_n(7u8, len));
+        f
+    }
+
+    #[test]
+    fn counts_data_payload_only_however_the_writes_split() {
+        // SETTINGS, PING, DATA 100, WINDOW_UPDATE, DATA 0, DATA 5000.
+        let stream: Vec<u8> = [
+            frame(4, 12),
+            frame(6, 8),
+            frame(0, 100),
+            frame(8, 4),
+            frame(0, 0),
+            frame(0, 5000),
+        ]
+        .concat();
+        for step in [1, 2, 5, 9, 10, 17, 4096, stream.len()] {
+            let mut w = FrameWalk::default();
+            let n: u64 = stream.chunks(step).map(|c| w.data_in(c)).sum();
+            assert_eq!(n, 5100, "writes of {step} bytes");
+        }
+        let mut w = FrameWalk::default();
+        assert_eq!(w.data_in(&[frame(6, 8), frame(6, 8)].concat()), 0);
     }
 }

@@ -5,7 +5,10 @@
 //! new client out for good); a new client is served once they are gone;
 //! and a handler that runs past the idle timeout is not cut off. Heads
 //! that never end are held only up to the thread's input budget, and a
-//! small request is served while they hold it.
+//! small request is served while they hold it; past twice the budget only
+//! minimal heads get through; a full budget does not cut an HTTP/2
+//! download (its WINDOW_UPDATEs are not charged), and a stream its peer
+//! grants no window is closed at the send timeout though PINGs flow.
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -25,6 +28,16 @@ fn start() -> SocketAddr {
 }
 
 fn start_with(max_buffered_bytes: usize) -> SocketAddr {
+    start_limits(ConnLimits {
+        idle_timeout: IDLE,
+        header_timeout: HEADER,
+        max_connections: CAP,
+        max_buffered_bytes,
+        ..Default::default()
+    })
+}
+
+fn start_limits(limits: ConnLimits) -> SocketAddr {
     let app = Router::new()
         .route("/", get(|| async { "hi" }))
         .route(
@@ -37,13 +50,6 @@ fn start_with(max_buffered_bytes: usize) -> SocketAddr {
         .route("/big", get(|| async { vec![b'm'; 16 << 20] }));
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
-    let limits = ConnLimits {
-        idle_timeout: IDLE,
-        header_timeout: HEADER,
-        max_connections: CAP,
-        max_buffered_bytes,
-        ..Default::default()
-    };
     ringkit::spawn(ringkit_hyper::serve_listener(
         listener,
         app,
@@ -81,6 +87,120 @@ fn get_path(addr: SocketAddr, path: &str) -> String {
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// How many of `conns` the server closes within `window` (all watched at
+/// once; what they receive is dropped).
+fn closed_within(conns: &[std::net::TcpStream], window: Duration) -> usize {
+    let t0 = Instant::now();
+    let mut closed = vec![false; conns.len()];
+    let mut buf = [0u8; 4096];
+    for c in conns {
+        c.set_nonblocking(true).unwrap();
+    }
+    while t0.elapsed() < window && closed.iter().any(|c| !c) {
+        for (i, mut c) in conns.iter().enumerate() {
+            if closed[i] {
+                continue;
+            }
+            match c.read(&mut buf) {
+                Ok(0) => closed[i] = true,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Ok(_) => {}
+                Err(_) => closed[i] = true,
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    closed.iter().filter(|c| **c).count()
+}
+
+/// Connections each holding `bytes` of a request head that never ends.
+fn unfinished_heads(addr: SocketAddr, conns: usize, bytes: usize) -> Vec<std::net::TcpStream> {
+    (0..conns)
+        .map(|_| {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+                .unwrap();
+            c.write_all(&vec![b'a'; bytes - 32]).unwrap();
+            c
+        })
+        .collect()
+}
+
+fn curl_missing() -> bool {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: curl is not installed (apt-get install curl)");
+        return true;
+    }
+    false
+}
+
+/// An HTTP/2 frame.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+/// `GET path` over HTTP/2 with the default 64 KiB windows, granting
+/// window back for every DATA frame (two WINDOW_UPDATEs each, as most
+/// clients do); the body's length, or how far it got.
+fn h2_download(addr: SocketAddr, path: &str) -> Result<usize, usize> {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(frame(4, 0, 0, &[]));
+    let block = [
+        &[0x82u8, 0x86, 0x44, path.len() as u8][..],
+        path.as_bytes(),
+        &[0x41, 1, b'x'],
+    ]
+    .concat();
+    out.extend(frame(1, 0x5, 1, &block));
+    c.write_all(&out).unwrap();
+    let mut body = 0;
+    loop {
+        let mut head = [0u8; 9];
+        if c.read_exact(&mut head).is_err() {
+            return Err(body);
+        }
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        if c.read_exact(&mut payload).is_err() {
+            return Err(body);
+        }
+        match (head[3], head[4]) {
+            (0, flags) => {
+                body += len;
+                if len > 0 {
+                    let inc = (len as u32).to_be_bytes();
+                    let mut wu = frame(8, 0, 0, &inc);
+                    wu.extend(frame(8, 0, 1, &inc));
+                    if c.write_all(&wu).is_err() {
+                        return Err(body);
+                    }
+                }
+                if flags & 1 != 0 {
+                    return Ok(body);
+                }
+            }
+            (4, 0) => {
+                let _ = c.write_all(&frame(4, 1, 0, &[]));
+            }
+            (6, 0) => {
+                let _ = c.write_all(&frame(6, 1, 0, &payload));
+            }
+            (7, _) | (3, _) => return Err(body),
+            _ => {}
+        }
+    }
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
@@ -171,8 +291,7 @@ ringkit::test_all! {
     /// is not cut (the idle deadline used to start when the handler
     /// returned, and cut h2 bodies still being sent).
     async fn a_slow_h2_download_is_not_cut() {
-        if std::process::Command::new("curl").arg("--version").output().is_err() {
-            eprintln!("skipped: curl is not installed (apt-get install curl)");
+        if curl_missing() {
             return;
         }
         let addr = start();
@@ -189,6 +308,100 @@ ringkit::test_all! {
         // About 8 s at 2 MB/s; the server is still sending well past the
         // 2 s idle timeout (socket buffers hold a few MB at most).
         assert_eq!(got, "2 16777216", "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
+    /// A full input budget does not cut another client's HTTP/2 download:
+    /// the download's WINDOW_UPDATE frames, read while its response is on
+    /// its way, used to be charged, and it was closed mid-body.
+    async fn a_full_budget_does_not_cut_an_h2_download() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(20),
+            header_timeout: Duration::from_secs(20),
+            max_connections: 64,
+            max_buffered_bytes: 64 << 10,
+            ..Default::default()
+        });
+        let got = blocking(move || {
+            // Eight heads of 15 000 bytes (each under the free 16 KiB)
+            // fill the 64 KiB budget.
+            let held = unfinished_heads(addr, 8, 15_000);
+            std::thread::sleep(Duration::from_millis(300));
+            let got = h2_download(addr, "/big");
+            drop(held);
+            got
+        })
+        .await;
+        assert_eq!(got, Ok(16 << 20), "the download was cut");
+    }
+
+    /// Past twice the budget only a minimal head gets through: many small
+    /// holders cannot push the total up without bound, and a small request
+    /// is still served.
+    async fn small_holders_cannot_push_the_total_without_bound() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(60),
+            max_connections: 64,
+            max_buffered_bytes: 32 << 10,
+            ..Default::default()
+        });
+        blocking(move || {
+            // 16 x 6 000 bytes, each well under an ordinary head: 94 KiB
+            // against a 32 KiB budget.
+            let held = unfinished_heads(addr, 16, 6_000);
+            std::thread::sleep(Duration::from_millis(300));
+            let got = get_path(addr, "/");
+            assert!(got.starts_with("HTTP/1.1 200"), "{got:?}");
+            let early = closed_within(&held, Duration::from_secs(3));
+            // At most 64 KiB held: 10 connections; so at least 5 closed.
+            assert!(early >= 5, "only {early} of 16 holders were closed");
+        })
+        .await;
+    }
+
+    /// A stream the peer grants no window is closed at the send timeout,
+    /// though the peer answers every PING (any write used to count as
+    /// progress, so PINGs and their answers held it forever).
+    async fn a_zero_window_h2_stream_is_closed_though_pings_flow() {
+        let send = Duration::from_secs(2);
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(30),
+            send_timeout: send,
+            max_connections: CAP,
+            ..Default::default()
+        });
+        let after = blocking(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+            // SETTINGS_INITIAL_WINDOW_SIZE = 0: no stream may send DATA.
+            out.extend(frame(4, 0, 0, &[0, 4, 0, 0, 0, 0]));
+            // GET /big (HPACK: :method GET, :scheme http, :path /big
+            // literal, :authority x literal), END_STREAM | END_HEADERS.
+            let block = [&[0x82u8, 0x86, 0x44, 4][..], b"/big", &[0x41, 1, b'x']].concat();
+            out.extend(frame(1, 0x5, 1, &block));
+            c.write_all(&out).unwrap();
+            c.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+            let t0 = Instant::now();
+            let mut buf = [0u8; 65536];
+            while t0.elapsed() < Duration::from_secs(15) {
+                // A PING every 300 ms; whatever comes is read.
+                if c.write_all(&frame(6, 0, 0, b"12345678")).is_err() {
+                    return Some(t0.elapsed().as_secs_f64());
+                }
+                match c.read(&mut buf) {
+                    Ok(0) => return Some(t0.elapsed().as_secs_f64()),
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                        return Some(t0.elapsed().as_secs_f64())
+                    }
+                    _ => {}
+                }
+            }
+            None
+        })
+        .await;
+        let after = after.expect("a stream with no window was held 15 s while PINGs flowed");
+        assert!(after < send.as_secs_f64() + 4.0, "closed after {after} s");
     }
 
     async fn a_handler_may_run_past_the_idle_timeout() {
