@@ -42,7 +42,10 @@
 //! in flight are the handler's (axum's `DefaultBodyLimit`, 2 MB a
 //! request), and those read while a response is on its way are the
 //! frames of its flow control (an HTTP/2 download's WINDOW_UPDATEs and
-//! PINGs), which hyper consumes as they come.
+//! PINGs), which hyper consumes as they come. An idle HTTP/2 connection is
+//! charged at most what it can make hyper hold (64 KiB): a stream of
+//! control frames is consumed as it comes, and a flood of them is the
+//! runtime's cooperative budget's to bound, not this count's.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -70,6 +73,11 @@ const FREE_HEAD: usize = 16 * 1024;
 /// What a connection may receive before a request however full the count
 /// is: a minimal request head.
 const MIN_HEAD: usize = 1024;
+
+/// The most an HTTP/2 connection with no request can hold: a partial
+/// frame (16 KiB, the default largest) and a header block being collected
+/// (hyper's 16 KiB header list), with room to spare.
+const H2_HOLD: usize = 64 * 1024;
 
 /// The start of the HTTP/2 client preface (`PRI * HTTP/2.0...`): no
 /// HTTP/1 request begins with it.
@@ -166,8 +174,16 @@ impl Activity {
         if self.in_flight.get() > 0 || self.response_on_its_way() {
             return true;
         }
+        let before = self.unstarted.get();
+        let mut holds = before + n;
+        if self.h2.get() == Some(true) {
+            // HTTP/2 frames are consumed as they come: what can wait is a
+            // partial frame and a header block, never the stream of
+            // control frames before it.
+            holds = holds.min(H2_HOLD);
+        }
+        let n = holds - before;
         let total = self.budget.get() + n;
-        let holds = self.unstarted.get() + n;
         if total > self.limit && holds > FREE_HEAD {
             return false;
         }

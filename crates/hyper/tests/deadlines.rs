@@ -149,6 +149,32 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// Read frames until stream 1's body ends (its DATA, collected) or the
+/// connection closes (`None`).
+fn drain_frames(mut c: std::net::TcpStream) -> Option<Vec<u8>> {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut body = Vec::new();
+    loop {
+        let mut head = [0u8; 9];
+        c.read_exact(&mut head).ok()?;
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        c.read_exact(&mut payload).ok()?;
+        let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]);
+        match head[3] {
+            0 if stream == 1 => {
+                body.extend(&payload);
+                if head[4] & 1 != 0 {
+                    return Some(body);
+                }
+            }
+            1 if stream == 1 && head[4] & 1 != 0 => return Some(body),
+            7 => return None,
+            _ => {}
+        }
+    }
+}
+
 /// `GET path` over HTTP/2 with the default 64 KiB windows, granting
 /// window back for every DATA frame (two WINDOW_UPDATEs each, as most
 /// clients do); the body's length, or how far it got.
@@ -332,6 +358,38 @@ ringkit::test_all! {
         })
         .await;
         assert_eq!(got, Ok(16 << 20), "the download was cut");
+    }
+
+    /// Control frames on an idle HTTP/2 connection are consumed as they
+    /// come: 1 MiB of PINGs (answers read) is not charged as bytes that
+    /// wait, and the connection still makes a request after them (it was
+    /// closed once the count passed the budget).
+    async fn h2_control_frames_are_not_held_input() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(20),
+            header_timeout: Duration::from_secs(20),
+            max_connections: 64,
+            max_buffered_bytes: 128 << 10,
+            ..Default::default()
+        });
+        let got = blocking(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+            c.write_all(&frame(4, 0, 0, &[])).unwrap();
+            let pings = frame(6, 0, 0, b"pingping").repeat(1024);
+            let reader = c.try_clone().unwrap();
+            let drain = std::thread::spawn(move || drain_frames(reader));
+            for _ in 0..(1 << 20) / pings.len() + 1 {
+                if c.write_all(&pings).is_err() {
+                    break;
+                }
+            }
+            let block = [&[0x82u8, 0x86, 0x84, 0x41, 1][..], b"x"].concat();
+            let _ = c.write_all(&frame(1, 0x5, 1, &block));
+            drain.join().unwrap()
+        })
+        .await;
+        assert_eq!(got, Some(b"hi".to_vec()), "closed before its request");
     }
 
     /// Past twice the budget only a minimal head gets through: many small
