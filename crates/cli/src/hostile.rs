@@ -70,7 +70,13 @@ fn battery(
             log(&format!("{}: skipped: nginx is not installed", t.name()));
             continue;
         }
-        let bs: &[&str] = if t.nginx() { &["epoll"] } else { backends };
+        let bs: &[&str] = if t.nginx() {
+            &["epoll"]
+        } else if t.peer() {
+            &["tokio"]
+        } else {
+            backends
+        };
         for &b in bs {
             run += 1;
             let dir = base.join(format!("run-{run}"));

@@ -35,8 +35,9 @@ pub struct TortureArgs {
     /// echo | http | idle | hostile.
     mode: TortureMode,
     /// Hostile: the servers to attack: http, serve, serve-tls, axum,
-    /// axum-tls, echo, log, nginx, nginx-tls, or `all` (the seven ringkit
-    /// servers); repeat or separate with commas.
+    /// axum-tls, echo, log, nginx, nginx-tls, axum-tokio (the same axum
+    /// app on tokio, `ringkit-peer`, on the HTTP/2 floods), or `all` (the
+    /// seven ringkit servers); repeat or separate with commas.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub(crate) server: Vec<String>,
     /// Hostile: the short form (timeouts of seconds, fewer connections;
@@ -45,7 +46,8 @@ pub struct TortureArgs {
     pub(crate) short: bool,
     /// Hostile: only these attacks (idle-flood, reset-flood, slow-opening,
     /// slow-body, open-then-silent, never-read, burst-then-idle,
-    /// max-bodies, fd-exhaustion).
+    /// max-bodies, fd-exhaustion, h2-window-flood, h2-ping-flood,
+    /// h2-zero-window).
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Hostile: `--max-connections` of the servers that take it.

@@ -2,8 +2,9 @@
 //! backends: idle floods past the connection cap, connect-then-reset
 //! floods, openings and bodies trickled a byte a second, silence after a
 //! whole opening, replies never read, pipelined bursts then idleness,
-//! maximal bodies and partial records, and fd exhaustion, each beside a
-//! well-behaved client. The battery fails (and so does the test) on any
+//! maximal bodies and partial records, fd exhaustion, and on axum HTTP/2
+//! WINDOW_UPDATE and PING floods and zero-window streams answering PINGs,
+//! each beside a well-behaved client. The battery fails (and so does the test) on any
 //! missed budget; the budgets are in `ringkit_bench::torture::hostile`.
 //!
 //! One server at a time (a lock): the servers share CPU 0 and the clients
@@ -41,9 +42,17 @@ fn battery(server: &str) {
     let per_backend = match server {
         "echo" => 7,
         "log" => 8,
+        // And the HTTP/2 frame floods and zero-window streams.
+        "axum" | "axum-tls" => 12,
+        // The HTTP/2 floods only, once: it is tokio's.
+        "axum-tokio" => 2,
         _ => 9,
     };
-    let backends = if backend == "auto" { 2 } else { 1 };
+    let backends = if backend == "auto" && server != "axum-tokio" {
+        2
+    } else {
+        1
+    };
     assert_eq!(rows, per_backend * backends, "{stdout}");
 }
 
@@ -70,6 +79,25 @@ fn axum() {
 #[test]
 fn axum_tls() {
     battery("axum-tls");
+}
+
+/// The same axum app on tokio (`ringkit-peer`), on the HTTP/2 floods:
+/// the battery measures it beside ringkit's and holds it to no budget, so
+/// this checks the attack runs against it.
+#[test]
+fn axum_tokio() {
+    // Built by `cargo build -p ringkit-peers` (CI does): the peers are not
+    // a default member.
+    let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ringkit"));
+    let peer = exe.with_file_name("ringkit-peer");
+    if !peer.exists() {
+        println!(
+            "skipped: {} not built (cargo build -p ringkit-peers)",
+            peer.display()
+        );
+        return;
+    }
+    battery("axum-tokio");
 }
 
 #[test]

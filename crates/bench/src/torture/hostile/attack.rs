@@ -36,10 +36,17 @@ pub enum Attack {
     MaxBodies,
     /// More connections than the server has fds (its limit lowered).
     FdExhaustion,
+    /// HTTP/2: WINDOW_UPDATE frames back to back, never reading.
+    H2WindowFlood,
+    /// HTTP/2: PING frames back to back, reading the answers.
+    H2PingFlood,
+    /// HTTP/2: streams with no window, on connections that keep sending
+    /// PINGs.
+    H2ZeroWindow,
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 9] = [
+pub const ALL: [Attack; 12] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -49,7 +56,14 @@ pub const ALL: [Attack; 9] = [
     Attack::BurstThenIdle,
     Attack::MaxBodies,
     Attack::FdExhaustion,
+    Attack::H2WindowFlood,
+    Attack::H2PingFlood,
+    Attack::H2ZeroWindow,
 ];
+
+/// The probe's p99 budget under a frame flood, seconds (the same hyper on
+/// tokio: about 0.1 s; ringkit without a cooperative budget: 0.7-1.4 s).
+pub const FLOOD_P99: f64 = 0.5;
 
 /// The soft and hard fd limit of the server under `FdExhaustion`.
 pub const FD_LIMIT: u64 = 256;
@@ -67,6 +81,9 @@ impl Attack {
             Attack::BurstThenIdle => "burst-then-idle",
             Attack::MaxBodies => "max-bodies",
             Attack::FdExhaustion => "fd-exhaustion",
+            Attack::H2WindowFlood => "h2-window-flood",
+            Attack::H2PingFlood => "h2-ping-flood",
+            Attack::H2ZeroWindow => "h2-zero-window",
         }
     }
 
@@ -80,11 +97,22 @@ impl Attack {
     /// Whether it means anything against `t` (echo holds no request, so
     /// neither a body nor a partial frame).
     pub fn applies(self, t: Target) -> bool {
+        let axum = matches!(t, Target::Axum | Target::AxumTls);
         match self {
+            // axum on tokio stands beside ringkit's on the HTTP/2 floods
+            // (it has no timeouts for the others to wait for).
+            Attack::H2WindowFlood | Attack::H2PingFlood => axum || t == Target::AxumTokio,
+            Attack::H2ZeroWindow => axum,
+            _ if t == Target::AxumTokio => false,
             Attack::SlowBody => t.http(),
             Attack::MaxBodies => t != Target::Echo,
             _ => true,
         }
+    }
+
+    /// A frame flood: the probe's p99 is held to [`FLOOD_P99`].
+    pub fn floods(self) -> bool {
+        matches!(self, Attack::H2WindowFlood | Attack::H2PingFlood)
     }
 
     /// Whether it waits for the server's timeouts (the short form lowers
@@ -92,7 +120,11 @@ impl Attack {
     pub fn waits_for_timeouts(self) -> bool {
         !matches!(
             self,
-            Attack::ResetFlood | Attack::BurstThenIdle | Attack::MaxBodies
+            Attack::ResetFlood
+                | Attack::BurstThenIdle
+                | Attack::MaxBodies
+                | Attack::H2WindowFlood
+                | Attack::H2PingFlood
         )
     }
 
@@ -160,7 +192,7 @@ const SLACK: f64 = 2.0;
 const HOLD: Duration = Duration::from_secs(3);
 
 impl Ctx<'_> {
-    fn n(&self, full: usize, short: usize) -> usize {
+    pub(super) fn n(&self, full: usize, short: usize) -> usize {
         if self.short {
             short
         } else {
@@ -305,6 +337,16 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
             cx.await_close(&mut held, Some(stall.as_secs_f64() + SLACK + 1.0), &mut o);
         }
         Attack::BurstThenIdle => burst_then_idle(cx, &mut o)?,
+        Attack::H2WindowFlood => {
+            super::h2::flood(cx, &mut o, &super::h2::frame(8, 0, 0, &[0, 0, 0, 1]), false)?
+        }
+        Attack::H2PingFlood => {
+            super::h2::flood(cx, &mut o, &super::h2::frame(6, 0, 0, b"pingping"), true)?
+        }
+        Attack::H2ZeroWindow => {
+            let budget = cx.timeouts.send.as_secs_f64() + SLACK + 1.0;
+            super::h2::zero_window(cx, &mut o, budget)?
+        }
         Attack::MaxBodies => {
             let n = 100;
             let (head, body) = max_body(cx.target);

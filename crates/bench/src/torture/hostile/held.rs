@@ -147,6 +147,12 @@ pub struct ProbeFigures {
     /// An exchange was still unanswered at the end (its wait so far is in
     /// `worst_wait_secs`).
     pub unanswered_at_end: bool,
+    /// Waits of the answered exchanges, median and 99th percentile, ms.
+    pub p50_ms: f64,
+    /// See `p50_ms`.
+    pub p99_ms: f64,
+    #[serde(skip)]
+    waits_ms: Vec<f64>,
 }
 
 impl Probe {
@@ -182,6 +188,7 @@ impl Probe {
                     match r {
                         Ok(()) => {
                             g.answered += 1;
+                            g.waits_ms.push(waited * 1e3);
                             g.unanswered_at_end = false;
                             break;
                         }
@@ -214,8 +221,13 @@ impl Probe {
         if let Some(h) = self.thread.take() {
             let _ = h.join();
         }
-        let g = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        g.clone()
+        let mut g = self.seen.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut w = std::mem::take(&mut g.waits_ms);
+        w.sort_by(f64::total_cmp);
+        let at = |q: f64| w.get(((w.len() as f64 * q) as usize).min(w.len().saturating_sub(1)));
+        g.p50_ms = at(0.5).copied().unwrap_or(0.0);
+        g.p99_ms = at(0.99).copied().unwrap_or(0.0);
+        g
     }
 }
 

@@ -26,6 +26,9 @@
 //!   at the header timeout), a trickled opening or body at the header
 //!   timeout (log: the frame timeout), replies never read at the send
 //!   timeout (log: frame).
+//! - HTTP/2 frame floods: the probe's p99 within 0.5 s, in a release
+//!   build (a debug build floods from one connection, and only the 2 s
+//!   wait applies); the peer, axum on tokio, is measured, not judged.
 //! - Burst then idle: memory per connection within 2x of a fresh idle
 //!   connection's, plus 1 MiB in all (what the allocator keeps of the
 //!   bursts' freed buffers beyond the warm-up's; a connection that kept a
@@ -39,6 +42,7 @@
 //! idle timeouts.
 
 pub mod attack;
+mod h2;
 pub mod held;
 pub mod study;
 pub mod target;
@@ -316,6 +320,15 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
             probe.last_error
         ));
     }
+    // Release builds only: see `h2::flood_conns`.
+    let judged = a.floods() && !t.peer() && !cfg!(debug_assertions);
+    if judged && probe.p99_ms > attack::FLOOD_P99 * 1e3 {
+        failures.push(format!(
+            "well-behaved client's p99 {:.0} ms under the flood (budget {:.0} ms)",
+            probe.p99_ms,
+            attack::FLOOD_P99 * 1e3
+        ));
+    }
     if let Some(b) = o.close_budget {
         match o.all_closed_after {
             Some(s) if s <= b => {}
@@ -354,6 +367,8 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
         target: t.name(),
         backend: if t.nginx() {
             "epoll".into()
+        } else if t.peer() {
+            "tokio".into()
         } else {
             cfg.backend.clone()
         },

@@ -1,6 +1,8 @@
 //! `ringkit compare hostile`: the battery against every ringkit server and
 //! against nginx where nginx does the same job (static files, in the clear
-//! and over TLS), one table with each attack's rows side by side.
+//! and over TLS), and against the same axum app on tokio on the HTTP/2
+//! floods (a row of ringkit's axum says where its well-behaved client did
+//! worse), one table with each attack's rows side by side.
 //!
 //! The study runs the short form (timeouts of seconds, the same for nginx:
 //! `keepalive_timeout`, `client_header_timeout`, `client_body_timeout` and
@@ -33,10 +35,20 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
     } else {
         skipped.push(("nginx".to_string(), "nginx is not installed".to_string()));
     }
+    match crate::harness::peers::peer_binary(&opts.ringkit_bin) {
+        Ok(_) => targets.push(Target::AxumTokio),
+        Err(e) => skipped.push(("axum-tokio".to_string(), e)),
+    }
     let mut rows = Vec::new();
     let mut n = 0;
     for &t in &targets {
-        let bs: &[&str] = if t.nginx() { &["epoll"] } else { backends };
+        let bs: &[&str] = if t.nginx() {
+            &["epoll"]
+        } else if t.peer() {
+            &["tokio"]
+        } else {
+            backends
+        };
         for &b in bs {
             n += 1;
             let mut cfg = HostileConfig::new(
@@ -52,6 +64,7 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
         }
     }
     let _ = std::fs::remove_dir_all(&base);
+    against_tokio(&mut rows);
     Ok(Section {
         study: "hostile".into(),
         table: super::table(&by_attack(&rows)),
@@ -60,6 +73,32 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
         svgs: Vec::new(),
         skipped,
     })
+}
+
+/// On each attack axum on tokio faced, ringkit's axum rows (plain: the
+/// same app, the same hyper) get a note where its well-behaved client did
+/// worse than tokio's: fewer answers, or a p99 more than 10% and 20 ms
+/// over.
+fn against_tokio(rows: &mut [Row]) {
+    let peers: Vec<Row> = rows
+        .iter()
+        .filter(|r| r.target == "axum-tokio")
+        .cloned()
+        .collect();
+    for p in peers {
+        for r in rows
+            .iter_mut()
+            .filter(|r| r.target == "axum" && r.attack == p.attack)
+        {
+            let (a, b) = (&r.probe, &p.probe);
+            if a.answered < b.answered || a.p99_ms > (b.p99_ms * 1.1).max(b.p99_ms + 20.0) {
+                r.notes.push(format!(
+                    "worse than axum on tokio: {} answered against {}, p99 {:.0} ms against {:.0}",
+                    a.answered, b.answered, a.p99_ms, b.p99_ms
+                ));
+            }
+        }
+    }
 }
 
 /// The rows ordered attack by attack, servers side by side.
@@ -78,15 +117,18 @@ fn markdown(rows: &[Row]) -> String {
            connection and one exchange every 200 ms (with an HTTP server every third one an \
            upload of 20 000 bytes). Short form: idle timeout 4 s, header 2 s, \
            send 3 s (nginx set to the same); cap 256 connections where the server has one; the \
-           fd attack lowers the server's soft and hard fd limit to 256. *wait*: the \
+           fd attack lowers the server's soft and hard fd limit to 256. *answered*, *p99*: \
+           the well-behaved client's answered exchanges and their p99 (budget under the \
+           HTTP/2 floods: 0.5 s; axum-tokio, the same app on tokio, is measured, not \
+           judged). *wait*: the \
            well-behaved client's longest wait (budget 2 s; where the cap or the fd table is \
            full, the idle timeout + 2 s). *closed*: seconds until the server had closed every \
            hostile connection (budget: its timeout + 2 s). *KiB/conn*: RSS growth per hostile \
            connection at the peak and once they are gone; burst-then-idle gives KiB per \
            connection fresh and after the bursts (budget 2x fresh + 1 MiB in all). \
            *fds*: before / peak / after.\n\n";
-    md += "| attack | server | backend | conns | wait s | closed s | KiB/conn peak | after | fds | ok |\n";
-    md += "|---|---|---|---:|---:|---:|---:|---:|---|---|\n";
+    md += "| attack | server | backend | conns | answered | p99 ms | wait s | closed s | KiB/conn peak | after | fds | ok |\n";
+    md += "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n";
     for r in rows {
         let closed = match (r.all_closed_after_secs, r.close_budget_secs) {
             (Some(x), Some(b)) => format!("{x:.1} (≤ {b:.0})"),
@@ -96,11 +138,13 @@ fn markdown(rows: &[Row]) -> String {
         let (peak, after) = r.memory_cells(" fresh");
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} | {:.2} | {} | {} | {} | {}/{}/{} | {} |",
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {} | {} | {} | {}/{}/{} | {} |",
             r.attack,
             r.target,
             r.backend,
             r.hostile,
+            r.probe.answered,
+            r.probe.p99_ms,
             r.probe.worst_wait_secs,
             closed,
             peak,

@@ -32,6 +32,10 @@ pub enum Target {
     Nginx,
     /// nginx over TLS, as `ServeTls`.
     NginxTls,
+    /// The same axum app with `axum::serve` on tokio (`ringkit-peer
+    /// axum-http`), beside `Axum` on the HTTP/2 floods: the same hyper, so
+    /// a difference is the runtime's.
+    AxumTokio,
 }
 
 /// Every ringkit server, in the order of the report.
@@ -58,9 +62,10 @@ impl Target {
             "log" => Target::Log,
             "nginx" => Target::Nginx,
             "nginx-tls" => Target::NginxTls,
+            "axum-tokio" => Target::AxumTokio,
             _ => {
                 return Err(format!(
-                "{s:?}: want http, serve, serve-tls, axum, axum-tls, echo, log, nginx or nginx-tls"
+                "{s:?}: want http, serve, serve-tls, axum, axum-tls, echo, log, nginx, nginx-tls or axum-tokio"
             ))
             }
         })
@@ -78,6 +83,7 @@ impl Target {
             Target::Log => "log",
             Target::Nginx => "nginx",
             Target::NginxTls => "nginx-tls",
+            Target::AxumTokio => "axum-tokio",
         }
     }
 
@@ -99,7 +105,12 @@ impl Target {
     /// It takes `--max-connections` (nginx's `worker_connections` also
     /// counts its listeners; echo has no cap: its fd limit is one).
     pub fn has_cap(self) -> bool {
-        !matches!(self, Target::Echo) && !self.nginx()
+        !matches!(self, Target::Echo | Target::AxumTokio) && !self.nginx()
+    }
+
+    /// It is a peer's server (`ringkit-peer`), not ringkit's.
+    pub fn peer(self) -> bool {
+        self == Target::AxumTokio
     }
 }
 
@@ -275,6 +286,10 @@ pub fn command(t: Target, l: &Launch) -> io::Result<Vec<String>> {
                 dir.display().to_string(),
             ]
         }
+        Target::AxumTokio => {
+            let peer = crate::harness::peers::peer_binary(l.exe).map_err(io::Error::other)?;
+            return Ok(vec![peer.display().to_string(), "axum-http".into(), a]);
+        }
         Target::Nginx | Target::NginxTls => {
             let dir = site.scratch.join(format!("nginx-{run}"));
             std::fs::create_dir_all(&dir)?;
@@ -425,7 +440,7 @@ pub fn connect(
 /// The path of a small response.
 pub fn small_path(t: Target) -> &'static str {
     match t {
-        Target::Http | Target::Axum | Target::AxumTls => "/",
+        Target::Http | Target::Axum | Target::AxumTls | Target::AxumTokio => "/",
         _ => "/small.txt",
     }
 }
@@ -434,7 +449,7 @@ pub fn small_path(t: Target) -> &'static str {
 pub fn large_path(t: Target) -> &'static str {
     match t {
         Target::Http => "/",
-        Target::Axum | Target::AxumTls => "/bytes/16384",
+        Target::Axum | Target::AxumTls | Target::AxumTokio => "/bytes/16384",
         _ => "/f16.bin",
     }
 }
@@ -443,7 +458,7 @@ pub fn large_path(t: Target) -> &'static str {
 pub fn huge_path(t: Target) -> &'static str {
     match t {
         Target::Http => "/",
-        Target::Axum | Target::AxumTls => "/bytes/1048576",
+        Target::Axum | Target::AxumTls | Target::AxumTokio => "/bytes/1048576",
         _ => "/big.bin",
     }
 }

