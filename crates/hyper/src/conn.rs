@@ -22,7 +22,10 @@
 //!   that opens streams and never grants window holds their bodies; a
 //!   download that moves, however slowly, is never cut). On HTTP/2 only
 //!   the payload of DATA frames counts ([`FrameWalk`]): a peer that grants
-//!   no window but answers PINGs makes no progress.
+//!   no window but answers PINGs makes no progress; and only while body
+//!   bytes wait to be sent: a quiet stream (server-sent events between
+//!   events) is the application's to bound. A body dropped before its end
+//!   (a stream the peer reset) leaves nothing waiting.
 //!
 //! At a deadline the connection is asked to shut down gracefully (HTTP/2:
 //! GOAWAY), and dropped [`CLOSE_GRACE`] later if it has not finished.
@@ -42,10 +45,11 @@
 //! in flight are the handler's (axum's `DefaultBodyLimit`, 2 MB a
 //! request), and those read while a response is on its way are the
 //! frames of its flow control (an HTTP/2 download's WINDOW_UPDATEs and
-//! PINGs), which hyper consumes as they come. An idle HTTP/2 connection is
-//! charged at most what it can make hyper hold (64 KiB): a stream of
-//! control frames is consumed as it comes, and a flood of them is the
-//! runtime's cooperative budget's to bound, not this count's.
+//! PINGs), which hyper consumes as they come. An idle HTTP/2 connection
+//! (known by the whole client preface) is charged at most an ordinary head
+//! (16 KiB, a partial frame): a stream of control frames is consumed as it
+//! comes, and a flood of them is the runtime's cooperative budget's to
+//! bound, not this count's.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -62,6 +66,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use ringkit::sync::DrainGuard;
 
+use crate::frames::FrameWalk;
 use crate::server::{ConnLimits, HttpBody, HttpService};
 use crate::{HyperIo, LocalExec};
 
@@ -74,14 +79,16 @@ const FREE_HEAD: usize = 16 * 1024;
 /// is: a minimal request head.
 const MIN_HEAD: usize = 1024;
 
-/// The most an HTTP/2 connection with no request can hold: a partial
-/// frame (16 KiB, the default largest) and a header block being collected
-/// (hyper's 16 KiB header list), with room to spare.
-const H2_HOLD: usize = 64 * 1024;
+/// What an HTTP/2 connection with no request is charged at most: a partial
+/// frame (16 KiB, the default largest), as much as an ordinary HTTP/1 head,
+/// so it is never the one closed while the count is under twice the
+/// budget (what waits in hyper beyond that, a header block being
+/// collected, is bounded by hyper's 16 KiB header list).
+const H2_HOLD: usize = FREE_HEAD;
 
-/// The start of the HTTP/2 client preface (`PRI * HTTP/2.0...`): no
-/// HTTP/1 request begins with it.
-const H2_PREFACE: &[u8] = b"PRI ";
+/// The HTTP/2 client preface, whole (as hyper-util's auto builder compares
+/// it: a request `PRI /x HTTP/1.1` is HTTP/1).
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// A closing connection's lingering: at most this long, this many bytes.
 const LINGER_TIME: Duration = Duration::from_secs(2);
@@ -187,7 +194,7 @@ impl Activity {
         if total > self.limit && holds > FREE_HEAD {
             return false;
         }
-        if total > 2 * self.limit && holds > MIN_HEAD {
+        if total > self.limit.saturating_mul(2) && holds > MIN_HEAD {
             return false;
         }
         self.budget.set(total);
@@ -215,8 +222,13 @@ impl Activity {
         let mut s = self.sniffed.borrow_mut();
         let take = (H2_PREFACE.len() - s.len()).min(got.len());
         s.extend_from_slice(&got[..take]);
-        if s.len() == H2_PREFACE.len() {
-            self.h2.set(Some(&s[..] == H2_PREFACE));
+        // Decided at the first byte that differs, or the preface's last.
+        if !H2_PREFACE.starts_with(&s) {
+            self.h2.set(Some(false));
+        } else if s.len() == H2_PREFACE.len() {
+            self.h2.set(Some(true));
+        }
+        if self.h2.get().is_some() {
             *s = Vec::new();
         }
     }
@@ -239,49 +251,6 @@ impl Activity {
     }
 }
 
-/// A walk over the HTTP/2 frames a server writes (its first byte starts a
-/// frame: a server sends no preface), counting the payload bytes of DATA
-/// frames: what a stalled response would not be sending.
-#[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct FrameWalk {
-    /// The frame header being read, and how much of it is here.
-    head: [u8; 9],
-    have: u8,
-    /// Payload bytes of the current frame still to come.
-    left: u32,
-    /// The current frame is DATA.
-    data: bool,
-}
-
-impl FrameWalk {
-    /// Walk on over `buf`; the DATA payload bytes in it.
-    pub(crate) fn data_in(&mut self, mut buf: &[u8]) -> u64 {
-        let mut data = 0;
-        while !buf.is_empty() {
-            if self.left == 0 {
-                let have = self.have as usize;
-                let take = (9 - have).min(buf.len());
-                self.head[have..have + take].copy_from_slice(&buf[..take]);
-                self.have += take as u8;
-                buf = &buf[take..];
-                if self.have == 9 {
-                    self.have = 0;
-                    self.left = u32::from_be_bytes([0, self.head[0], self.head[1], self.head[2]]);
-                    self.data = self.head[3] == 0;
-                }
-                continue;
-            }
-            let take = (self.left as usize).min(buf.len());
-            if self.data {
-                data += take as u64;
-            }
-            self.left -= take as u32;
-            buf = &buf[take..];
-        }
-        data
-    }
-}
-
 impl Drop for Activity {
     fn drop(&mut self) {
         self.uncharge();
@@ -295,11 +264,18 @@ impl Activity {
         if self.in_flight.get() > 0 {
             return None;
         }
-        if self.response_on_its_way() {
+        let waiting = self.yielded.get() > self.written.get();
+        if waiting || (self.sending.get() > 0 && self.h2.get() != Some(true)) {
             // A response body on its way must keep moving (an HTTP/2 peer
             // that opens streams and never grants them window holds their
-            // bodies; a slow reader that does grant it is progress).
+            // bodies; a slow reader that does grant it is progress). On
+            // HTTP/2 only while body bytes wait to be sent: a stream whose
+            // application is quiet (server-sent events, a long poll) is the
+            // application's to bound, as a handler's running time is.
             return Some(self.last_write.get() + l.send_timeout);
+        }
+        if self.sending.get() > 0 {
+            return None;
         }
         if self.started.get() > 0 {
             return Some(self.last_end.get() + l.idle_timeout);
@@ -335,21 +311,48 @@ impl Drop for InFlight {
 
 /// One response body being sent, until hyper drops it (sent, or the
 /// stream ended).
-struct Sending(Rc<Activity>);
+struct Sending {
+    a: Rc<Activity>,
+    /// Body bytes this response yielded.
+    yielded: u64,
+    /// It yielded its end.
+    ended: bool,
+}
 
 impl Sending {
     fn begin(a: &Rc<Activity>) -> Sending {
         a.sending.set(a.sending.get() + 1);
         a.last_write.set(ringkit::time::coarse_now());
-        Sending(a.clone())
+        Sending {
+            a: a.clone(),
+            yielded: 0,
+            ended: false,
+        }
+    }
+
+    /// The body yielded `n` bytes. The send timeout's clock starts now if
+    /// nothing was waiting to be sent.
+    fn yielded(&mut self, n: u64) {
+        let a = &self.a;
+        if a.yielded.get() <= a.written.get() {
+            a.last_write.set(ringkit::time::coarse_now());
+        }
+        a.yielded.set(a.yielded.get() + n);
+        self.yielded += n;
     }
 }
 
 impl Drop for Sending {
     fn drop(&mut self) {
-        let a = &self.0;
+        let a = &self.a;
         a.sending.set(a.sending.get() - 1);
         a.last_end.set(ringkit::time::coarse_now());
+        if !self.ended {
+            // Dropped before its end (an HTTP/2 stream the peer reset):
+            // what it yielded and was not sent never will be.
+            let gap = a.yielded.get().saturating_sub(a.written.get());
+            a.yielded.set(a.yielded.get() - gap.min(self.yielded));
+        }
     }
 }
 
@@ -371,14 +374,19 @@ impl<B: http_body::Body> http_body::Body for TrackedBody<B> {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        let this = self.project();
-        let r = this.inner.poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &r {
-            if let Some(d) = frame.data_ref() {
-                let a = &this.sending.0;
-                a.yielded
-                    .set(a.yielded.get() + bytes::Buf::remaining(d) as u64);
+        let mut this = self.project();
+        let r = this.inner.as_mut().poll_frame(cx);
+        match &r {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(d) = frame.data_ref() {
+                    this.sending.yielded(bytes::Buf::remaining(d) as u64);
+                }
             }
+            Poll::Ready(None) => this.sending.ended = true,
+            _ => {}
+        }
+        if this.inner.is_end_stream() {
+            this.sending.ended = true;
         }
         r
     }
@@ -651,38 +659,5 @@ pub(crate) async fn serve<S, B>(
     // handshake) closes at once and frees its fd.
     if activity.started.get() > 0 {
         linger(io).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::FrameWalk;
-
-    fn frame(kind: u8, len: usize) -> Vec<u8> {
-        let mut f = (len as u32).to_be_bytes()[1..].to_vec();
-        f.extend([kind, 0, 0, 0, 0, 1]);
-        f.extend(std::iter::repeat_n(7u8, len));
-        f
-    }
-
-    #[test]
-    fn counts_data_payload_only_however_the_writes_split() {
-        // SETTINGS, PING, DATA 100, WINDOW_UPDATE, DATA 0, DATA 5000.
-        let stream: Vec<u8> = [
-            frame(4, 12),
-            frame(6, 8),
-            frame(0, 100),
-            frame(8, 4),
-            frame(0, 0),
-            frame(0, 5000),
-        ]
-        .concat();
-        for step in [1, 2, 5, 9, 10, 17, 4096, stream.len()] {
-            let mut w = FrameWalk::default();
-            let n: u64 = stream.chunks(step).map(|c| w.data_in(c)).sum();
-            assert_eq!(n, 5100, "writes of {step} bytes");
-        }
-        let mut w = FrameWalk::default();
-        assert_eq!(w.data_in(&[frame(6, 8), frame(6, 8)].concat()), 0);
     }
 }

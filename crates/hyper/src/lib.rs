@@ -35,6 +35,7 @@
 
 pub mod client;
 mod conn;
+mod frames;
 #[cfg(feature = "hello")]
 pub mod hello;
 mod io;

@@ -47,7 +47,11 @@ fn start_limits(limits: ConnLimits) -> SocketAddr {
                 "slow"
             }),
         )
-        .route("/big", get(|| async { vec![b'm'; 16 << 20] }));
+        .route("/big", get(|| async { vec![b'm'; 16 << 20] }))
+        .route(
+            "/quiet",
+            get(|| async { axum::body::Body::from_stream(Quiet::default()) }),
+        );
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     ringkit::spawn(ringkit_hyper::serve_listener(
@@ -87,6 +91,47 @@ fn get_path(addr: SocketAddr, path: &str) -> String {
     let mut out = Vec::new();
     let _ = c.read_to_end(&mut out);
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A streamed body that sends `a`, is quiet for 4 s (an event stream
+/// between events), then sends `b`.
+#[derive(Default)]
+struct Quiet {
+    step: u8,
+    until: Option<Instant>,
+}
+
+impl tokio_stream::Stream for Quiet {
+    type Item = Result<&'static [u8], std::io::Error>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        match self.step {
+            0 => {
+                self.step = 1;
+                Poll::Ready(Some(Ok(b"a")))
+            }
+            1 => {
+                let until = *self.until.get_or_insert_with(|| {
+                    let w = cx.waker().clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(4));
+                        w.wake();
+                    });
+                    Instant::now() + Duration::from_secs(4)
+                });
+                if Instant::now() < until {
+                    return Poll::Pending;
+                }
+                self.step = 2;
+                Poll::Ready(Some(Ok(b"b")))
+            }
+            _ => Poll::Ready(None),
+        }
+    }
 }
 
 /// How many of `conns` the server closes within `window` (all watched at
@@ -390,6 +435,78 @@ ringkit::test_all! {
         })
         .await;
         assert_eq!(got, Some(b"hi".to_vec()), "closed before its request");
+    }
+
+    /// A request whose method is `PRI` is HTTP/1 (only the whole preface
+    /// makes HTTP/2): its unfinished head is charged as one (it was taken
+    /// for HTTP/2 from four bytes, charged at most 64 KiB, never closed).
+    async fn an_http1_pri_request_is_charged_as_http1() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(60),
+            max_connections: 64,
+            max_buffered_bytes: 128 << 10,
+            ..Default::default()
+        });
+        let closed = blocking(move || {
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"PRI /x HTTP/1.1\r\nHost: x\r\nX-Pad: ").unwrap();
+            let _ = c.write_all(&vec![b'a'; 200 << 10]);
+            closed_within(&[c], Duration::from_secs(3))
+        })
+        .await;
+        assert_eq!(closed, 1, "a 200 KiB head over a 128 KiB budget was held");
+    }
+
+    /// Idle HTTP/2 connections are charged at most an ordinary head: with
+    /// the budget full of others' heads, one that sent 1 MiB of PINGs is
+    /// not closed and still makes its request.
+    async fn a_full_budget_does_not_close_an_h2_connection_for_pings() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(20),
+            header_timeout: Duration::from_secs(20),
+            max_connections: 64,
+            max_buffered_bytes: 128 << 10,
+            ..Default::default()
+        });
+        let got = blocking(move || {
+            // 9 x 15 000 bytes: over the 128 KiB budget.
+            let held = unfinished_heads(addr, 9, 15_000);
+            std::thread::sleep(Duration::from_millis(300));
+            let mut c = std::net::TcpStream::connect(addr).unwrap();
+            c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+            c.write_all(&frame(4, 0, 0, &[])).unwrap();
+            let pings = frame(6, 0, 0, b"pingping").repeat(1024);
+            let reader = c.try_clone().unwrap();
+            let drain = std::thread::spawn(move || drain_frames(reader));
+            for _ in 0..(1 << 20) / pings.len() + 1 {
+                if c.write_all(&pings).is_err() {
+                    break;
+                }
+            }
+            let block = [&[0x82u8, 0x86, 0x84, 0x41, 1][..], b"x"].concat();
+            let _ = c.write_all(&frame(1, 0x5, 1, &block));
+            let got = drain.join().unwrap();
+            drop(held);
+            got
+        })
+        .await;
+        assert_eq!(got, Some(b"hi".to_vec()), "closed before its request");
+    }
+
+    /// An HTTP/2 stream whose body is quiet for longer than the send
+    /// timeout (an event stream between events) is not cut: nothing waits
+    /// to be sent (it was, once PINGs stopped counting as progress).
+    async fn a_quiet_h2_stream_outlives_the_send_timeout() {
+        let addr = start_limits(ConnLimits {
+            idle_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(30),
+            send_timeout: Duration::from_secs(2),
+            max_connections: CAP,
+            ..Default::default()
+        });
+        let got = blocking(move || h2_download(addr, "/quiet")).await;
+        assert_eq!(got, Ok(2), "the stream was cut while quiet");
     }
 
     /// Past twice the budget only a minimal head gets through: many small
