@@ -19,9 +19,11 @@
 //! runs again in the next loop turn, after every other task that was ready
 //! and after the driver has reaped new completions.
 //!
-//! Outside a task poll (a hosted tokio task polling ringkit I/O, code run
-//! before the runtime polls anything) there is no budget. A task that must
-//! not yield wraps its future in [`unconstrained`].
+//! Outside a ringkit task's poll, a hosted tokio task (feature `tokio`,
+//! `Builder::host_tokio`) that polls ringkit I/O spends tokio's budget
+//! instead, a unit per poll of a ringkit operation, as tokio's own
+//! resources do; elsewhere there is no budget. A task that must not yield
+//! wraps its future in [`unconstrained`].
 //!
 //! # The figure
 //! 128, as tokio's. With 4 KiB ring buffers a task takes at most 512 KiB
@@ -39,11 +41,13 @@ use std::task::{Context, Poll};
 /// Units a task gets per poll.
 pub(crate) const BUDGET: u32 = 128;
 
-/// `u32::MAX`: no budget (outside a task poll, or [`unconstrained`]).
-const NONE: u32 = u32::MAX;
+/// No ringkit task is being polled (tokio's budget applies, if any).
+const OUTSIDE: u32 = u32::MAX;
+/// [`unconstrained`]: no budget at all.
+const NONE: u32 = u32::MAX - 1;
 
 thread_local! {
-    static LEFT: Cell<u32> = const { Cell::new(NONE) };
+    static LEFT: Cell<u32> = const { Cell::new(OUTSIDE) };
     /// Times a call answered `Pending` because the budget was spent.
     static YIELDS: Cell<u64> = const { Cell::new(0) };
 }
@@ -71,19 +75,44 @@ fn with_left<R>(left: u32, f: impl FnOnce() -> R) -> R {
 /// taking anything, and [`spend`] once a result is taken.
 #[inline]
 pub(crate) fn poll_proceed(cx: &mut Context<'_>) -> Poll<()> {
-    if LEFT.with(Cell::get) != 0 {
-        return Poll::Ready(());
+    match LEFT.with(Cell::get) {
+        0 => {}
+        #[cfg(feature = "tokio")]
+        OUTSIDE => return tokio_proceed(cx),
+        _ => return Poll::Ready(()),
     }
     YIELDS.with(|y| y.set(y.get() + 1));
     cx.waker().wake_by_ref();
     Poll::Pending
 }
 
+/// A tokio task (hosted mode) polling ringkit I/O: one unit of its tokio
+/// budget per poll (outside any tokio task, tokio grants it). tokio defers
+/// the wake of a task it makes yield.
+#[cfg(feature = "tokio")]
+fn tokio_proceed(cx: &mut Context<'_>) -> Poll<()> {
+    match tokio::task::coop::poll_proceed(cx) {
+        Poll::Ready(unit) => {
+            unit.made_progress();
+            Poll::Ready(())
+        }
+        Poll::Pending => {
+            YIELDS.with(|y| y.set(y.get() + 1));
+            Poll::Pending
+        }
+    }
+}
+
 /// Whether the budget has a unit left (for calls that never wait: they
 /// answer "nothing here" instead of yielding).
 #[inline]
 pub(crate) fn has_budget() -> bool {
-    LEFT.with(Cell::get) != 0
+    match LEFT.with(Cell::get) {
+        0 => false,
+        #[cfg(feature = "tokio")]
+        OUTSIDE => tokio::task::coop::has_budget_remaining(),
+        _ => true,
+    }
 }
 
 /// One result of I/O was handed to the task.
@@ -91,7 +120,7 @@ pub(crate) fn has_budget() -> bool {
 pub(crate) fn spend() {
     LEFT.with(|l| {
         let v = l.get();
-        if v != NONE && v != 0 {
+        if v < NONE && v != 0 {
             l.set(v - 1);
         }
     });

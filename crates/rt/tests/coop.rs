@@ -151,3 +151,63 @@ ringkit::test_all! {
         drop(clients);
     }
 }
+
+/// Hosted mode: a tokio task (on the hosted `LocalSet`) that reads a flood
+/// through ringkit I/O spends tokio's budget, so the ringkit turn (and its
+/// ticker task) runs between its polls; it was unbounded.
+#[test]
+fn a_hosted_tokio_task_reading_a_flood_yields() {
+    for backend in [ringkit::Backend::Epoll, ringkit::Backend::Uring] {
+        let rt = match ringkit::Builder::new()
+            .backend(backend)
+            .ignore_env()
+            .host_tokio()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("skipped {backend:?}: {e}");
+                continue;
+            }
+        };
+        let longest = rt.block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = l.local_addr().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel::<()>();
+            let client = std::thread::spawn(move || {
+                let mut c = std::net::TcpStream::connect(addr).unwrap();
+                c.write_all(&pattern(FLOOD)).unwrap();
+                let _ = rx.recv();
+            });
+            let (s, _) = l.accept().await.unwrap();
+            let mut io = s.into_poll_io();
+            ringkit::time::sleep(Duration::from_millis(200)).await;
+            let ticks = Rc::new(Cell::new(0));
+            let stop = Rc::new(Cell::new(false));
+            let t = ticker(ticks.clone(), stop.clone());
+            let ticks2 = ticks.clone();
+            let reader = tokio::task::spawn_local(async move {
+                let mut runs = Runs::default();
+                let mut got = 0;
+                let mut buf = [MaybeUninit::<u8>::uninit(); 64];
+                while got < FLOOD {
+                    let n = poll_fn(|cx| io.poll_read(cx, &mut buf)).await.unwrap();
+                    assert!(n > 0);
+                    got += n;
+                    runs.took_one(&ticks2);
+                }
+                runs.longest
+            });
+            let longest = reader.await.unwrap();
+            stop.set(true);
+            t.await.unwrap();
+            tx.send(()).unwrap();
+            client.join().unwrap();
+            longest
+        });
+        assert!(
+            longest <= 2 * BUDGET,
+            "{backend:?}: a hosted tokio task took {longest} reads in one poll"
+        );
+    }
+}
