@@ -349,7 +349,8 @@ impl Context {
 ///
 /// With the `tokio` feature, tokio's cooperative budget is kept per task:
 ///
-/// - **Hosted**, each task gets a budget of its own, as a tokio task does.
+/// - **Hosted**, each task gets a budget of its own: 127 of tokio's 128 units
+///   (`poll_proceed` below takes one), where a tokio task gets 128.
 ///   A whole ringkit turn runs inside one poll of the joint loop's future,
 ///   where tokio allows 128 operations on its resources (semaphores,
 ///   timers, sockets) for everything polled; without this the first tasks

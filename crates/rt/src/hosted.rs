@@ -18,7 +18,10 @@
 //!   driver's readiness fd (an eventfd registered with the ring, which the
 //!   kernel signals when it posts completions; the epoll fd itself on
 //!   epoll), the next
-//!   ringkit timer (a tokio `Sleep`), or new ringkit work made by tokio's
+//!   ringkit timer (a timerfd on the real clock, registered with tokio's
+//!   reactor: a tokio `Sleep` would put ringkit's deadline on tokio's
+//!   clock, which a test may pause; the paused clock then jumped to it and
+//!   the loop spun until real time caught up), or new ringkit work made by tokio's
 //!   side on this thread: a task woken, spawned or aborted, a timer added,
 //!   an SQE queued ([`kick`] wakes the idle wait; it is called at each of
 //!   those places).
@@ -62,11 +65,71 @@ impl AsRawFd for Readiness {
     }
 }
 
+/// A timerfd on `CLOCK_MONOTONIC` (std's `Instant` clock): readable once
+/// ringkit's next deadline has passed.
+struct TimerFd(std::os::fd::OwnedFd);
+
+impl TimerFd {
+    fn new() -> io::Result<TimerFd> {
+        // SAFETY: no pointers; a new fd or -1.
+        let fd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is ours alone.
+        Ok(TimerFd(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }))
+    }
+
+    /// Fire at `at` (at once if it has passed).
+    fn arm(&self, at: std::time::Instant) -> io::Result<()> {
+        // A zero it_value would disarm: at least a nanosecond.
+        let after = at
+            .saturating_duration_since(std::time::Instant::now())
+            .max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs().min(i64::MAX as u64) as libc::time_t,
+                tv_nsec: after.subsec_nanos() as libc::c_long,
+            },
+        };
+        // SAFETY: a valid itimerspec; the old value is not asked for.
+        let r =
+            unsafe { libc::timerfd_settime(self.0.as_raw_fd(), 0, &spec, std::ptr::null_mut()) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Take the expiry count, if any.
+    fn drain(&self) {
+        let mut n = 0u64;
+        // SAFETY: reads at most 8 bytes into `n`; nonblocking.
+        unsafe { libc::read(self.0.as_raw_fd(), (&mut n as *mut u64).cast(), 8) };
+    }
+}
+
+impl AsRawFd for TimerFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
 /// The hosted tokio runtime of one ringkit runtime. Field order is drop
 /// order: the registration goes first, then tokio's local tasks, then its
 /// runtime (which drops the rest of its tasks).
 pub(crate) struct Host {
     readiness: AsyncFd<Readiness>,
+    timer: AsyncFd<TimerFd>,
     /// `None` once [`shutdown`](Self::shutdown) dropped it.
     local: Option<tokio::task::LocalSet>,
     rt: tokio::runtime::Runtime,
@@ -81,16 +144,22 @@ impl Host {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let readiness = {
+        let (readiness, timer) = {
             let _g = rt.enter();
             // SAFETY: `fd` is the driver's, open until the driver is
             // dropped, which `Runtime::drop` does only after this `Host`
             // (and so this registration) is gone.
-            unsafe { AsyncFd::register_with_interest(Readiness(fd), Interest::READABLE) }
-                .map_err(io::Error::from)?
+            let r = unsafe { AsyncFd::register_with_interest(Readiness(fd), Interest::READABLE) }
+                .map_err(io::Error::from)?;
+            // SAFETY: the `TimerFd` owns its fd and lives inside the
+            // `AsyncFd`, which deregisters it before dropping (closing) it.
+            let t = unsafe { AsyncFd::register_with_interest(TimerFd::new()?, Interest::READABLE) }
+                .map_err(io::Error::from)?;
+            (r, t)
         };
         Ok(Host {
             readiness,
+            timer,
             local: Some(tokio::task::LocalSet::new()),
             rt,
             shutdown_timeout,
@@ -119,6 +188,7 @@ impl Host {
     pub(crate) fn shutdown(self, drain_ringkit: impl Fn()) {
         let Host {
             readiness,
+            timer,
             local,
             rt,
             shutdown_timeout,
@@ -126,6 +196,7 @@ impl Host {
         {
             let _g = rt.enter();
             drop(readiness);
+            drop(timer);
             if let Some(local) = local {
                 {
                     let _in = local.enter();
@@ -147,7 +218,6 @@ impl Host {
         let waker = cx.main_waker();
         let mut tcx = TaskCx::from_waker(&waker);
         cx.schedule(crate::sched::encode(cx.id, 0, crate::sched::MAIN_KEY));
-        let mut sleep = pin!(tokio::time::sleep(Duration::ZERO));
         loop {
             if let Poll::Ready(v) = cx.run_turn(fut.as_mut(), &mut tcx) {
                 return v;
@@ -159,21 +229,21 @@ impl Host {
             }
             let deadline = cx.timers.borrow_mut().next_deadline();
             if let Some(d) = deadline {
-                sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+                if let Err(e) = self.timer.get_ref().arm(d) {
+                    // Not expected: rather than miss the deadline, give
+                    // tokio a turn and look again.
+                    tracing::error!("ringkit: hosted timer could not be armed: {e}");
+                    tokio::task::yield_now().await;
+                    continue;
+                }
             }
-            poll_fn(|t| self.idle(cx, t, deadline.is_some(), sleep.as_mut())).await;
+            poll_fn(|t| self.idle(cx, t)).await;
             set_idle(None);
         }
     }
 
     /// One poll of the idle wait: ready once ringkit has work.
-    fn idle(
-        &self,
-        cx: &Context,
-        t: &mut TaskCx<'_>,
-        timed: bool,
-        sleep: std::pin::Pin<&mut tokio::time::Sleep>,
-    ) -> Poll<()> {
+    fn idle(&self, cx: &Context, t: &mut TaskCx<'_>) -> Poll<()> {
         if cx.has_runnable() || take_kicked() {
             return Poll::Ready(());
         }
@@ -198,7 +268,11 @@ impl Host {
             }
             Poll::Pending => {}
         }
-        if timed && sleep.poll(t).is_ready() {
+        if let Poll::Ready(Ok(mut guard)) = self.timer.poll_read_ready(t) {
+            // Expired (this arming or an earlier one: a spare turn at
+            // worst); read, so the next expiry is a new edge.
+            guard.get_inner().drain();
+            guard.clear_ready();
             return Poll::Ready(());
         }
         set_idle(Some(t.waker()));
