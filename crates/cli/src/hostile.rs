@@ -70,13 +70,8 @@ fn battery(
             log(&format!("{}: skipped: nginx is not installed", t.name()));
             continue;
         }
-        let bs: &[&str] = if t.nginx() {
-            &["epoll"]
-        } else if t.peer() {
-            &["tokio"]
-        } else {
-            backends
-        };
+        let own = t.own_backend().map(|b| [b]);
+        let bs: &[&str] = own.as_ref().map_or(backends, |b| &b[..]);
         for &b in bs {
             run += 1;
             let dir = base.join(format!("run-{run}"));

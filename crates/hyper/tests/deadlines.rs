@@ -194,6 +194,25 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// On a new HTTP/2 connection, 1 MiB of PINGs (answers read), then
+/// `GET /`: its body, or `None` if the connection closed first.
+fn pings_then_get(addr: SocketAddr) -> Option<Vec<u8>> {
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
+    c.write_all(&frame(4, 0, 0, &[])).unwrap();
+    let pings = frame(6, 0, 0, b"pingping").repeat(1024);
+    let reader = c.try_clone().unwrap();
+    let drain = std::thread::spawn(move || drain_frames(reader));
+    for _ in 0..(1 << 20) / pings.len() + 1 {
+        if c.write_all(&pings).is_err() {
+            break;
+        }
+    }
+    let block = [&[0x82u8, 0x86, 0x84, 0x41, 1][..], b"x"].concat();
+    let _ = c.write_all(&frame(1, 0x5, 1, &block));
+    drain.join().unwrap()
+}
+
 /// Read frames until stream 1's body ends (its DATA, collected) or the
 /// connection closes (`None`).
 fn drain_frames(mut c: std::net::TcpStream) -> Option<Vec<u8>> {
@@ -418,20 +437,7 @@ ringkit::test_all! {
             ..Default::default()
         });
         let got = blocking(move || {
-            let mut c = std::net::TcpStream::connect(addr).unwrap();
-            c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-            c.write_all(&frame(4, 0, 0, &[])).unwrap();
-            let pings = frame(6, 0, 0, b"pingping").repeat(1024);
-            let reader = c.try_clone().unwrap();
-            let drain = std::thread::spawn(move || drain_frames(reader));
-            for _ in 0..(1 << 20) / pings.len() + 1 {
-                if c.write_all(&pings).is_err() {
-                    break;
-                }
-            }
-            let block = [&[0x82u8, 0x86, 0x84, 0x41, 1][..], b"x"].concat();
-            let _ = c.write_all(&frame(1, 0x5, 1, &block));
-            drain.join().unwrap()
+            pings_then_get(addr)
         })
         .await;
         assert_eq!(got, Some(b"hi".to_vec()), "closed before its request");
@@ -473,20 +479,7 @@ ringkit::test_all! {
             // 9 x 15 000 bytes: over the 128 KiB budget.
             let held = unfinished_heads(addr, 9, 15_000);
             std::thread::sleep(Duration::from_millis(300));
-            let mut c = std::net::TcpStream::connect(addr).unwrap();
-            c.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").unwrap();
-            c.write_all(&frame(4, 0, 0, &[])).unwrap();
-            let pings = frame(6, 0, 0, b"pingping").repeat(1024);
-            let reader = c.try_clone().unwrap();
-            let drain = std::thread::spawn(move || drain_frames(reader));
-            for _ in 0..(1 << 20) / pings.len() + 1 {
-                if c.write_all(&pings).is_err() {
-                    break;
-                }
-            }
-            let block = [&[0x82u8, 0x86, 0x84, 0x41, 1][..], b"x"].concat();
-            let _ = c.write_all(&frame(1, 0x5, 1, &block));
-            let got = drain.join().unwrap();
+            let got = pings_then_get(addr);
             drop(held);
             got
         })

@@ -365,13 +365,9 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
     srv.kill();
     Ok(Row {
         target: t.name(),
-        backend: if t.nginx() {
-            "epoll".into()
-        } else if t.peer() {
-            "tokio".into()
-        } else {
-            cfg.backend.clone()
-        },
+        backend: t
+            .own_backend()
+            .map_or_else(|| cfg.backend.clone(), Into::into),
         attack: a.name(),
         hostile: o.hostile,
         probe,

@@ -42,13 +42,8 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
     let mut rows = Vec::new();
     let mut n = 0;
     for &t in &targets {
-        let bs: &[&str] = if t.nginx() {
-            &["epoll"]
-        } else if t.peer() {
-            &["tokio"]
-        } else {
-            backends
-        };
+        let own = t.own_backend().map(|b| [b]);
+        let bs: &[&str] = own.as_ref().map_or(backends, |b| &b[..]);
         for &b in bs {
             n += 1;
             let mut cfg = HostileConfig::new(

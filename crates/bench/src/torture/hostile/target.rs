@@ -112,6 +112,18 @@ impl Target {
     pub fn peer(self) -> bool {
         self == Target::AxumTokio
     }
+
+    /// The one backend it runs on whatever is asked (nginx: epoll; the
+    /// tokio peer: tokio), or `None` for ringkit's servers.
+    pub fn own_backend(self) -> Option<&'static str> {
+        if self.nginx() {
+            Some("epoll")
+        } else if self.peer() {
+            Some("tokio")
+        } else {
+            None
+        }
+    }
 }
 
 /// The timeouts a server states (what the budgets hold it to).
