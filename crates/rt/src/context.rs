@@ -267,7 +267,8 @@ impl Context {
         let mut cx = TaskCx::from_waker(&waker);
         self.metrics.polls.set(self.metrics.polls.get() + 1);
         let done =
-            crate::coop::with_budget(|| poll_task(fut.as_mut(), &mut cx, self.hosted)).is_ready();
+            crate::coop::with_budget(|| poll_task(fut.as_mut(), &mut cx, self.hosted, false))
+                .is_ready();
         let mut tasks = self.tasks.borrow_mut();
         if done {
             tasks.remove(key as usize);
@@ -319,7 +320,9 @@ impl Context {
         tcx: &mut TaskCx<'_>,
     ) -> Poll<F::Output> {
         if self.main_woken.replace(false) {
-            if let Poll::Ready(v) = crate::coop::with_budget(|| poll_task(fut, tcx, self.hosted)) {
+            if let Poll::Ready(v) =
+                crate::coop::with_budget(|| poll_task(fut, tcx, self.hosted, true))
+            {
                 return Poll::Ready(v);
             }
         }
@@ -349,17 +352,21 @@ impl Context {
 ///
 /// With the `tokio` feature, tokio's cooperative budget is kept per task:
 ///
-/// - **Hosted**, each task gets a budget of its own: 127 of tokio's 128 units
-///   (`poll_proceed` below takes one), where a tokio task gets 128.
-///   A whole ringkit turn runs inside one poll of the joint loop's future,
-///   where tokio allows 128 operations on its resources (semaphores,
-///   timers, sockets) for everything polled; without this the first tasks
-///   of a turn would use them up and the rest would see every tokio
-///   resource `Pending` and be polled for nothing. `poll_proceed` takes one
-///   unit of the budget in force and returns a guard that, dropped without
-///   `made_progress`, puts the budget back to what it was (tokio documents
-///   this): each task starts from the budget the turn started with, one
-///   unit less.
+/// - **Hosted**, the main future (`block_on`'s) is polled first in a turn
+///   with the budget in force: all of tokio's 128 units when the turn
+///   starts a poll of the joint loop's future, as a tokio task's poll has
+///   them (tokio's own coop tests count on the 128). Each spawned task then
+///   gets a budget of its own: the units left, one less (`poll_proceed`
+///   below takes one). A whole ringkit turn runs inside one poll of the
+///   joint loop's future, where tokio allows 128 operations on its
+///   resources (semaphores, timers, sockets) for everything polled; without
+///   this the first tasks of a turn would use them up and the rest would
+///   see every tokio resource `Pending` and be polled for nothing.
+///   `poll_proceed` takes one unit of the budget in force and returns a
+///   guard that, dropped without `made_progress`, puts the budget back to
+///   what it was (tokio documents this): each task starts from the same
+///   budget. tokio has no public call that sets a fresh budget, so this is
+///   as close to "a tokio task's poll" as hosted mode can get.
 /// - **Not hosted**, the task is polled unconstrained. A plain runtime run
 ///   from inside a tokio task (a `#[tokio::test]`) would otherwise charge
 ///   the outer task's budget, and once it was spent every tokio resource
@@ -371,11 +378,15 @@ fn poll_task<F: Future + ?Sized>(
     fut: std::pin::Pin<&mut F>,
     cx: &mut TaskCx<'_>,
     hosted: bool,
+    main: bool,
 ) -> Poll<F::Output> {
     #[cfg(feature = "tokio")]
     {
         if !hosted {
             return std::pin::pin!(tokio::task::coop::unconstrained(fut)).poll(cx);
+        }
+        if main {
+            return fut.poll(cx);
         }
         // Pending only when the turn's budget is already spent (tokio has
         // then deferred a wake of this task): poll it anyway, as before.
@@ -386,7 +397,7 @@ fn poll_task<F: Future + ?Sized>(
         }
     }
     #[cfg(not(feature = "tokio"))]
-    let _ = hosted;
+    let _ = (hosted, main);
     fut.poll(cx)
 }
 

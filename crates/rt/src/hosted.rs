@@ -139,11 +139,19 @@ pub(crate) struct Host {
 }
 
 impl Host {
-    /// A current-thread tokio runtime with every driver on, watching `fd`.
-    pub(crate) fn new(fd: RawFd, shutdown_timeout: Option<Duration>) -> io::Result<Host> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+    /// A current-thread tokio runtime with every driver on (then edited
+    /// by `configure`), watching `fd`.
+    pub(crate) fn new(
+        fd: RawFd,
+        shutdown_timeout: Option<Duration>,
+        configure: Option<&crate::runtime::HostConfigure>,
+    ) -> io::Result<Host> {
+        let mut b = tokio::runtime::Builder::new_current_thread();
+        b.enable_all();
+        if let Some(f) = configure {
+            (f.0)(&mut b);
+        }
+        let rt = b.build()?;
         let (readiness, timer) = {
             let _g = rt.enter();
             // SAFETY: `fd` is the driver's, open until the driver is
@@ -237,7 +245,9 @@ impl Host {
                     continue;
                 }
             }
-            poll_fn(|t| self.idle(cx, t)).await;
+            // Unconstrained: the readiness poll must not spend the tokio
+            // budget the next turn polls its main future with.
+            tokio::task::coop::unconstrained(poll_fn(|t| self.idle(cx, t))).await;
             set_idle(None);
         }
     }

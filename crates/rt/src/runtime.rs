@@ -36,6 +36,22 @@ pub struct Builder {
     host_tokio: bool,
     #[cfg(feature = "tokio")]
     host_shutdown_timeout: Option<Duration>,
+    #[cfg(feature = "tokio")]
+    host_configure: Option<HostConfigure>,
+}
+
+/// [`Builder::host_tokio_configure`]'s function.
+#[cfg(feature = "tokio")]
+#[derive(Clone)]
+pub(crate) struct HostConfigure(
+    pub(crate) std::sync::Arc<dyn Fn(&mut tokio::runtime::Builder) + Send + Sync>,
+);
+
+#[cfg(feature = "tokio")]
+impl std::fmt::Debug for HostConfigure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostConfigure(..)")
+    }
 }
 
 impl Default for Builder {
@@ -56,6 +72,8 @@ impl Builder {
             host_tokio: false,
             #[cfg(feature = "tokio")]
             host_shutdown_timeout: None,
+            #[cfg(feature = "tokio")]
+            host_configure: None,
         }
     }
 
@@ -139,6 +157,34 @@ impl Builder {
     #[cfg(feature = "tokio")]
     pub fn host_shutdown_timeout(mut self, limit: Duration) -> Self {
         self.host_shutdown_timeout = Some(limit);
+        self
+    }
+
+    /// Hosted mode: `f` edits the hosted tokio runtime's builder before it
+    /// is built (ringkit has made it current-thread with every driver
+    /// on). With tokio's `test-util` feature,
+    /// `|b| { b.start_paused(true); }` starts tokio's clock paused at the
+    /// runtime's start, as `#[tokio::test(start_paused = true)]` does
+    /// (`tokio::time::pause` called later pauses it at an instant that is
+    /// not on tokio's millisecond ticks, so a timer due "now" then waits
+    /// for the next tick). Changing the flavour is not supported.
+    ///
+    /// ```
+    /// let rt = ringkit::Builder::new()
+    ///     .host_tokio()
+    ///     .host_tokio_configure(|b| {
+    ///         b.event_interval(31);
+    ///     })
+    ///     .build()?;
+    /// rt.block_on(async { tokio::task::yield_now().await });
+    /// # std::io::Result::Ok(())
+    /// ```
+    #[cfg(feature = "tokio")]
+    pub fn host_tokio_configure(
+        mut self,
+        f: impl Fn(&mut tokio::runtime::Builder) + Send + Sync + 'static,
+    ) -> Self {
+        self.host_configure = Some(HostConfigure(std::sync::Arc::new(f)));
         self
     }
 
@@ -353,7 +399,11 @@ impl Builder {
         #[cfg(feature = "tokio")]
         if self.host_tokio {
             let fd = rt.ctx.driver.borrow_mut().readiness_fd()?;
-            rt.host = Some(crate::hosted::Host::new(fd, self.host_shutdown_timeout)?);
+            rt.host = Some(crate::hosted::Host::new(
+                fd,
+                self.host_shutdown_timeout,
+                self.host_configure.as_ref(),
+            )?);
         }
         Ok(rt)
     }

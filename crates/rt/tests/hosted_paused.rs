@@ -65,3 +65,79 @@ fn a_paused_tokio_clock_is_not_moved_by_ringkit_timers() {
         );
     }
 }
+
+/// `host_tokio_configure` with `start_paused`, as `#[tokio::test(start_paused
+/// = true)]`: tokio's clock is paused at the runtime's start, on its
+/// millisecond ticks, so a timer due now fires at once and `advance` past a
+/// deadline wakes it. (With `pause()` called later, inside `block_on`, the
+/// paused instant fell between ticks: `interval(MAX)`'s first tick stayed
+/// pending, as did a 1 ms sleep after advancing 1.75 ms, in tokio's own
+/// `time_interval` and `time_pause` tests.)
+#[test]
+fn start_paused_through_host_tokio_configure() {
+    for backend in [Backend::Epoll, Backend::Uring] {
+        let rt = match Builder::new()
+            .backend(backend)
+            .ignore_env()
+            .host_tokio()
+            .host_tokio_configure(|b| {
+                b.start_paused(true);
+            })
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("skipped {backend:?}: {e}");
+                continue;
+            }
+        };
+        rt.block_on(async {
+            let mut interval = tokio_test::task::spawn(tokio::time::interval(Duration::MAX));
+            assert!(
+                interval.enter(|cx, mut i| i.poll_tick(cx)).is_ready(),
+                "{backend:?}: a tick due now was pending"
+            );
+            let mut sleep = tokio_test::task::spawn(tokio::time::sleep(Duration::from_millis(1)));
+            assert!(sleep.poll().is_pending());
+            tokio::time::advance(Duration::from_micros(1750)).await;
+            assert!(
+                sleep.is_woken(),
+                "{backend:?}: advancing past a sleep did not wake it"
+            );
+            assert!(sleep.poll().is_ready());
+        });
+    }
+}
+
+/// The main future of a hosted `block_on` gets tokio's whole budget per
+/// poll, as a tokio task's poll does (it had 127 of 128: a readiness
+/// poll's unit and a guard's unit came off it, and tokio's own coop tests
+/// saw it).
+#[test]
+fn hosted_main_future_gets_tokios_whole_budget() {
+    for backend in [Backend::Epoll, Backend::Uring] {
+        let rt = match Builder::new()
+            .backend(backend)
+            .ignore_env()
+            .host_tokio()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("skipped {backend:?}: {e}");
+                continue;
+            }
+        };
+        let spent = rt.block_on(async {
+            // Start from a fresh poll of the joint loop.
+            tokio::task::yield_now().await;
+            let mut spent = 0;
+            while tokio::task::coop::has_budget_remaining() {
+                tokio::task::coop::consume_budget().await;
+                spent += 1;
+            }
+            spent
+        });
+        assert_eq!(spent, 128, "{backend:?}");
+    }
+}
