@@ -1,0 +1,7 @@
+//! tokio's integration tests, each current-thread test body hosted in a
+//! ringkit runtime on the uring backend (see the crate docs).
+#![allow(warnings, clippy::all, clippy::pedantic, clippy::nursery)]
+
+ringkit_tokio_suite::hosted_tokio!(true);
+
+include!(concat!(env!("OUT_DIR"), "/tokio-tests/suite.rs"));
