@@ -9,6 +9,9 @@
 //! back here, to be lent to whichever connection of the thread next needs
 //! one: idle connections hold small buffers only, and a busy one reuses
 //! memory that is already mapped.
+//!
+//! What goes back to the allocator is reported to [`ringkit::alloc::freed`],
+//! which gives the allocator's free pages back to the kernel after a burst.
 
 use std::cell::RefCell;
 
@@ -44,6 +47,8 @@ pub(crate) fn give(mut buf: Vec<u8>) {
         let held: usize = s.iter().map(Vec::capacity).sum();
         if s.len() < MAX_SPARE && held + buf.capacity() <= MAX_SPARE_BYTES {
             s.push(buf);
+        } else {
+            ringkit::alloc::freed(buf.capacity());
         }
     });
 }

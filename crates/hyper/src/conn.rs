@@ -254,6 +254,9 @@ impl Activity {
 impl Drop for Activity {
     fn drop(&mut self) {
         self.uncharge();
+        // hyper's read and write buffers go back to the allocator now;
+        // what it wrote says how large they may have grown.
+        ringkit::alloc::freed(self.written.get().min(1 << 20) as usize);
     }
 }
 

@@ -36,6 +36,7 @@
 
 #![warn(missing_docs)]
 
+pub mod alloc;
 pub mod buf;
 mod context;
 mod coop;

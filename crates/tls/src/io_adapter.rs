@@ -26,6 +26,16 @@ pub struct TlsIo {
     eof: bool,
     /// When the first ciphertext arrived.
     received_at: Option<std::time::Instant>,
+    /// Plaintext bytes taken to encrypt (capped at 1 MiB): how much of
+    /// rustls's buffers this connection may have grown and will free.
+    sent: usize,
+}
+
+impl Drop for TlsIo {
+    fn drop(&mut self) {
+        // rustls's record buffers go back to the allocator now.
+        ringkit::alloc::freed(self.sent);
+    }
 }
 
 /// `io::Read`/`io::Write` over `PollIo` for rustls: `Pending` becomes
@@ -71,6 +81,7 @@ impl TlsIo {
             conn,
             eof: false,
             received_at: None,
+            sent: 0,
         })
     }
 
@@ -189,6 +200,7 @@ impl TlsIo {
     pub fn poll_write(&mut self, cx: &mut Context<'_>, src: &[u8]) -> Poll<io::Result<usize>> {
         loop {
             let n = self.conn.writer().write(src)?;
+            self.sent = (self.sent + n).min(1 << 20);
             if n > 0 || src.is_empty() {
                 if let Poll::Ready(Err(e)) = self.write_records(cx) {
                     return Poll::Ready(Err(e));
