@@ -46,9 +46,17 @@ pub fn freed(bytes: usize) {
     }
     ARMED.with(|a| a.set(true));
     crate::spawn(async {
+        // Disarmed however the task ends: dropped unfinished (its runtime
+        // gone) it would leave the thread never trimming again.
+        struct Disarm;
+        impl Drop for Disarm {
+            fn drop(&mut self) {
+                let _ = FREED.try_with(|f| f.set(0));
+                let _ = ARMED.try_with(|a| a.set(false));
+            }
+        }
+        let _disarm = Disarm;
         crate::time::sleep(TRIM_DELAY).await;
-        FREED.with(|f| f.set(0));
-        ARMED.with(|a| a.set(false));
         trim();
     });
 }

@@ -313,16 +313,25 @@ impl Context {
 
     /// Poll the main future if it was woken; then run what was runnable at
     /// the start of the turn (tasks woken meanwhile wait for the next turn,
-    /// so I/O is never starved).
+    /// so I/O is never starved). Hosted, the main future comes last: it
+    /// spends tokio's budget for good (see [`poll_task`]), each task's
+    /// guard gives back what the task spent, so the tasks before it cannot
+    /// leave it less than the turn started with, and it cannot leave them
+    /// none (a main future draining a busy tokio channel starved them).
     pub(crate) fn run_turn<F: Future>(
         &self,
-        fut: std::pin::Pin<&mut F>,
+        mut fut: std::pin::Pin<&mut F>,
         tcx: &mut TaskCx<'_>,
     ) -> Poll<F::Output> {
-        if self.main_woken.replace(false) {
-            if let Poll::Ready(v) =
+        let mut main = |fut: std::pin::Pin<&mut F>| {
+            if self.main_woken.replace(false) {
                 crate::coop::with_budget(|| poll_task(fut, tcx, self.hosted, true))
-            {
+            } else {
+                Poll::Pending
+            }
+        };
+        if !self.hosted {
+            if let Poll::Ready(v) = main(fut.as_mut()) {
                 return Poll::Ready(v);
             }
         }
@@ -331,6 +340,9 @@ impl Context {
             if !self.run_one() {
                 break;
             }
+        }
+        if self.hosted {
+            return main(fut);
         }
         Poll::Pending
     }
@@ -352,12 +364,12 @@ impl Context {
 ///
 /// With the `tokio` feature, tokio's cooperative budget is kept per task:
 ///
-/// - **Hosted**, the main future (`block_on`'s) is polled first in a turn
+/// - **Hosted**, the main future (`block_on`'s) is polled last in a turn
 ///   with the budget in force: all of tokio's 128 units when the turn
 ///   starts a poll of the joint loop's future, as a tokio task's poll has
-///   them (tokio's own coop tests count on the 128). Each spawned task then
-///   gets a budget of its own: the units left, one less (`poll_proceed`
-///   below takes one). A whole ringkit turn runs inside one poll of the
+///   them (tokio's own coop tests count on the 128): the tasks before it
+///   give back what they spend. Each spawned task gets a budget of its
+///   own: the turn's, one less (`poll_proceed` below takes one). A whole ringkit turn runs inside one poll of the
 ///   joint loop's future, where tokio allows 128 operations on its
 ///   resources (semaphores, timers, sockets) for everything polled; without
 ///   this the first tasks of a turn would use them up and the rest would

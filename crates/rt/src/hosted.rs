@@ -152,6 +152,13 @@ impl Host {
             (f.0)(&mut b);
         }
         let rt = b.build()?;
+        if rt.handle().runtime_flavor() != tokio::runtime::RuntimeFlavor::CurrentThread {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "host_tokio_configure made the hosted tokio runtime multi-thread: \
+                 hosted mode runs tokio on this thread only",
+            ));
+        }
         let (readiness, timer) = {
             let _g = rt.enter();
             // SAFETY: `fd` is the driver's, open until the driver is

@@ -141,3 +141,50 @@ fn hosted_main_future_gets_tokios_whole_budget() {
         assert_eq!(spent, 128, "{backend:?}");
     }
 }
+
+/// A hosted main future that always finds its tokio channel full spends
+/// tokio's whole budget each poll; a ringkit task beside it must still get
+/// its tokio resources (polled after the main future, it saw every one
+/// `Pending`: no acquire in 100 000 receives).
+#[test]
+fn a_busy_hosted_main_future_does_not_starve_tasks() {
+    for backend in [Backend::Epoll, Backend::Uring] {
+        let rt = match Builder::new()
+            .backend(backend)
+            .ignore_env()
+            .host_tokio()
+            .build()
+        {
+            Ok(rt) => rt,
+            Err(e) => {
+                eprintln!("skipped {backend:?}: {e}");
+                continue;
+            }
+        };
+        let received = rt.block_on(async {
+            let done = std::rc::Rc::new(std::cell::Cell::new(false));
+            let d = done.clone();
+            let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(1));
+            ringkit::spawn(async move {
+                for _ in 0..100 {
+                    drop(sem.acquire().await.unwrap());
+                    tokio::task::yield_now().await;
+                }
+                d.set(true);
+            });
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+            for _ in 0..1000 {
+                tx.send(()).unwrap();
+            }
+            let mut received = 0u64;
+            while !done.get() && received < 100_000 {
+                rx.recv().await.unwrap();
+                tx.send(()).unwrap();
+                received += 1;
+            }
+            assert!(done.get(), "{backend:?}: the task starved");
+            received
+        });
+        eprintln!("{backend:?}: the task finished after {received} receives");
+    }
+}
