@@ -55,6 +55,18 @@ use crate::context::Context;
 
 use crate::kick::{clear_idle, set_idle, take_kicked};
 
+/// [`Builder::host_tokio_configure`]'s function.
+#[derive(Clone)]
+pub(crate) struct HostConfigure(
+    pub(crate) std::sync::Arc<dyn Fn(&mut tokio::runtime::Builder) + Send + Sync>,
+);
+
+impl std::fmt::Debug for HostConfigure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HostConfigure(..)")
+    }
+}
+
 /// The driver's readiness fd, borrowed (the driver owns and closes it,
 /// after the host is dropped).
 struct Readiness(RawFd);
@@ -144,7 +156,7 @@ impl Host {
     pub(crate) fn new(
         fd: RawFd,
         shutdown_timeout: Option<Duration>,
-        configure: Option<&crate::runtime::HostConfigure>,
+        configure: Option<&HostConfigure>,
     ) -> io::Result<Host> {
         let mut b = tokio::runtime::Builder::new_current_thread();
         b.enable_all();

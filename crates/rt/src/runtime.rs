@@ -37,21 +37,7 @@ pub struct Builder {
     #[cfg(feature = "tokio")]
     host_shutdown_timeout: Option<Duration>,
     #[cfg(feature = "tokio")]
-    host_configure: Option<HostConfigure>,
-}
-
-/// [`Builder::host_tokio_configure`]'s function.
-#[cfg(feature = "tokio")]
-#[derive(Clone)]
-pub(crate) struct HostConfigure(
-    pub(crate) std::sync::Arc<dyn Fn(&mut tokio::runtime::Builder) + Send + Sync>,
-);
-
-#[cfg(feature = "tokio")]
-impl std::fmt::Debug for HostConfigure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HostConfigure(..)")
-    }
+    host_configure: Option<crate::hosted::HostConfigure>,
 }
 
 impl Default for Builder {
@@ -184,7 +170,7 @@ impl Builder {
         mut self,
         f: impl Fn(&mut tokio::runtime::Builder) + Send + Sync + 'static,
     ) -> Self {
-        self.host_configure = Some(HostConfigure(std::sync::Arc::new(f)));
+        self.host_configure = Some(crate::hosted::HostConfigure(std::sync::Arc::new(f)));
         self
     }
 
