@@ -55,7 +55,7 @@ use crate::context::Context;
 
 use crate::kick::{clear_idle, set_idle, take_kicked};
 
-/// [`Builder::host_tokio_configure`]'s function.
+/// [`crate::Builder::host_tokio_configure`]'s function.
 #[derive(Clone)]
 pub(crate) struct HostConfigure(
     pub(crate) std::sync::Arc<dyn Fn(&mut tokio::runtime::Builder) + Send + Sync>,
