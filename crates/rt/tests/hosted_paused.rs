@@ -20,21 +20,21 @@ fn cpu_secs() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// A hosted runtime on `backend`, or `None` (said why) where it cannot run.
+fn hosted(backend: Backend) -> Option<ringkit::Runtime> {
+    Builder::new()
+        .backend(backend)
+        .ignore_env()
+        .host_tokio()
+        .build()
+        .map_err(|e| eprintln!("skipped {backend:?}: {e}"))
+        .ok()
+}
+
 #[test]
 fn a_paused_tokio_clock_is_not_moved_by_ringkit_timers() {
     for backend in [Backend::Epoll, Backend::Uring] {
-        let rt = match Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .host_tokio()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("skipped {backend:?}: {e}");
-                continue;
-            }
-        };
+        let Some(rt) = hosted(backend) else { continue };
         let (paused_elapsed, wall, cpu, ringkit_slept) = rt.block_on(async {
             tokio::time::pause();
             // A long ringkit timer armed beside tokio's paused clock.
@@ -116,18 +116,7 @@ fn start_paused_through_host_tokio_configure() {
 #[test]
 fn hosted_main_future_gets_tokios_whole_budget() {
     for backend in [Backend::Epoll, Backend::Uring] {
-        let rt = match Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .host_tokio()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("skipped {backend:?}: {e}");
-                continue;
-            }
-        };
+        let Some(rt) = hosted(backend) else { continue };
         let spent = rt.block_on(async {
             // Start from a fresh poll of the joint loop.
             tokio::task::yield_now().await;
@@ -149,18 +138,7 @@ fn hosted_main_future_gets_tokios_whole_budget() {
 #[test]
 fn a_busy_hosted_main_future_does_not_starve_tasks() {
     for backend in [Backend::Epoll, Backend::Uring] {
-        let rt = match Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .host_tokio()
-            .build()
-        {
-            Ok(rt) => rt,
-            Err(e) => {
-                eprintln!("skipped {backend:?}: {e}");
-                continue;
-            }
-        };
+        let Some(rt) = hosted(backend) else { continue };
         let received = rt.block_on(async {
             let done = std::rc::Rc::new(std::cell::Cell::new(false));
             let d = done.clone();
