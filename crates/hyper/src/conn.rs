@@ -91,8 +91,12 @@ const H2_HOLD: usize = FREE_HEAD;
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// A closing connection's lingering: at most this long, this many bytes.
+/// 64 KiB covers what a client still sends while it reads the end of a
+/// response (an HTTP/2 download's WINDOW_UPDATEs: 13 bytes a frame read)
+/// or a few pipelined requests; a peer flooding frames after a GOAWAY
+/// got 1 MiB in at the old limit (`tests/goaway.rs`).
 const LINGER_TIME: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 1 << 20;
+const LINGER_BYTES: usize = 64 * 1024;
 
 /// Half-close, then read and discard what the peer still sends until it
 /// closes too, for a while (a lingering close, as nginx does). Closed with

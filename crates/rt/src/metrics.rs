@@ -18,6 +18,7 @@ pub(crate) struct Metrics {
     pub(crate) tasks_spawned: Cell<u64>,
     pub(crate) recv_buffers: Cell<u64>,
     pub(crate) recv_bundled: Cell<u64>,
+    pub(crate) recv_pauses: Cell<u64>,
     pub(crate) send_chain_links: Cell<u64>,
     pub(crate) send_bundles: Cell<u64>,
     pub(crate) send_rings: Cell<u64>,
@@ -67,6 +68,10 @@ pub struct MetricsSnapshot {
     /// (`IORING_RECVSEND_BUNDLE`): each one a CQE saved.
     #[cfg_attr(feature = "publish", serde(default))]
     pub recv_bundled: u64,
+    /// io_uring: multishot receives paused because their stream left its
+    /// cap of received buffers unread (re-armed once it reads them).
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub recv_pauses: u64,
     /// io_uring, `SendBatch::Linked`: sends submitted as skipped members of
     /// a send chain; each one that succeeds is a CQE not posted.
     #[cfg_attr(feature = "publish", serde(default))]
@@ -125,6 +130,7 @@ impl MetricsSnapshot {
             ops_in_flight: gauge,
             recv_buffers: f(self.recv_buffers, o.recv_buffers),
             recv_bundled: f(self.recv_bundled, o.recv_bundled),
+            recv_pauses: f(self.recv_pauses, o.recv_pauses),
             send_chain_links: f(self.send_chain_links, o.send_chain_links),
             send_bundles: f(self.send_bundles, o.send_bundles),
             send_rings: f(self.send_rings, o.send_rings),
@@ -138,7 +144,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} send_chain_links={} send_bundles={} send_rings={} batch_waits={} coop_yields={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} recv_pauses={} send_chain_links={} send_bundles={} send_rings={} batch_waits={} coop_yields={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -149,6 +155,7 @@ impl fmt::Display for MetricsSnapshot {
             self.task_polls,
             self.recv_buffers,
             self.recv_bundled,
+            self.recv_pauses,
             self.send_chain_links,
             self.send_bundles,
             self.send_rings,
@@ -179,6 +186,7 @@ pub(crate) fn snapshot(
         ops_in_flight,
         recv_buffers: m.recv_buffers.get(),
         recv_bundled: m.recv_bundled.get(),
+        recv_pauses: m.recv_pauses.get(),
         send_chain_links: m.send_chain_links.get(),
         send_bundles: m.send_bundles.get(),
         send_rings: m.send_rings.get(),

@@ -93,7 +93,7 @@ impl Multishot {
             };
             let key = match self.key.get() {
                 Some(k) => k,
-                None => match u.submit_multi(entry(), rt.metrics) {
+                None => match u.submit_multi(entry(), self.kind, rt.metrics) {
                     Ok(k) => {
                         self.key.set(Some(k));
                         k

@@ -16,6 +16,14 @@
 //! ones already here without waiting. A bundle that finds the ring dry
 //! part-way takes what there is; an empty ring is `ENOBUFS` as above.
 //!
+//! A stream that leaves
+//! [`RECV_QUEUE_BYTES`](crate::driver::uring::RECV_QUEUE_BYTES) of buffers unread has its
+//! multishot paused by the driver (cancelled: the socket's own buffer then
+//! fills and TCP holds the peer back, as on epoll), so one connection that
+//! reads slower than its peer sends, or not at all, cannot take the ring
+//! the others share; the pause ends with `ECANCELED` once the queue before
+//! it is read, and the next read arms a new multishot.
+//!
 //! epoll: each call waits for readiness holding no buffer, then receives
 //! into the thread's scratch buffer and returns an exact-size copy
 //! ([`super::recv_scratch`]), so an idle connection holds no read buffer.
@@ -111,7 +119,7 @@ impl RecvMulti {
         let Some((ring, bundle)) = current::with(|rt| rt.driver.borrow_mut().buf_ring())? else {
             return Ok(Next::Scratch);
         };
-        poll_fn(|cx| {
+        poll_fn(|cx| loop {
             // Decided before the driver is borrowed (promotion to a
             // registered file borrows it too).
             let t = (!self.shot.is_armed()).then(&mut *target);
@@ -122,14 +130,18 @@ impl RecvMulti {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r?,
             };
-            Poll::Ready(match shot {
+            return Poll::Ready(match shot {
                 Shot::Single => Ok(Next::Scratch),
                 Shot::Ended => Ok(Next::StandIn),
                 // The ring ran dry: make progress with one plain receive.
                 Shot::Cqe(res, _) if res == -libc::ENOBUFS => Ok(Next::StandIn),
+                // Paused by the driver (this stream left its cap of
+                // buffers unread; only the driver cancels a live owner's
+                // receive), and now read up to the pause: arm it again.
+                Shot::Cqe(res, _) if res == -libc::ECANCELED => continue,
                 Shot::Cqe(res, _) if res < 0 => Err(io::Error::from_raw_os_error(-res)),
                 Shot::Cqe(res, flags) => Ok(Next::Got(ring_buf(&ring, res, flags))),
-            })
+            });
         })
         .await
     }

@@ -57,6 +57,10 @@ impl CqeQueue {
     pub(super) fn is_empty(&self) -> bool {
         self.head.is_none()
     }
+
+    pub(super) fn len(&self) -> usize {
+        usize::from(self.head.is_some()) + self.rest.len()
+    }
 }
 
 pub(super) enum Lifecycle {
@@ -68,6 +72,11 @@ pub(super) enum Lifecycle {
         queue: CqeQueue,
         wakers: Waiters,
         done: bool,
+        /// Pause (cancel) the operation once this many CQEs wait unread
+        /// (0: never); see `UringDriver::submit_multi`.
+        cap: u32,
+        /// A pause was asked for: its cancel is on its way.
+        pausing: bool,
     },
     MultiIgnored(MultiKind),
 }
@@ -92,15 +101,17 @@ impl std::fmt::Debug for Lifecycle {
 /// slot rewritten (CQEs arrive in the order the kernel took buffers, so at
 /// this point none of those later buffers has been handed out yet). Returns
 /// the provided buffers delivered to a live receive, and how many of them
-/// came after the first of a bundle.
+/// came after the first of a bundle, and whether the operation is to be
+/// paused now (its owner has left its cap of CQEs unread: the caller
+/// cancels it).
 pub(super) fn dispatch(
     ops: &mut slab::Slab<Lifecycle>,
     bufs: &Option<Rc<RefCell<BufRing>>>,
     key: usize,
     cqe: Cqe,
-) -> (u64, u64) {
+) -> (u64, u64, bool) {
     let Some(slot) = ops.get_mut(key) else {
-        return (0, 0);
+        return (0, 0, false);
     };
     match slot {
         Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
@@ -120,6 +131,8 @@ pub(super) fn dispatch(
             queue,
             wakers,
             done,
+            cap,
+            pausing,
         } => {
             let mut buffers = 0;
             let extra = for_each_buffer(cqe, bufs, |res, flags| {
@@ -130,7 +143,9 @@ pub(super) fn dispatch(
                 *done = true;
             }
             wakers.wake_all();
-            return (buffers, extra);
+            let pause = !*done && !*pausing && *cap > 0 && queue.len() >= *cap as usize;
+            *pausing |= pause;
+            return (buffers, extra, pause);
         }
         Lifecycle::MultiIgnored(kind) => {
             let kind = *kind;
@@ -151,7 +166,7 @@ pub(super) fn dispatch(
             }
         }
     }
-    (0, 0)
+    (0, 0, false)
 }
 
 /// Call `f(res, flags)` once for `cqe`, or, for a receive bundle, once per

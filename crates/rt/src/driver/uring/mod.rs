@@ -86,6 +86,12 @@ const REQUIRED_OPS: &[u8] = &[
     sys::IORING_OP_ASYNC_CANCEL,
 ];
 
+/// Bytes of received buffers one stream may leave unread before its
+/// multishot receive pauses (see [`UringDriver::submit_multi`]): 64 of the
+/// default 4 KiB buffers, about what a socket's receive buffer holds
+/// before TCP's window closes on an unread connection.
+pub(crate) const RECV_QUEUE_BYTES: u32 = 256 * 1024;
+
 /// The thread-owned io_uring state.
 #[derive(Debug)]
 pub(crate) struct UringDriver {
@@ -400,12 +406,30 @@ impl UringDriver {
         Ok(key)
     }
 
-    /// Queue `e` as a multishot operation; returns its key.
-    pub(crate) fn submit_multi(&mut self, e: Entry, m: &Metrics) -> io::Result<usize> {
+    /// Queue `e` as a multishot operation of `kind`; returns its key.
+    ///
+    /// A receive is paused (cancelled) once [`RECV_QUEUE_BYTES`] of its
+    /// buffers wait unread: a task that reads slower than its peer sends
+    /// (held by its budget, closing, or just not reading) would otherwise
+    /// let the kernel drain the socket into the shared buffer ring without
+    /// bound, where on epoll the socket's own buffer fills and TCP holds
+    /// the peer back. The owner re-arms when it has read the queue.
+    pub(crate) fn submit_multi(
+        &mut self,
+        e: Entry,
+        kind: MultiKind,
+        m: &Metrics,
+    ) -> io::Result<usize> {
+        let cap = match kind {
+            MultiKind::Recv => (RECV_QUEUE_BYTES / self.buf_size.max(1)).max(4),
+            MultiKind::Accept => 0,
+        };
         let key = self.ops.insert(Lifecycle::Multi {
             queue: CqeQueue::default(),
             wakers: Waiters::default(),
             done: false,
+            cap,
+            pausing: false,
         });
         if let Err(err) = self.push(e.user_data(key as u64), m) {
             self.ops.remove(key);
@@ -543,6 +567,7 @@ impl UringDriver {
             let mut n = 0u64;
             let (mut buffers, mut bundled) = (0u64, 0u64);
             let mut wake_fired = None;
+            let mut pauses = Vec::new();
             {
                 let (ring, ops, bufs) = (&mut self.ring, &mut self.ops, &self.bufs);
                 for cqe in ring.completions() {
@@ -561,11 +586,32 @@ impl UringDriver {
                             dispatch(ops, bufs, (ud & 0xffff_ffff) as usize, cqe);
                         }
                         key => {
-                            let (b, x) = dispatch(ops, bufs, key as usize, cqe);
+                            let (b, x, pause) = dispatch(ops, bufs, key as usize, cqe);
                             buffers += b;
                             bundled += x;
+                            if pause {
+                                pauses.push(key as usize);
+                            }
                         }
                     }
+                }
+            }
+            if !pauses.is_empty() {
+                for &key in &pauses {
+                    // Its owner left `cap` CQEs unread: cancel it, so the
+                    // socket's own buffer fills and TCP holds the peer back
+                    // (as on epoll); the owner re-arms once it has read
+                    // what is queued (`ECANCELED` ends it).
+                    self.cancel(key, m);
+                    Metrics::add(&m.recv_pauses, 1);
+                }
+                // Submitted now, while the slot is still this operation's:
+                // its owner, run before the next enter, may take a final
+                // CQE already queued (the multishot ended by itself), free
+                // the slot, and a new operation take the key, which a
+                // cancel submitted later would hit instead.
+                if self.ring.submit().is_ok() && self.ring.sq().pending() == 0 {
+                    self.fixed.sq_submitted();
                 }
             }
             Metrics::add(&m.cqes, n);

@@ -71,6 +71,7 @@ impl UringDriver {
                 queue,
                 wakers,
                 done,
+                ..
             }) => {
                 if let Some(item) = queue.pop_front() {
                     if *done && queue.is_empty() {

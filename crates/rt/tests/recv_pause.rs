@@ -1,0 +1,133 @@
+//! A stream whose task stops reading holds no more of the shared buffer
+//! ring than its cap: on io_uring the multishot receive pauses once 256 KiB
+//! of buffers wait unread, so the socket's own buffer fills and TCP holds
+//! the peer back, as on epoll. Before, the kernel drained such a socket
+//! into the ring until the ring ran dry (4 MiB at the defaults), one
+//! connection's unread flood taking every other connection's buffers.
+//! Nothing may be lost or reordered across a pause.
+
+#[allow(dead_code)] // this file uses `pattern` only
+mod common;
+
+use std::io::{ErrorKind, Write};
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use common::pattern;
+use ringkit::net::TcpListener;
+use ringkit::{Backend, Builder};
+
+/// Socket buffers asked for on both ends (the kernel doubles them).
+const SOCK_BUF: libc::c_int = 64 * 1024;
+
+fn set_buf(fd: libc::c_int, opt: libc::c_int) {
+    // SAFETY: setsockopt on a socket this test owns, with an int option
+    // of the size passed.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&SOCK_BUF as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "setsockopt: {}", std::io::Error::last_os_error());
+}
+
+/// Write `data` without blocking until the peer has taken nothing for
+/// 300 ms; returns how much was written.
+fn write_until_stuck(s: &mut std::net::TcpStream, data: &[u8]) -> usize {
+    s.set_nonblocking(true).unwrap();
+    let (mut at, mut stuck_since) = (0, Instant::now());
+    while at < data.len() && stuck_since.elapsed() < Duration::from_millis(300) {
+        match s.write(&data[at..(at + 64 * 1024).min(data.len())]) {
+            Ok(n) => {
+                at += n;
+                stuck_since = Instant::now();
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    s.set_nonblocking(false).unwrap();
+    at
+}
+
+fn unread_stream_is_held_back(backend: Backend) {
+    let rt = match Builder::new().ignore_env().backend(backend).build() {
+        Ok(rt) => rt,
+        Err(e) if backend == Backend::Uring => {
+            eprintln!("skipped on io_uring: unavailable here: {e}");
+            return;
+        }
+        Err(e) => panic!("epoll runtime: {e}"),
+    };
+    let std_l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    // Inherited by the accepted socket: small kernel buffers, so what the
+    // peer gets in is mostly what the server side took out of the socket.
+    set_buf(std_l.as_raw_fd(), libc::SO_RCVBUF);
+    let addr = std_l.local_addr().unwrap();
+    let data = pattern(32 << 20);
+    let sent = data.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = std::thread::spawn(move || {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        set_buf(s.as_raw_fd(), libc::SO_SNDBUF);
+        s.write_all(&sent[..1]).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let stuck_at = 1 + write_until_stuck(&mut s, &sent[1..]);
+        tx.send(stuck_at).unwrap();
+        // Then everything else, as the server reads again.
+        s.write_all(&sent[stuck_at..]).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+    });
+    let got = rt.block_on(async {
+        let l = TcpListener::from_std(std_l).unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        // One read arms the multishot receive; then the task stops reading.
+        let mut got = s.read_pooled().await.unwrap().to_vec();
+        let stuck_at = loop {
+            if let Ok(n) = rx.try_recv() {
+                break n;
+            }
+            ringkit::time::sleep(Duration::from_millis(20)).await;
+        };
+        loop {
+            let b = s.read_pooled().await.unwrap();
+            if b.is_empty() {
+                break;
+            }
+            got.extend_from_slice(&b);
+        }
+        (stuck_at, got)
+    });
+    client.join().unwrap();
+    let (stuck_at, got) = got;
+    let m = rt.metrics();
+    // Socket buffers (64 KiB asked, doubled, on each side), plus what the
+    // server side may hold: a 256 KiB cap, a bundle past it.
+    const BOUND: usize = 1536 * 1024;
+    assert!(
+        stuck_at <= BOUND,
+        "{backend:?}: the peer got {stuck_at} bytes into a stream whose task did not read (bound {BOUND}): {m}"
+    );
+    assert_eq!(got.len(), data.len(), "{backend:?}: bytes lost");
+    assert!(got == data, "{backend:?}: bytes reordered or changed");
+    if backend == Backend::Uring && m.recv_buffers > 0 {
+        assert!(m.recv_pauses > 0, "no pause counted: {m}");
+    }
+    eprintln!("{backend:?}: held back after {stuck_at} bytes; {m}");
+}
+
+#[test]
+fn an_unread_stream_is_held_back_uring() {
+    unread_stream_is_held_back(Backend::Uring);
+}
+
+#[test]
+fn an_unread_stream_is_held_back_epoll() {
+    unread_stream_is_held_back(Backend::Epoll);
+}
