@@ -42,9 +42,11 @@
 //! connection downloading a large response holds nothing, and a pipelined
 //! partial request behind it is charged. A refused or evicted connection
 //! gives up its input before its 503 is written (that write can block for
-//! the send timeout). Not counted: TLS buffers (rustls keeps up to ~16 KiB
-//! of decrypted input and a record per connection) and the thread's pool
-//! of recycled head storage (at most 256 entries).
+//! the send timeout). The ciphertext of TLS handshakes under way is
+//! counted apart, under the same limit ([`Handshakes`]). Not counted:
+//! rustls's buffers once the handshake is done (up to ~16 KiB of decrypted
+//! input and a record per connection) and the thread's pool of recycled
+//! head storage (at most 256 entries).
 //!
 //! [`ServerConfig::max_buffered_bytes`]: crate::ServerConfig::max_buffered_bytes
 
@@ -52,6 +54,47 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::task::Waker;
+
+/// What a TLS handshake may hold however full [`Handshakes`] is, while it
+/// is under twice the limit: a large ClientHello (an ordinary one is under
+/// 2 KiB; post-quantum key shares add about 1 KiB).
+pub(crate) const HANDSHAKE_FREE: usize = 16 * 1024;
+
+/// The ciphertext that TLS handshakes not yet complete hold on one server
+/// thread (rustls collects a ClientHello of up to 64 KiB), counted against
+/// the same limit as [`InputBudget`] but apart from it: charged to the
+/// input budget, a few hundred unfinished 64 KiB ClientHellos (each under
+/// [`MIN_GRANT`], so never evicted) filled it and every upload was
+/// answered 503. A handshake that would take the count over the limit is
+/// refused (its connection closes, with nothing to answer) unless it holds
+/// at most [`HANDSHAKE_FREE`] and the count is under twice the limit; so
+/// handshakes hold at most twice the limit plus 16 KiB a connection, and
+/// an ordinary one always gets through.
+#[derive(Debug, Default)]
+pub(crate) struct Handshakes {
+    total: Cell<usize>,
+}
+
+impl Handshakes {
+    /// Move a connection's charge from `*charged` to `now` bytes. False
+    /// (and nothing changed) if that is refused.
+    pub(crate) fn charge(&self, charged: &mut usize, now: usize, limit: usize) -> bool {
+        let total = self.total.get() - *charged + now;
+        let over = total > limit && (now > HANDSHAKE_FREE || total > limit.saturating_mul(2));
+        if now > *charged && over {
+            return false;
+        }
+        self.total.set(total);
+        *charged = now;
+        true
+    }
+
+    /// Bytes counted now.
+    #[cfg(test)]
+    fn total(&self) -> usize {
+        self.total.get()
+    }
+}
 
 /// A newcomer may always ask for this much (or the limit, if smaller),
 /// whatever the number of holders; a holder of no more is never evicted.
@@ -232,6 +275,42 @@ impl InputBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handshakes_are_held_to_the_limit_but_small_ones_pass() {
+        const K: usize = 1024;
+        let h = Handshakes::default();
+        let limit = 256 * K;
+        let mut big = vec![0usize; 4];
+        for c in &mut big {
+            assert!(h.charge(c, 64 * K, limit));
+        }
+        // Full: a large one is refused, and keeps what it had.
+        let mut late = 0;
+        assert!(h.charge(&mut late, 12 * K, limit), "small: let through");
+        assert!(!h.charge(&mut late, 64 * K, limit));
+        assert_eq!(late, 12 * K);
+        // An ordinary ClientHello still passes, up to twice the limit.
+        let mut small = 0;
+        assert!(h.charge(&mut small, 2 * K, limit));
+        let mut smalls = vec![0usize; 200];
+        let admitted = smalls
+            .iter_mut()
+            .map(|c| h.charge(c, 16 * K, limit))
+            .filter(|&ok| ok)
+            .count();
+        assert!(admitted < 200, "{admitted}");
+        assert!(h.total() <= 2 * limit + 16 * K, "{}", h.total());
+        // Done or closed: given back.
+        for c in big
+            .iter_mut()
+            .chain(&mut smalls)
+            .chain([&mut small, &mut late])
+        {
+            assert!(h.charge(c, 0, limit));
+        }
+        assert_eq!(h.total(), 0);
+    }
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
     use std::task::Wake;

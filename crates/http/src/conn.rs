@@ -55,7 +55,7 @@ use ringkit::net::TcpStream;
 use ringkit::sync::{Drain, DrainGuard};
 use ringkit::time::Sleep;
 
-use crate::budget::{Account, InputBudget};
+use crate::budget::{Account, Handshakes, InputBudget};
 use crate::decode::RequestDecoder;
 use crate::encode::{self, write_head};
 use crate::response::FileBody;
@@ -114,12 +114,15 @@ pub(crate) struct Shared {
     pub(crate) drain: Rc<Drain>,
     /// Bytes of input all connections hold (see the module docs).
     budget: InputBudget,
+    /// Ciphertext of TLS handshakes under way (see [`Handshakes`]).
+    handshakes: Handshakes,
 }
 
 impl Shared {
     pub(crate) fn new(config: ServerConfig, tls: Option<crate::TlsConfig>) -> Shared {
         Shared {
             budget: InputBudget::new(config.max_buffered_bytes),
+            handshakes: Handshakes::default(),
             config,
             tls,
             pooled_reads: ringkit::backend_report()
@@ -169,6 +172,8 @@ struct Conn<H> {
     request_since: Option<Instant>,
     /// This connection's share of the thread's input budget.
     account: Account,
+    /// What its TLS handshake is charged in [`Shared::handshakes`].
+    handshake: usize,
     /// Wakes this connection's task (when a newcomer evicts it).
     waker: Waker,
 }
@@ -176,6 +181,8 @@ struct Conn<H> {
 impl<H> Drop for Conn<H> {
     fn drop(&mut self) {
         self.shared.budget.release(&mut self.account);
+        let limit = self.shared.config.max_buffered_bytes;
+        self.shared.handshakes.charge(&mut self.handshake, 0, limit);
     }
 }
 
@@ -216,6 +223,7 @@ pub(crate) async fn serve<H: Handler>(
         last_active: now,
         request_since: None,
         account,
+        handshake: 0,
         waker,
     };
     if let Err(e) = c.run().await {

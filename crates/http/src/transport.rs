@@ -62,6 +62,16 @@ impl Transport {
         }
     }
 
+    /// Ciphertext received for a TLS handshake not yet complete (what
+    /// rustls may hold of it); 0 in the clear.
+    pub(crate) fn tls_handshake_bytes(&self) -> usize {
+        match self {
+            Transport::Plain(_) => 0,
+            #[cfg(feature = "tls")]
+            Transport::Tls(t) => t.borrow().handshake_bytes(),
+        }
+    }
+
     /// Make the close (when this is dropped) a reset that discards unsent
     /// bytes: for a peer that has stopped reading, which would never see a
     /// FIN queued behind them.

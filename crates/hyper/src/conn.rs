@@ -49,7 +49,12 @@
 //! (known by the whole client preface) is charged at most an ordinary head
 //! (16 KiB, a partial frame): a stream of control frames is consumed as it
 //! comes, and a flood of them is the runtime's cooperative budget's to
-//! bound, not this count's.
+//! bound, not this count's. Over TLS the ciphertext of a handshake not yet
+//! complete is charged the same way (rustls collects a ClientHello of up
+//! to 64 KiB, trickled as slowly as the peer likes).
+//!
+//! A closing connection lingers over at most 64 KiB: a peer that floods
+//! frames after a GOAWAY gets little more in.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -171,6 +176,8 @@ struct Activity {
     frames: Cell<FrameWalk>,
     /// Bytes received since a request last started (charged to `budget`).
     unstarted: Cell<usize>,
+    /// Of those, the TLS handshake's ciphertext (see `Watched::poll_read`).
+    handshake_charged: Cell<usize>,
     /// The thread's count of such bytes, and its limit.
     budget: Rc<Cell<usize>>,
     limit: usize,
@@ -483,21 +490,39 @@ impl Read for Watched {
         if this.activity.first_byte.get().is_none() && (got || io.tls_received()) {
             this.activity.first_byte.set(Some(Instant::now()));
         }
+        // A TLS handshake's ciphertext waits in rustls as a partial head
+        // waits in hyper: charged alike (given back when a request starts).
+        let handshake = io.tls_handshake_bytes();
+        let charged = this.activity.handshake_charged.get();
+        if handshake > charged {
+            if !this.activity.charge(handshake - charged) {
+                tracing::debug!(
+                    "ringkit-hyper: closing a TLS handshake over the thread's input budget"
+                );
+                return Poll::Ready(Err(over_budget()));
+            }
+            this.activity.handshake_charged.set(handshake);
+        }
         let n = ready!(r)?;
         // SAFETY: the first `n` bytes were just written by `poll_read_into`.
         let got = unsafe { std::slice::from_raw_parts(buf.as_mut().as_ptr().cast::<u8>(), n) };
         this.activity.sniff(got);
         if !this.activity.charge(n) {
             tracing::debug!("ringkit-hyper: closing a connection over the thread's input budget");
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "over the thread's budget of bytes received before a request",
-            )));
+            return Poll::Ready(Err(over_budget()));
         }
         // SAFETY: the first `n` bytes were just written.
         unsafe { buf.advance(n) };
         Poll::Ready(Ok(()))
     }
+}
+
+/// The error that closes a connection over the thread's input budget.
+fn over_budget() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::ConnectionAborted,
+        "over the thread's budget of bytes received before a request",
+    )
 }
 
 impl Watched {
@@ -598,6 +623,7 @@ pub(crate) async fn serve<S, B>(
         h2: Cell::new(None),
         frames: Cell::new(FrameWalk::default()),
         unstarted: Cell::new(0),
+        handshake_charged: Cell::new(0),
         budget,
         limit: limits.max_buffered_bytes,
     });

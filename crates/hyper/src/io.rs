@@ -58,6 +58,16 @@ impl HyperIo {
         }
     }
 
+    /// Ciphertext a TLS connection has received for a handshake not yet
+    /// complete (what rustls may hold of it); 0 in the clear.
+    pub(crate) fn tls_handshake_bytes(&self) -> usize {
+        match &self.0 {
+            Inner::Plain(_) => 0,
+            #[cfg(feature = "tls")]
+            Inner::Tls(io) => io.handshake_bytes(),
+        }
+    }
+
     /// Make the close (when this is dropped) a reset that discards unsent
     /// bytes: for a peer that has stopped reading, which would never see a
     /// FIN queued behind them.

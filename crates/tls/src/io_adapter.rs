@@ -29,12 +29,19 @@ pub struct TlsIo {
     /// Plaintext bytes taken to encrypt (capped at 1 MiB): how much of
     /// rustls's buffers this connection may have grown and will free.
     sent: usize,
+    /// Ciphertext received while the handshake is not complete: what
+    /// rustls may hold of a handshake message being collected (up to
+    /// 64 KiB a message). Zero once the handshake is done.
+    handshake_bytes: usize,
+    /// The most `handshake_bytes` reached (for the allocator on drop).
+    handshake_peak: usize,
 }
 
 impl Drop for TlsIo {
     fn drop(&mut self) {
-        // rustls's record buffers go back to the allocator now.
-        ringkit::alloc::freed(self.sent);
+        // rustls's record and handshake buffers go back to the allocator
+        // now.
+        ringkit::alloc::freed(self.sent + self.handshake_peak);
     }
 }
 
@@ -82,6 +89,8 @@ impl TlsIo {
             eof: false,
             received_at: None,
             sent: 0,
+            handshake_bytes: 0,
+            handshake_peak: 0,
         })
     }
 
@@ -101,6 +110,16 @@ impl TlsIo {
     /// bounds a request head.
     pub fn handshake_since(&self) -> Option<std::time::Instant> {
         self.received_at.filter(|_| self.conn.is_handshaking())
+    }
+
+    /// Ciphertext received since the handshake began, while it is not
+    /// complete (0 once it is): what rustls may be holding of a handshake
+    /// message still being collected. A server charges it to its input
+    /// budget as it charges a partial request head (rustls takes a
+    /// ClientHello of up to 64 KiB, in records trickled as slowly as the
+    /// peer likes).
+    pub fn handshake_bytes(&self) -> usize {
+        self.handshake_bytes
     }
 
     /// The protocol ALPN chose, once the handshake is done.
@@ -145,7 +164,15 @@ impl TlsIo {
             return Poll::Ready(Ok(false));
         }
         self.received_at.get_or_insert_with(std::time::Instant::now);
-        if let Err(e) = self.conn.process_new_packets() {
+        if self.conn.is_handshaking() {
+            self.handshake_bytes += n;
+            self.handshake_peak = self.handshake_peak.max(self.handshake_bytes);
+        }
+        let processed = self.conn.process_new_packets();
+        if !self.conn.is_handshaking() {
+            self.handshake_bytes = 0;
+        }
+        if let Err(e) = processed {
             // Send the alert rustls queued, then fail.
             let _ = self.write_records(cx);
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));

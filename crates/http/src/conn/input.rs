@@ -105,6 +105,7 @@ impl<H: Handler> Conn<H> {
         let header_timeout = shared.config.header_timeout;
         let mut deadline = deadline;
         let account = &self.account;
+        let charged = &mut self.handshake;
         poll_fn(|cx| {
             if !mid && shared.shutting_down() {
                 return Poll::Ready(Input::Shutdown);
@@ -118,6 +119,17 @@ impl<H: Handler> Conn<H> {
                     Ok(rb) => Input::Data(rb),
                     Err(_) => Input::Failed,
                 });
+            }
+            // A TLS handshake's ciphertext waits in rustls: counted under
+            // the input limit (see `Handshakes`); a handshake refused just
+            // closes (nothing to answer), and one done gives it back.
+            let handshake = stream.tls_handshake_bytes();
+            if handshake != *charged {
+                let limit = shared.config.max_buffered_bytes;
+                if !shared.handshakes.charge(charged, handshake, limit) {
+                    tracing::debug!("ringkit-http: a TLS handshake over the input budget");
+                    return Poll::Ready(Input::Failed);
+                }
             }
             // A TLS handshake under way is bounded as a request head is.
             if let Some(t) = stream.handshake_since() {

@@ -48,10 +48,20 @@ pub enum Attack {
     H2RapidReset,
     /// HTTP/2: a header block continued without end.
     H2Continuation,
+    /// HTTP/2: SETTINGS frames back to back, their ACKs never read.
+    H2SettingsFlood,
+    /// HTTP/2: empty DATA frames on an open request stream.
+    H2EmptyFrames,
+    /// HTTP/2: header blocks that name one 4 KB dynamic-table entry
+    /// thousands of times (each decodes to tens of MB).
+    H2HpackBomb,
+    /// TLS: all but the last 100 bytes of a 64 KiB ClientHello (the
+    /// largest rustls collects), on many connections.
+    TlsBigHello,
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 14] = [
+pub const ALL: [Attack; 18] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -66,6 +76,10 @@ pub const ALL: [Attack; 14] = [
     Attack::H2ZeroWindow,
     Attack::H2RapidReset,
     Attack::H2Continuation,
+    Attack::H2SettingsFlood,
+    Attack::H2EmptyFrames,
+    Attack::H2HpackBomb,
+    Attack::TlsBigHello,
 ];
 
 /// The probe's p99 budget under a frame flood, seconds (the same hyper on
@@ -93,6 +107,10 @@ impl Attack {
             Attack::H2ZeroWindow => "h2-zero-window",
             Attack::H2RapidReset => "h2-rapid-reset",
             Attack::H2Continuation => "h2-continuation",
+            Attack::H2SettingsFlood => "h2-settings-flood",
+            Attack::H2EmptyFrames => "h2-empty-frames",
+            Attack::H2HpackBomb => "h2-hpack-bomb",
+            Attack::TlsBigHello => "tls-big-hello",
         }
     }
 
@@ -112,6 +130,8 @@ impl Attack {
             // (it has no timeouts for the others to wait for).
             a if a.floods() => axum || t == Target::AxumTokio,
             Attack::H2ZeroWindow => axum,
+            // ringkit's TLS servers (nginx's limits are its own).
+            Attack::TlsBigHello => matches!(t, Target::ServeTls | Target::AxumTls),
             _ if t == Target::AxumTokio => false,
             Attack::SlowBody => t.http(),
             Attack::MaxBodies => t != Target::Echo,
@@ -127,6 +147,9 @@ impl Attack {
                 | Attack::H2PingFlood
                 | Attack::H2RapidReset
                 | Attack::H2Continuation
+                | Attack::H2SettingsFlood
+                | Attack::H2EmptyFrames
+                | Attack::H2HpackBomb
         )
     }
 
@@ -142,6 +165,9 @@ impl Attack {
                 | Attack::H2PingFlood
                 | Attack::H2RapidReset
                 | Attack::H2Continuation
+                | Attack::H2SettingsFlood
+                | Attack::H2EmptyFrames
+                | Attack::H2HpackBomb
         )
     }
 
@@ -155,10 +181,41 @@ impl Attack {
     pub fn cap(self, cap: usize) -> usize {
         match self {
             Attack::BurstThenIdle => cap.max(BURST_CONNS + 64),
+            Attack::TlsBigHello => cap.max(BIG_HELLO_CONNS + 64),
             _ => cap,
         }
     }
+
+    /// The server's input budget for this attack (`--max-buffered-mib`),
+    /// when not its default (32 MiB): the short form's few connections
+    /// could not fill that, so it lowers it.
+    pub fn input_mib(self, short: bool) -> Option<usize> {
+        (short && self == Attack::TlsBigHello).then_some(BIG_HELLO_SHORT_MIB)
+    }
+
+    /// Most RSS over the start allowed once the attack's connections have
+    /// all closed, KiB.
+    pub fn closed_budget_kib(self) -> Option<u64> {
+        matches!(self, Attack::BurstThenIdle | Attack::TlsBigHello).then_some(16 * 1024)
+    }
+
+    /// Most RSS growth allowed under the attack, KiB, with `input_mib` the
+    /// server's input budget: twice the budget (what small holders may
+    /// add past it) and 16 MiB of slack.
+    pub fn rss_budget_kib(self, input_mib: Option<usize>) -> Option<u64> {
+        let mib = input_mib.unwrap_or(32) as u64;
+        match self {
+            Attack::MaxBodies => Some(64 * 1024),
+            Attack::TlsBigHello => Some((2 * mib + 16) * 1024),
+            _ => None,
+        }
+    }
 }
+
+/// Connections holding a large ClientHello (full form; short: 600).
+const BIG_HELLO_CONNS: usize = 3000;
+/// The input budget the short form gives the server under it, MiB.
+const BIG_HELLO_SHORT_MIB: usize = 4;
 
 /// What an attack did and saw (before the budgets are applied).
 #[derive(Debug, Default)]
@@ -374,9 +431,39 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         }
         Attack::H2RapidReset => super::h2::flood(cx, &mut o, Frames::RapidReset, true)?,
         Attack::H2Continuation => super::h2::flood(cx, &mut o, Frames::Continuation, true)?,
+        Attack::H2SettingsFlood => {
+            // SETTINGS_MAX_CONCURRENT_STREAMS = 100, each to be ACKed.
+            const SETTINGS: &[u8] = &[0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100];
+            super::h2::flood(cx, &mut o, Frames::Same(SETTINGS), false)?
+        }
+        Attack::H2EmptyFrames => super::h2::flood(cx, &mut o, Frames::EmptyData, true)?,
+        Attack::H2HpackBomb => super::h2::flood(cx, &mut o, Frames::HpackBomb, true)?,
         Attack::H2ZeroWindow => {
             let budget = cx.timeouts.send.as_secs_f64() + SLACK + 1.0;
             super::h2::zero_window(cx, &mut o, budget)?
+        }
+        Attack::TlsBigHello => {
+            let wire = big_hello();
+            for _ in 0..cx.n(BIG_HELLO_CONNS, 600) {
+                let Ok(mut c) = cx.tcp() else {
+                    o.notes.push("some connections were refused".into());
+                    continue;
+                };
+                // One the server closes part-way (over its input budget)
+                // fails here, and is counted closed.
+                let _ = c.write_all(&wire);
+                held.push(Conn::Plain(c));
+            }
+            o.notes.dedup();
+            held.restart_clock();
+            // Each the server kept is a handshake under way: closed at the
+            // header timeout.
+            let budget = Some(cx.timeouts.header.as_secs_f64() + SLACK);
+            cx.await_close(&mut held, budget, &mut o);
+            // What the server gives back once they closed may take a
+            // moment (it asks the allocator 1 s after): RSS is sampled
+            // after this.
+            std::thread::sleep(Duration::from_millis(1500));
         }
         Attack::MaxBodies => {
             let n = 100;
@@ -398,6 +485,22 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         }
     }
     Ok(o)
+}
+
+/// A ClientHello announced as 65 520 bytes (rustls takes handshake
+/// messages up to 64 KiB), all but its last 100 bytes, in records of
+/// 16 KiB: the handshake can neither finish nor fail.
+fn big_hello() -> Vec<u8> {
+    const LEN: usize = 65_520;
+    let mut msg = vec![1u8, 0, (LEN >> 8) as u8, LEN as u8];
+    msg.resize(4 + LEN - 100, 0);
+    let mut wire = Vec::with_capacity(msg.len() + 32);
+    for rec in msg.chunks(16_384) {
+        wire.extend([0x16, 0x03, 0x01]);
+        wire.extend((rec.len() as u16).to_be_bytes());
+        wire.extend(rec);
+    }
+    wire
 }
 
 /// Write `bytes` to every held connection a byte a second until the

@@ -17,6 +17,10 @@
 //!   headers without end. hyper's limits (pending resets, header list
 //!   size) close such a connection; it is made again at once, and the
 //!   probe is judged as under the floods above.
+//! - **SETTINGS flood** (CVE-2019-9515; ACKs never read), **empty DATA
+//!   frames** on an open stream (CVE-2019-9518), **HPACK bomb**
+//!   (CVE-2016-6581: one 4 KB dynamic-table entry named 12 000 times a
+//!   block): judged as the floods above.
 //! - **Zero window answering PINGs**: streams opened with an initial
 //!   window of 0 (no response byte may go), on connections that keep
 //!   sending PINGs, which the server answers. They must be closed at the
@@ -102,6 +106,13 @@ pub(super) enum Frames {
     RapidReset,
     /// One HEADERS frame without END_HEADERS, then CONTINUATION frames.
     Continuation,
+    /// A POST's HEADERS (no END_STREAM), then empty DATA frames on it
+    /// (CVE-2019-9518).
+    EmptyData,
+    /// On each new stream, a HEADERS block that adds a 4 000-byte header
+    /// to the dynamic table and names it 12 000 times (48 MB decoded;
+    /// CVE-2016-6581).
+    HpackBomb,
 }
 
 /// Frames per write.
@@ -133,6 +144,26 @@ impl Frames {
                 while out.len() < BATCH {
                     out.extend(frame(9, 0, 1, &one.repeat(16)));
                 }
+            }
+            Frames::EmptyData => {
+                if *stream == 1 {
+                    // `:method POST` (index 3), `:scheme http`, `:path /`.
+                    out.extend(frame(1, 0x4, 1, &[0x83, 0x86, 0x84]));
+                    *stream = 3;
+                }
+                out.extend(frame(0, 0, 1, &[]).repeat(BATCH / 9));
+            }
+            Frames::HpackBomb => {
+                // Literal with incremental indexing, new name `x-bomb`:
+                // it becomes dynamic entry 62 (0xbe) at once.
+                let mut block = vec![0x82, 0x86, 0x84, 0x40, 6];
+                block.extend(b"x-bomb");
+                // Value length 4000: a 7-bit prefix integer (127 + 3873).
+                block.extend([0x7f, 0xa1, 0x1e]);
+                block.extend([b'b'; 4000]);
+                block.extend([0xbe; 12_000]);
+                out.extend(frame(1, 0x5, *stream, &block));
+                *stream += 2;
             }
         }
         out
@@ -284,5 +315,14 @@ mod tests {
         assert!(first[1..].iter().all(|&f| f == (9, 0, 1)));
         let more = walk(&Frames::Continuation.next(&mut stream));
         assert!(more.iter().all(|&f| f == (9, 0, 1)), "no END_HEADERS, ever");
+        let mut stream = 1;
+        let empty = walk(&Frames::EmptyData.next(&mut stream));
+        assert_eq!(empty[0], (1, 4, 1), "a POST's HEADERS, its stream open");
+        assert!(empty[1..].iter().all(|&f| f == (0, 0, 1)));
+        let mut stream = 1;
+        let bomb = Frames::HpackBomb.next(&mut stream);
+        assert_eq!(walk(&bomb), [(1, 5, 1)]);
+        assert!(bomb.len() - 9 <= 16_384, "within the default frame size");
+        assert_eq!(stream, 3);
     }
 }

@@ -253,6 +253,9 @@ pub struct Launch<'a> {
     pub short: bool,
     /// A number unique in the run (the log's and nginx's directories).
     pub run: usize,
+    /// `--max-buffered-mib` (the input budget per thread), when not the
+    /// server's default.
+    pub input_mib: Option<usize>,
 }
 
 /// The command that starts `t` as `l` says.
@@ -318,6 +321,9 @@ pub fn command(t: Target, l: &Launch) -> io::Result<Vec<String>> {
     v.extend(["--addr".into(), a, "--backend".into(), backend.into()]);
     if t.has_cap() {
         v.extend(["--max-connections".into(), cap.to_string()]);
+    }
+    if let Some(mib) = l.input_mib {
+        v.extend(["--max-buffered-mib".into(), mib.to_string()]);
     }
     v.extend(timeouts.flags(t, short));
     Ok(v)
