@@ -14,6 +14,11 @@
 //! app `ringkit axum` serves) with `axum::serve` on tokio's current-thread
 //! runtime, TCP_NODELAY on every connection.
 //!
+//! `axum-https ADDR CERT KEY` is the same app over TLS on tokio: rustls
+//! (ring provider, ALPN h2 and http/1.1, the configuration ringkit's
+//! servers load) through tokio-rustls, each connection served by
+//! hyper-util's auto builder, as axum's own TLS example does.
+//!
 //! `openraft-node` is a node of the replicated map of `ringkit raft` on
 //! openraft's tokio runtime, its log an append file ([`raft`]).
 //!
@@ -29,6 +34,22 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("openraft-node") {
         if let Err(e) = raft::main(&args[2..]) {
             eprintln!("ringkit-peer: openraft-node: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if args.get(1).map(String::as_str) == Some("axum-https") {
+        let res = match (args.get(2).map(|a| a.parse()), args.get(3), args.get(4)) {
+            (Some(Ok(addr)), Some(cert), Some(key)) if args.len() == 5 => {
+                axum_https(addr, cert.as_ref(), key.as_ref())
+            }
+            _ => {
+                eprintln!("usage: ringkit-peer axum-https ADDR CERT KEY");
+                std::process::exit(2);
+            }
+        };
+        if let Err(e) = res {
+            eprintln!("ringkit-peer: {e}");
             std::process::exit(1);
         }
         return;
@@ -124,6 +145,50 @@ fn axum_http(addr: SocketAddr) -> std::io::Result<()> {
         });
         eprintln!("ringkit-peer: axum 0.8 (hello app) on tokio current_thread on {addr}");
         axum::serve(l, ringkit_hyper::hello::app()).await
+    })
+}
+
+/// The hello app over TLS on tokio current_thread (see the module docs).
+fn axum_https(
+    addr: SocketAddr,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto;
+    use hyper_util::service::TowerToHyperService;
+    let cfg = ringkit_hyper::tls::server_config(cert, key, &[b"h2", b"http/1.1"])?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()?;
+    rt.block_on(async move {
+        let l = tokio::net::TcpListener::bind(addr).await?;
+        eprintln!(
+            "ringkit-peer: axum 0.8 (hello app) over rustls on tokio current_thread on {addr}"
+        );
+        let app = ringkit_hyper::hello::app();
+        loop {
+            let (s, _) = match l.accept().await {
+                Ok(x) => x,
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    continue;
+                }
+            };
+            let _ = s.set_nodelay(true);
+            let (acceptor, app) = (acceptor.clone(), app.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(s).await else {
+                    return;
+                };
+                let svc = TowerToHyperService::new(app);
+                let _ = auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .await;
+            });
+        }
     })
 }
 

@@ -49,10 +49,10 @@ fn battery(server: &str) {
         "axum-tls" => 18,
         "serve-tls" => 10,
         // The HTTP/2 floods only, once: it is tokio's.
-        "axum-tokio" => 7,
+        "axum-tokio" | "axum-tls-tokio" => 7,
         _ => 9,
     };
-    let backends = if backend == "auto" && server != "axum-tokio" {
+    let backends = if backend == "auto" && !server.ends_with("-tokio") {
         2
     } else {
         1
@@ -85,13 +85,9 @@ fn axum_tls() {
     battery("axum-tls");
 }
 
-/// The same axum app on tokio (`ringkit-peer`), on the HTTP/2 floods:
-/// the battery measures it beside ringkit's and holds it to no budget, so
-/// this checks the attack runs against it.
-#[test]
-fn axum_tokio() {
-    // Built by `cargo build -p ringkit-peers` (CI does): the peers are not
-    // a default member.
+/// Whether `ringkit-peer` is built (by `cargo build -p ringkit-peers`, as
+/// CI does: the peers are not a default member); says so if not.
+fn peer_built() -> bool {
     let exe = std::path::PathBuf::from(env!("CARGO_BIN_EXE_ringkit"));
     let peer = exe.with_file_name("ringkit-peer");
     if !peer.exists() {
@@ -99,9 +95,26 @@ fn axum_tokio() {
             "skipped: {} not built (cargo build -p ringkit-peers)",
             peer.display()
         );
-        return;
     }
-    battery("axum-tokio");
+    peer.exists()
+}
+
+/// The same axum app on tokio (`ringkit-peer`), on the HTTP/2 floods:
+/// the battery measures it beside ringkit's and holds it to no budget, so
+/// this checks the attack runs against it.
+#[test]
+fn axum_tokio() {
+    if peer_built() {
+        battery("axum-tokio");
+    }
+}
+
+/// The same over TLS (`ringkit-peer axum-https`), beside `axum-tls`.
+#[test]
+fn axum_tls_tokio() {
+    if peer_built() {
+        battery("axum-tls-tokio");
+    }
 }
 
 #[test]

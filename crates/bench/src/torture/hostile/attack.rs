@@ -128,11 +128,11 @@ impl Attack {
         match self {
             // axum on tokio stands beside ringkit's on the HTTP/2 floods
             // (it has no timeouts for the others to wait for).
-            a if a.floods() => axum || t == Target::AxumTokio,
+            a if a.floods() => t.axum(),
             Attack::H2ZeroWindow => axum,
             // ringkit's TLS servers (nginx's limits are its own).
             Attack::TlsBigHello => matches!(t, Target::ServeTls | Target::AxumTls),
-            _ if t == Target::AxumTokio => false,
+            _ if t.peer() => false,
             Attack::SlowBody => t.http(),
             Attack::MaxBodies => t != Target::Echo,
             _ => true,

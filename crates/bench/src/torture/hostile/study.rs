@@ -1,8 +1,9 @@
 //! `ringkit compare hostile`: the battery against every ringkit server and
 //! against nginx where nginx does the same job (static files, in the clear
-//! and over TLS), and against the same axum app on tokio on the HTTP/2
-//! floods (a row of ringkit's axum says where its well-behaved client did
-//! worse), one table with each attack's rows side by side.
+//! and over TLS), and against the same axum app on tokio, in the clear
+//! and over rustls, on the HTTP/2 floods (a row of ringkit's axum says
+//! where its well-behaved client did worse), one table with each attack's
+//! rows side by side.
 //!
 //! The study runs the short form (timeouts of seconds, the same for nginx:
 //! `keepalive_timeout`, `client_header_timeout`, `client_body_timeout` and
@@ -36,8 +37,8 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
         skipped.push(("nginx".to_string(), "nginx is not installed".to_string()));
     }
     match crate::harness::peers::peer_binary(&opts.ringkit_bin) {
-        Ok(_) => targets.push(Target::AxumTokio),
-        Err(e) => skipped.push(("axum-tokio".to_string(), e)),
+        Ok(_) => targets.extend([Target::AxumTokio, Target::AxumTlsTokio]),
+        Err(e) => skipped.push(("axum-tokio, axum-tls-tokio".to_string(), e)),
     }
     let mut rows = Vec::new();
     let mut n = 0;
@@ -70,20 +71,25 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
     })
 }
 
-/// On each attack axum on tokio faced, ringkit's axum rows (plain: the
-/// same app, the same hyper) get a note where its well-behaved client did
-/// worse than tokio's: fewer answers, or a p99 more than 10% and 20 ms
-/// over.
+/// On each attack axum on tokio faced, ringkit's axum rows (the same app,
+/// the same hyper; `axum` beside `axum-tokio`, `axum-tls` beside
+/// `axum-tls-tokio`) get a note where its well-behaved client did worse
+/// than tokio's: fewer answers, or a p99 more than 10% and 20 ms over.
 fn against_tokio(rows: &mut [Row]) {
     let peers: Vec<Row> = rows
         .iter()
-        .filter(|r| r.target == "axum-tokio")
+        .filter(|r| r.target == "axum-tokio" || r.target == "axum-tls-tokio")
         .cloned()
         .collect();
     for p in peers {
+        let ours = if p.target == "axum-tokio" {
+            "axum"
+        } else {
+            "axum-tls"
+        };
         for r in rows
             .iter_mut()
-            .filter(|r| r.target == "axum" && r.attack == p.attack)
+            .filter(|r| r.target == ours && r.attack == p.attack)
         {
             let (a, b) = (&r.probe, &p.probe);
             if a.answered < b.answered || a.p99_ms > (b.p99_ms * 1.1).max(b.p99_ms + 20.0) {

@@ -36,6 +36,9 @@ pub enum Target {
     /// axum-http`), beside `Axum` on the HTTP/2 floods: the same hyper, so
     /// a difference is the runtime's.
     AxumTokio,
+    /// The same app over TLS on tokio (`ringkit-peer axum-https`: rustls
+    /// through tokio-rustls, hyper-util's auto builder), beside `AxumTls`.
+    AxumTlsTokio,
 }
 
 /// Every ringkit server, in the order of the report.
@@ -63,9 +66,10 @@ impl Target {
             "nginx" => Target::Nginx,
             "nginx-tls" => Target::NginxTls,
             "axum-tokio" => Target::AxumTokio,
+            "axum-tls-tokio" => Target::AxumTlsTokio,
             _ => {
                 return Err(format!(
-                "{s:?}: want http, serve, serve-tls, axum, axum-tls, echo, log, nginx, nginx-tls or axum-tokio"
+                "{s:?}: want http, serve, serve-tls, axum, axum-tls, echo, log, nginx, nginx-tls, axum-tokio or axum-tls-tokio"
             ))
             }
         })
@@ -84,6 +88,7 @@ impl Target {
             Target::Nginx => "nginx",
             Target::NginxTls => "nginx-tls",
             Target::AxumTokio => "axum-tokio",
+            Target::AxumTlsTokio => "axum-tls-tokio",
         }
     }
 
@@ -94,7 +99,10 @@ impl Target {
 
     /// It speaks TLS.
     pub fn tls(self) -> bool {
-        matches!(self, Target::ServeTls | Target::AxumTls | Target::NginxTls)
+        matches!(
+            self,
+            Target::ServeTls | Target::AxumTls | Target::NginxTls | Target::AxumTlsTokio
+        )
     }
 
     /// It is nginx.
@@ -105,12 +113,20 @@ impl Target {
     /// It takes `--max-connections` (nginx's `worker_connections` also
     /// counts its listeners; echo has no cap: its fd limit is one).
     pub fn has_cap(self) -> bool {
-        !matches!(self, Target::Echo | Target::AxumTokio) && !self.nginx()
+        !matches!(self, Target::Echo) && !self.nginx() && !self.peer()
     }
 
     /// It is a peer's server (`ringkit-peer`), not ringkit's.
     pub fn peer(self) -> bool {
-        self == Target::AxumTokio
+        matches!(self, Target::AxumTokio | Target::AxumTlsTokio)
+    }
+
+    /// ringkit's axum, or the same app on tokio.
+    pub fn axum(self) -> bool {
+        matches!(
+            self,
+            Target::Axum | Target::AxumTls | Target::AxumTokio | Target::AxumTlsTokio
+        )
     }
 
     /// The one backend it runs on whatever is asked (nginx: epoll; the
@@ -305,6 +321,16 @@ pub fn command(t: Target, l: &Launch) -> io::Result<Vec<String>> {
             let peer = crate::harness::peers::peer_binary(l.exe).map_err(io::Error::other)?;
             return Ok(vec![peer.display().to_string(), "axum-http".into(), a]);
         }
+        Target::AxumTlsTokio => {
+            let peer = crate::harness::peers::peer_binary(l.exe).map_err(io::Error::other)?;
+            return Ok(vec![
+                peer.display().to_string(),
+                "axum-https".into(),
+                a,
+                cert,
+                key,
+            ]);
+        }
         Target::Nginx | Target::NginxTls => {
             let dir = site.scratch.join(format!("nginx-{run}"));
             std::fs::create_dir_all(&dir)?;
@@ -458,7 +484,8 @@ pub fn connect(
 /// The path of a small response.
 pub fn small_path(t: Target) -> &'static str {
     match t {
-        Target::Http | Target::Axum | Target::AxumTls | Target::AxumTokio => "/",
+        Target::Http => "/",
+        t if t.axum() => "/",
         _ => "/small.txt",
     }
 }
@@ -467,7 +494,7 @@ pub fn small_path(t: Target) -> &'static str {
 pub fn large_path(t: Target) -> &'static str {
     match t {
         Target::Http => "/",
-        Target::Axum | Target::AxumTls | Target::AxumTokio => "/bytes/16384",
+        t if t.axum() => "/bytes/16384",
         _ => "/f16.bin",
     }
 }
@@ -476,7 +503,7 @@ pub fn large_path(t: Target) -> &'static str {
 pub fn huge_path(t: Target) -> &'static str {
     match t {
         Target::Http => "/",
-        Target::Axum | Target::AxumTls | Target::AxumTokio => "/bytes/1048576",
+        t if t.axum() => "/bytes/1048576",
         _ => "/big.bin",
     }
 }

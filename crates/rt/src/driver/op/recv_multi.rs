@@ -109,7 +109,13 @@ impl RecvMulti {
                 let (res, buf) = Op::new(single(Vec::with_capacity(SINGLE_RECV))).await;
                 res.map(|_| RecvBuf::heap(buf))
             }
-            Next::Scratch => Op::new(RecvScratch::new(fd)).await.map(RecvBuf::heap),
+            Next::Scratch => {
+                let got = Op::new(RecvScratch::new(fd)).await?;
+                // Up to 64 KiB at once: a unit of the task's budget per
+                // 4 KiB, as a ring buffer costs (`crate::coop`).
+                crate::coop::spend_bytes(got.len());
+                Ok(RecvBuf::heap(got))
+            }
         }
     }
 
