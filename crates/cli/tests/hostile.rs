@@ -5,7 +5,9 @@
 //! maximal bodies and partial records, fd exhaustion; on axum HTTP/2
 //! WINDOW_UPDATE, PING, rapid-reset, CONTINUATION, SETTINGS, empty-DATA
 //! and HPACK-bomb floods and zero-window streams answering PINGs; over TLS
-//! large ClientHellos held unfinished; each beside a well-behaved client. The battery fails (and so does the test) on any
+//! large ClientHellos held unfinished and a handshake flood; an HTTP/1
+//! pipelining flood on every HTTP server; each beside a well-behaved
+//! client. The battery fails (and so does the test) on any
 //! missed budget; the budgets are in `ringkit_bench::torture::hostile`.
 //!
 //! One server at a time (a lock): the servers share CPU 0 and the clients
@@ -44,13 +46,15 @@ fn battery(server: &str) {
         "echo" => 7,
         "log" => 8,
         // And the seven HTTP/2 frame floods and zero-window streams.
-        "axum" => 17,
-        // And large ClientHellos.
-        "axum-tls" => 18,
-        "serve-tls" => 10,
-        // The HTTP/2 floods only, once: it is tokio's.
-        "axum-tokio" | "axum-tls-tokio" => 7,
-        _ => 9,
+        "axum" => 18,
+        // And large ClientHellos and a handshake flood.
+        "axum-tls" => 20,
+        "serve-tls" => 12,
+        // The floods only, once: it is tokio's.
+        "axum-tokio" => 8,
+        "axum-tls-tokio" => 9,
+        // Nine, and the HTTP/1 pipelining flood.
+        _ => 10,
     };
     let backends = if backend == "auto" && !server.ends_with("-tokio") {
         2

@@ -58,10 +58,14 @@ pub enum Attack {
     /// TLS: all but the last 100 bytes of a 64 KiB ClientHello (the
     /// largest rustls collects), on many connections.
     TlsBigHello,
+    /// TLS: full handshakes back to back, each connection then closed.
+    TlsHandshakeFlood,
+    /// HTTP/1.1: small GETs pipelined back to back, replies read.
+    H1PipelineFlood,
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 18] = [
+pub const ALL: [Attack; 20] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -80,6 +84,8 @@ pub const ALL: [Attack; 18] = [
     Attack::H2EmptyFrames,
     Attack::H2HpackBomb,
     Attack::TlsBigHello,
+    Attack::TlsHandshakeFlood,
+    Attack::H1PipelineFlood,
 ];
 
 /// The probe's p99 budget under a frame flood, seconds (the same hyper on
@@ -111,6 +117,8 @@ impl Attack {
             Attack::H2EmptyFrames => "h2-empty-frames",
             Attack::H2HpackBomb => "h2-hpack-bomb",
             Attack::TlsBigHello => "tls-big-hello",
+            Attack::TlsHandshakeFlood => "tls-handshake-flood",
+            Attack::H1PipelineFlood => "h1-pipeline-flood",
         }
     }
 
@@ -126,6 +134,10 @@ impl Attack {
     pub fn applies(self, t: Target) -> bool {
         let axum = matches!(t, Target::Axum | Target::AxumTls);
         match self {
+            // Every HTTP server but nginx (axum on tokio beside ringkit's).
+            Attack::H1PipelineFlood => t.http() && !t.nginx(),
+            // ringkit's TLS servers and axum over rustls on tokio.
+            Attack::TlsHandshakeFlood => t.tls() && !t.nginx(),
             // axum on tokio stands beside ringkit's on the HTTP/2 floods
             // (it has no timeouts for the others to wait for).
             a if a.floods() => t.axum(),
@@ -150,6 +162,8 @@ impl Attack {
                 | Attack::H2SettingsFlood
                 | Attack::H2EmptyFrames
                 | Attack::H2HpackBomb
+                | Attack::TlsHandshakeFlood
+                | Attack::H1PipelineFlood
         )
     }
 
@@ -168,6 +182,8 @@ impl Attack {
                 | Attack::H2SettingsFlood
                 | Attack::H2EmptyFrames
                 | Attack::H2HpackBomb
+                | Attack::TlsHandshakeFlood
+                | Attack::H1PipelineFlood
         )
     }
 
@@ -269,7 +285,7 @@ impl std::fmt::Debug for Ctx<'_> {
 
 /// Slack on every close budget: the server's timer, and this side's 50 ms
 /// checks.
-const SLACK: f64 = 2.0;
+pub(super) const SLACK: f64 = 2.0;
 /// How long connections a server rightly keeps (echo's live idle peers)
 /// are held before this side closes them.
 const HOLD: Duration = Duration::from_secs(3);
@@ -288,7 +304,7 @@ impl Ctx<'_> {
     }
 
     /// A plain TCP connection (no handshake), with 2 s limits.
-    fn tcp(&self) -> io::Result<TcpStream> {
+    pub(super) fn tcp(&self) -> io::Result<TcpStream> {
         let s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2))?;
         s.set_read_timeout(Some(Duration::from_secs(2)))?;
         s.set_write_timeout(Some(Duration::from_secs(2)))?;
@@ -297,7 +313,7 @@ impl Ctx<'_> {
 
     /// Hold `held` until the server closes them all within `budget`, or,
     /// without one, for [`HOLD`]; fill in `o`.
-    fn await_close(&self, held: &mut Held, budget: Option<f64>, o: &mut Outcome) {
+    pub(super) fn await_close(&self, held: &mut Held, budget: Option<f64>, o: &mut Outcome) {
         o.hostile = held.len();
         o.close_budget = budget;
         match budget {
@@ -442,29 +458,9 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
             let budget = cx.timeouts.send.as_secs_f64() + SLACK + 1.0;
             super::h2::zero_window(cx, &mut o, budget)?
         }
-        Attack::TlsBigHello => {
-            let wire = big_hello();
-            for _ in 0..cx.n(BIG_HELLO_CONNS, 600) {
-                let Ok(mut c) = cx.tcp() else {
-                    o.notes.push("some connections were refused".into());
-                    continue;
-                };
-                // One the server closes part-way (over its input budget)
-                // fails here, and is counted closed.
-                let _ = c.write_all(&wire);
-                held.push(Conn::Plain(c));
-            }
-            o.notes.dedup();
-            held.restart_clock();
-            // Each the server kept is a handshake under way: closed at the
-            // header timeout.
-            let budget = Some(cx.timeouts.header.as_secs_f64() + SLACK);
-            cx.await_close(&mut held, budget, &mut o);
-            // What the server gives back once they closed may take a
-            // moment (it asks the allocator 1 s after): RSS is sampled
-            // after this.
-            std::thread::sleep(Duration::from_millis(1500));
-        }
+        Attack::TlsBigHello => super::floods::big_hellos(cx, &mut o, BIG_HELLO_CONNS)?,
+        Attack::TlsHandshakeFlood => super::floods::handshakes(cx, &mut o)?,
+        Attack::H1PipelineFlood => super::h2::flood(cx, &mut o, Frames::Http1, true)?,
         Attack::MaxBodies => {
             let n = 100;
             let (head, body) = max_body(cx.target);
@@ -485,22 +481,6 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         }
     }
     Ok(o)
-}
-
-/// A ClientHello announced as 65 520 bytes (rustls takes handshake
-/// messages up to 64 KiB), all but its last 100 bytes, in records of
-/// 16 KiB: the handshake can neither finish nor fail.
-fn big_hello() -> Vec<u8> {
-    const LEN: usize = 65_520;
-    let mut msg = vec![1u8, 0, (LEN >> 8) as u8, LEN as u8];
-    msg.resize(4 + LEN - 100, 0);
-    let mut wire = Vec::with_capacity(msg.len() + 32);
-    for rec in msg.chunks(16_384) {
-        wire.extend([0x16, 0x03, 0x01]);
-        wire.extend((rec.len() as u16).to_be_bytes());
-        wire.extend(rec);
-    }
-    wire
 }
 
 /// Write `bytes` to every held connection a byte a second until the

