@@ -56,9 +56,12 @@ use std::rc::Rc;
 use std::task::Waker;
 
 /// What a TLS handshake may hold however full [`Handshakes`] is, while it
-/// is under twice the limit: a large ClientHello (an ordinary one is under
-/// 2 KiB; post-quantum key shares add about 1 KiB).
+/// is under twice the limit: a large ClientHello.
 pub(crate) const HANDSHAKE_FREE: usize = 16 * 1024;
+
+/// What a TLS handshake may always hold: an ordinary ClientHello
+/// (browsers' with a post-quantum key share are about 1.8 KiB).
+pub(crate) const HANDSHAKE_MIN: usize = 4 * 1024;
 
 /// The ciphertext that TLS handshakes not yet complete hold on one server
 /// thread (rustls collects a ClientHello of up to 64 KiB), counted against
@@ -67,9 +70,9 @@ pub(crate) const HANDSHAKE_FREE: usize = 16 * 1024;
 /// [`MIN_GRANT`], so never evicted) filled it and every upload was
 /// answered 503. A handshake that would take the count over the limit is
 /// refused (its connection closes, with nothing to answer) unless it holds
-/// at most [`HANDSHAKE_FREE`] and the count is under twice the limit; so
-/// handshakes hold at most twice the limit plus 16 KiB a connection, and
-/// an ordinary one always gets through.
+/// at most [`HANDSHAKE_FREE`] and the count is under twice the limit, or
+/// at most [`HANDSHAKE_MIN`]; so handshakes hold at most twice the limit
+/// plus 16 KiB a connection, and an ordinary one always gets through.
 #[derive(Debug, Default)]
 pub(crate) struct Handshakes {
     total: Cell<usize>,
@@ -80,7 +83,9 @@ impl Handshakes {
     /// (and nothing changed) if that is refused.
     pub(crate) fn charge(&self, charged: &mut usize, now: usize, limit: usize) -> bool {
         let total = self.total.get() - *charged + now;
-        let over = total > limit && (now > HANDSHAKE_FREE || total > limit.saturating_mul(2));
+        let over = total > limit
+            && now > HANDSHAKE_MIN
+            && (now > HANDSHAKE_FREE || total > limit.saturating_mul(2));
         if now > *charged && over {
             return false;
         }
@@ -301,6 +306,13 @@ mod tests {
             .count();
         assert!(admitted < 200, "{admitted}");
         assert!(h.total() <= 2 * limit + 16 * K, "{}", h.total());
+        // Past twice the limit, an ordinary ClientHello still gets through
+        // (a browser's with a post-quantum key share: about 1.8 KiB; with
+        // more extensions 3 KB).
+        assert!(h.total() + 3000 > 2 * limit, "full: {}", h.total());
+        let mut browser = 0;
+        assert!(h.charge(&mut browser, 3000, limit));
+        assert!(h.charge(&mut browser, 0, limit));
         // Done or closed: given back.
         for c in big
             .iter_mut()

@@ -53,8 +53,9 @@
 //! complete is charged the same way (rustls collects a ClientHello of up
 //! to 64 KiB, trickled as slowly as the peer likes).
 //!
-//! A closing connection lingers over at most 64 KiB: a peer that floods
-//! frames after a GOAWAY gets little more in.
+//! A closing connection lingers over at most 1 MiB, or 64 KiB after a
+//! protocol error: a peer that floods frames after a GOAWAY gets little
+//! more in.
 
 use std::cell::{Cell, RefCell};
 use std::future::{poll_fn, Future};
@@ -84,6 +85,11 @@ const FREE_HEAD: usize = 16 * 1024;
 /// is: a minimal request head.
 const MIN_HEAD: usize = 1024;
 
+/// What a TLS handshake may hold however full the count is: a large
+/// ordinary ClientHello (browsers' with a post-quantum key share are about
+/// 1.8 KiB; a long ALPN or session ticket adds more).
+const MIN_HANDSHAKE: usize = 4 * 1024;
+
 /// What an HTTP/2 connection with no request is charged at most: a partial
 /// frame (16 KiB, the default largest), as much as an ordinary HTTP/1 head,
 /// so it is never the one closed while the count is under twice the
@@ -95,13 +101,18 @@ const H2_HOLD: usize = FREE_HEAD;
 /// it: a request `PRI /x HTTP/1.1` is HTTP/1).
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// A closing connection's lingering: at most this long, this many bytes.
-/// 64 KiB covers what a client still sends while it reads the end of a
-/// response (an HTTP/2 download's WINDOW_UPDATEs: 13 bytes a frame read)
-/// or a few pipelined requests; a peer flooding frames after a GOAWAY
-/// got 1 MiB in at the old limit (`tests/goaway.rs`).
+/// A closing connection's lingering: at most this long, this many bytes
+/// (enough for the rest of an upload its handler answered without reading
+/// it, a 401 or 413, so the client still sees the answer).
 const LINGER_TIME: Duration = Duration::from_secs(2);
-const LINGER_BYTES: usize = 64 * 1024;
+const LINGER_BYTES: usize = 1 << 20;
+
+/// The lingering of a connection that ended in a protocol error (an
+/// HTTP/2 GOAWAY with an error code): the peer is misbehaving, and a peer
+/// flooding frames after the GOAWAY got 1 MiB in at the limit above
+/// (`tests/goaway.rs`). 64 KiB still covers what a client sends while it
+/// reads the end of a response (WINDOW_UPDATEs: 13 bytes a frame read).
+const LINGER_BYTES_AFTER_ERROR: usize = 64 * 1024;
 
 /// Half-close, then read and discard what the peer still sends until it
 /// closes too, for a while (a lingering close, as nginx does). Closed with
@@ -113,7 +124,7 @@ const LINGER_BYTES: usize = 64 * 1024;
 /// The half-close flushes first; if that fails (the write timeout: the
 /// peer has taken nothing for the send timeout), the connection is reset
 /// instead.
-async fn linger(mut io: HyperIo) {
+async fn linger(mut io: HyperIo, max_bytes: usize) {
     if poll_fn(|cx| Pin::new(&mut io).poll_shutdown(cx))
         .await
         .is_err()
@@ -124,7 +135,7 @@ async fn linger(mut io: HyperIo) {
     let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 4096];
     let mut discarded = 0;
     let _ = ringkit::time::timeout(LINGER_TIME, async {
-        while discarded < LINGER_BYTES {
+        while discarded < max_bytes {
             match poll_fn(|cx| io.poll_read_into(cx, &mut buf)).await {
                 Ok(n) if n > 0 => discarded += n,
                 _ => return,
@@ -189,6 +200,12 @@ impl Activity {
     /// holds more than an ordinary request head ([`FREE_HEAD`]): clients
     /// that fill the budget cannot shut out one that sends a small request.
     fn charge(&self, n: usize) -> bool {
+        self.charge_as(n, MIN_HEAD)
+    }
+
+    /// [`Activity::charge`], with `min` what the connection may always
+    /// hold ([`MIN_HEAD`] for a head, [`MIN_HANDSHAKE`] for a handshake).
+    fn charge_as(&self, n: usize, min: usize) -> bool {
         if self.in_flight.get() > 0 || self.response_on_its_way() {
             return true;
         }
@@ -198,14 +215,14 @@ impl Activity {
             // HTTP/2 frames are consumed as they come: what can wait is a
             // partial frame and a header block, never the stream of
             // control frames before it.
-            holds = holds.min(H2_HOLD);
+            holds = holds.min(H2_HOLD).max(before);
         }
         let n = holds - before;
         let total = self.budget.get() + n;
         if total > self.limit && holds > FREE_HEAD {
             return false;
         }
-        if total > self.limit.saturating_mul(2) && holds > MIN_HEAD {
+        if total > self.limit.saturating_mul(2) && holds > min {
             return false;
         }
         self.budget.set(total);
@@ -216,6 +233,27 @@ impl Activity {
     /// Give back what this connection has charged.
     fn uncharge(&self) {
         self.budget.set(self.budget.get() - self.unstarted.take());
+        self.handshake_charged.set(0);
+    }
+
+    /// The TLS handshake now holds `now` bytes of ciphertext (0 once it is
+    /// done): charge the growth, give back what it no longer holds. False
+    /// if the growth is refused.
+    fn handshake_holds(&self, now: usize) -> bool {
+        let was = self.handshake_charged.get();
+        if now > was {
+            if !self.charge_as(now - was, MIN_HANDSHAKE) {
+                return false;
+            }
+        } else if now < was {
+            // Done (or smaller): the plaintext that follows is charged on
+            // its own, and an HTTP/2 preface's cap applies to it alone.
+            let back = (was - now).min(self.unstarted.get());
+            self.unstarted.set(self.unstarted.get() - back);
+            self.budget.set(self.budget.get() - back);
+        }
+        self.handshake_charged.set(now);
+        true
     }
 
     /// A response body is still being sent (hyper's HTTP/2 layer takes a
@@ -492,16 +530,11 @@ impl Read for Watched {
         }
         // A TLS handshake's ciphertext waits in rustls as a partial head
         // waits in hyper: charged alike (given back when a request starts).
-        let handshake = io.tls_handshake_bytes();
-        let charged = this.activity.handshake_charged.get();
-        if handshake > charged {
-            if !this.activity.charge(handshake - charged) {
-                tracing::debug!(
-                    "ringkit-hyper: closing a TLS handshake over the thread's input budget"
-                );
-                return Poll::Ready(Err(over_budget()));
-            }
-            this.activity.handshake_charged.set(handshake);
+        if !this.activity.handshake_holds(io.tls_handshake_bytes()) {
+            tracing::debug!(
+                "ringkit-hyper: closing a TLS handshake over the thread's input budget"
+            );
+            return Poll::Ready(Err(over_budget()));
         }
         let n = ready!(r)?;
         // SAFETY: the first `n` bytes were just written by `poll_read_into`.
@@ -636,6 +669,9 @@ pub(crate) async fn serve<S, B>(
         inner: TowerToHyperService::new(service),
         activity: activity.clone(),
     };
+    // The connection ended in an error (a protocol error: HTTP/2 sent a
+    // GOAWAY with an error code).
+    let mut failed = false;
     {
         // The connection ends with this block (so the io is ours again).
         let mut conn = pin!(builder.serve_connection(watched, svc));
@@ -646,7 +682,8 @@ pub(crate) async fn serve<S, B>(
                 asked = true;
                 conn.as_mut().graceful_shutdown();
             }
-            if conn.as_mut().poll(cx).is_ready() {
+            if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                failed = r.is_err();
                 return Poll::Ready(());
             }
             loop {
@@ -670,7 +707,8 @@ pub(crate) async fn serve<S, B>(
                 if !asked {
                     asked = true;
                     conn.as_mut().graceful_shutdown();
-                    if conn.as_mut().poll(cx).is_ready() {
+                    if let Poll::Ready(r) = conn.as_mut().poll(cx) {
+                        failed = r.is_err();
                         return Poll::Ready(());
                     }
                 }
@@ -691,6 +729,11 @@ pub(crate) async fn serve<S, B>(
     // reading; one that never made a request (silent, a preface, a
     // handshake) closes at once and frees its fd.
     if activity.started.get() > 0 {
-        linger(io).await;
+        let max = if failed {
+            LINGER_BYTES_AFTER_ERROR
+        } else {
+            LINGER_BYTES
+        };
+        linger(io, max).await;
     }
 }

@@ -492,12 +492,17 @@ opcode! {
         /// `IORING_RECVSEND_BUNDLE` (kernel 6.10, `IORING_FEAT_RECVSEND_BUNDLE`):
         /// one CQE may cover several buffers ([`crate::BufRing::bundle`]).
         bundle: bool = false,
+        /// End the multishot once this many bytes were received (`optlen`;
+        /// 0: no limit). Kernels without it fail the receive with `EINVAL`.
+        limit: u32 = 0,
     }
     const CODE = sys::IORING_OP_RECV;
     fn build(self, sqe) {
         target(&mut sqe, self.fd);
         sqe.op_flags = self.flags as u32;
         sqe.buf_index = self.buf_group;
+        // `optlen`, which shares the word of `file_index`.
+        sqe.file_index = self.limit;
         sqe.flags |= sys::IOSQE_BUFFER_SELECT;
         sqe.ioprio = sys::IORING_RECV_MULTISHOT;
         if self.bundle {

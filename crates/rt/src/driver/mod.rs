@@ -130,6 +130,21 @@ impl Driver {
         }
     }
 
+    /// io_uring: the byte limit of a new multishot receive (0: none).
+    pub(crate) fn recv_limit(&self) -> u32 {
+        match self {
+            Driver::Uring(d) => d.recv_limit(),
+            Driver::Epoll(_) => 0,
+        }
+    }
+
+    /// io_uring: the kernel refused a multishot receive's byte limit.
+    pub(crate) fn no_recv_limit(&mut self) {
+        if let Driver::Uring(d) = self {
+            d.no_recv_limit();
+        }
+    }
+
     /// How batches of pooled buffers are sent (always vectored on epoll).
     pub(crate) fn send_plan(&self) -> SendPlan {
         match self {

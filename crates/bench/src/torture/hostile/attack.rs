@@ -52,6 +52,9 @@ pub enum Attack {
     H2SettingsFlood,
     /// HTTP/2: empty DATA frames on an open request stream.
     H2EmptyFrames,
+    /// HTTP/2: requests each followed by a frame the server must answer
+    /// with RST_STREAM (CVE-2025-8671).
+    H2MadeYouReset,
     /// HTTP/2: header blocks that name one 4 KB dynamic-table entry
     /// thousands of times (each decodes to tens of MB).
     H2HpackBomb,
@@ -65,7 +68,7 @@ pub enum Attack {
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 20] = [
+pub const ALL: [Attack; 21] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -82,6 +85,7 @@ pub const ALL: [Attack; 20] = [
     Attack::H2Continuation,
     Attack::H2SettingsFlood,
     Attack::H2EmptyFrames,
+    Attack::H2MadeYouReset,
     Attack::H2HpackBomb,
     Attack::TlsBigHello,
     Attack::TlsHandshakeFlood,
@@ -115,6 +119,7 @@ impl Attack {
             Attack::H2Continuation => "h2-continuation",
             Attack::H2SettingsFlood => "h2-settings-flood",
             Attack::H2EmptyFrames => "h2-empty-frames",
+            Attack::H2MadeYouReset => "h2-made-you-reset",
             Attack::H2HpackBomb => "h2-hpack-bomb",
             Attack::TlsBigHello => "tls-big-hello",
             Attack::TlsHandshakeFlood => "tls-handshake-flood",
@@ -161,6 +166,7 @@ impl Attack {
                 | Attack::H2Continuation
                 | Attack::H2SettingsFlood
                 | Attack::H2EmptyFrames
+                | Attack::H2MadeYouReset
                 | Attack::H2HpackBomb
                 | Attack::TlsHandshakeFlood
                 | Attack::H1PipelineFlood
@@ -181,6 +187,7 @@ impl Attack {
                 | Attack::H2Continuation
                 | Attack::H2SettingsFlood
                 | Attack::H2EmptyFrames
+                | Attack::H2MadeYouReset
                 | Attack::H2HpackBomb
                 | Attack::TlsHandshakeFlood
                 | Attack::H1PipelineFlood
@@ -454,6 +461,7 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         }
         Attack::H2EmptyFrames => super::h2::flood(cx, &mut o, Frames::EmptyData, true)?,
         Attack::H2HpackBomb => super::h2::flood(cx, &mut o, Frames::HpackBomb, true)?,
+        Attack::H2MadeYouReset => super::h2::flood(cx, &mut o, Frames::MadeYouReset, true)?,
         Attack::H2ZeroWindow => {
             let budget = cx.timeouts.send.as_secs_f64() + SLACK + 1.0;
             super::h2::zero_window(cx, &mut o, budget)?

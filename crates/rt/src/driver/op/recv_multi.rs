@@ -16,6 +16,15 @@
 //! ones already here without waiting. A bundle that finds the ring dry
 //! part-way takes what there is; an empty ring is `ENOBUFS` as above.
 //!
+//! Each multishot is armed with a byte limit (`optlen`, Linux 6.16; a
+//! kernel without it answers `EINVAL` once, and the driver arms without
+//! from then on): the kernel ends it after a stream's cap of bytes, and the
+//! next read arms a new one only once the queue before it was read. The
+//! driver's pause below alone was not enough: within one `io_uring_enter`
+//! the kernel can fill thousands of buffers for one socket (32 retries of
+//! bundles of up to 256), so a stream whose task did not read held 961 of
+//! the 1 024 default buffers before the driver reaped and paused it.
+//!
 //! A stream that leaves
 //! [`RECV_QUEUE_BYTES`](crate::driver::uring::RECV_QUEUE_BYTES) of buffers unread has its
 //! multishot paused by the driver (cancelled: the socket's own buffer then
@@ -63,12 +72,15 @@ const SINGLE_RECV: usize = 4096;
 #[derive(Debug)]
 pub(crate) struct RecvMulti {
     shot: Multishot,
+    /// The armed multishot was given a byte limit.
+    limited: std::cell::Cell<bool>,
 }
 
 impl RecvMulti {
     pub(crate) fn new() -> RecvMulti {
         RecvMulti {
             shot: Multishot::new(MultiKind::Recv),
+            limited: std::cell::Cell::new(false),
         }
     }
 
@@ -129,9 +141,20 @@ impl RecvMulti {
             // Decided before the driver is borrowed (promotion to a
             // registered file borrows it too).
             let t = (!self.shot.is_armed()).then(&mut *target);
+            let limit = if t.is_some() {
+                current::with(|rt| rt.driver.borrow().recv_limit())
+            } else {
+                0
+            };
+            if t.is_some() {
+                self.limited.set(limit > 0);
+            }
             let shot = match self.shot.poll_next(cx, || {
                 let t = t.expect("target computed when not armed");
-                opcode::RecvMulti::new(t, BGID).bundle(bundle).build()
+                opcode::RecvMulti::new(t, BGID)
+                    .bundle(bundle)
+                    .limit(limit)
+                    .build()
             }) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(r) => r?,
@@ -145,6 +168,12 @@ impl RecvMulti {
                 // buffers unread; only the driver cancels a live owner's
                 // receive), and now read up to the pause: arm it again.
                 Shot::Cqe(res, _) if res == -libc::ECANCELED => continue,
+                // A kernel without the byte limit refuses it: arm without.
+                Shot::Cqe(res, _) if res == -libc::EINVAL && self.limited.get() => {
+                    current::with(|rt| rt.driver.borrow_mut().no_recv_limit());
+                    self.limited.set(false);
+                    continue;
+                }
                 Shot::Cqe(res, _) if res < 0 => Err(io::Error::from_raw_os_error(-res)),
                 Shot::Cqe(res, flags) => Ok(Next::Got(ring_buf(&ring, res, flags))),
             });

@@ -114,6 +114,9 @@ pub(crate) struct UringDriver {
     skip_success: bool,
     /// Multishot receives ask for bundles (`IORING_RECVSEND_BUNDLE`).
     recv_bundle: bool,
+    /// The kernel takes a multishot receive's byte limit (`optlen`); set
+    /// false at the first `EINVAL` that says it does not.
+    recv_limit: bool,
     /// How batches of pooled buffers go out.
     send_plan: SendPlan,
     /// Whether a blocking park waits for a batch (`BatchWait`; off where
@@ -237,6 +240,7 @@ impl UringDriver {
             buf_size: cfg.buf_size,
             skip_success,
             recv_bundle,
+            recv_limit: true,
             send_plan,
             batch_wait: Governor::new(batch_wait),
             fixed: FixedFiles::new(cfg.fixed_files),
@@ -260,6 +264,32 @@ impl UringDriver {
     }
 
     /// Whether multishot receives take bundles of buffers.
+    /// Buffers a stream may leave unread before its multishot receive is
+    /// paused: [`RECV_QUEUE_BYTES`] of them, at most a quarter of the ring.
+    fn recv_cap(&self) -> u32 {
+        (RECV_QUEUE_BYTES / self.buf_size.max(1))
+            .min(u32::from(self.buf_count) / 4)
+            .max(4)
+    }
+
+    /// The byte limit a new multishot receive gets (0: none, the kernel
+    /// has no such limit): the kernel ends it there, so one arming can
+    /// never take more of the ring than a stream's cap, however many
+    /// buffers the kernel fills between two reaps.
+    pub(crate) fn recv_limit(&self) -> u32 {
+        if self.recv_limit {
+            self.recv_cap() * self.buf_size
+        } else {
+            0
+        }
+    }
+
+    /// A multishot receive with a byte limit failed with `EINVAL`: this
+    /// kernel has no such limit (Linux 6.16 added it); arm without.
+    pub(crate) fn no_recv_limit(&mut self) {
+        self.recv_limit = false;
+    }
+
     pub(crate) fn recv_bundle(&self) -> bool {
         self.recv_bundle
     }
@@ -421,7 +451,7 @@ impl UringDriver {
         m: &Metrics,
     ) -> io::Result<usize> {
         let cap = match kind {
-            MultiKind::Recv => (RECV_QUEUE_BYTES / self.buf_size.max(1)).max(4),
+            MultiKind::Recv => self.recv_cap(),
             MultiKind::Accept => 0,
         };
         let key = self.ops.insert(Lifecycle::Multi {
