@@ -700,6 +700,9 @@ pub(crate) async fn serve<S, B>(
                     continue;
                 }
                 if hard_stop.is_some() {
+                    // It missed a deadline and ignored the request to
+                    // close: linger over as little as after an error.
+                    failed = true;
                     return Poll::Ready(());
                 }
                 tracing::debug!("ringkit-hyper: closing a connection at its deadline");

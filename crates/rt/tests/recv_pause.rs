@@ -151,6 +151,12 @@ fn an_unread_stream_is_held_back_epoll() {
 /// 961 of the ring's 1 024 buffers for the one socket.
 #[test]
 fn with_default_buffers_io_uring_holds_back_as_epoll_does() {
+    // The bound needs the kernel's multishot receive limit (Linux 6.17);
+    // before it, the driver's pause alone holds a stream back less.
+    if kernel_below(6, 17) {
+        eprintln!("skipped: the multishot receive limit needs Linux 6.17");
+        return;
+    }
     let epoll = unread_stream_is_held_back(Backend::Epoll, false).unwrap();
     let Some(uring) = unread_stream_is_held_back(Backend::Uring, false) else {
         return;
@@ -160,4 +166,18 @@ fn with_default_buffers_io_uring_holds_back_as_epoll_does() {
         uring <= bound,
         "io_uring let {uring} bytes in, epoll {epoll} (bound {bound})"
     );
+}
+
+/// Whether the running kernel is older than `major.minor`.
+fn kernel_below(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']);
+    let mut num = || {
+        parts
+            .next()
+            .and_then(|p| p.parse::<u32>().ok())
+            .unwrap_or(0)
+    };
+    let (a, b) = (num(), num());
+    (a, b) < (major, minor)
 }

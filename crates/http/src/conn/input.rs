@@ -113,16 +113,11 @@ impl<H: Handler> Conn<H> {
             if mid && account.evicted() {
                 return Poll::Ready(Input::Evicted);
             }
-            if let Poll::Ready(r) = read.as_mut().poll(cx) {
-                return Poll::Ready(match r {
-                    Ok(rb) if rb.is_empty() => Input::Eof,
-                    Ok(rb) => Input::Data(rb),
-                    Err(_) => Input::Failed,
-                });
-            }
+            let polled = read.as_mut().poll(cx);
             // A TLS handshake's ciphertext waits in rustls: counted under
             // the input limit (see `Handshakes`); a handshake refused just
-            // closes (nothing to answer), and one done gives it back.
+            // closes (nothing to answer), and one done gives it back at
+            // once (its last read may also bring the first request).
             let handshake = stream.tls_handshake_bytes();
             if handshake != *charged {
                 let limit = shared.config.max_buffered_bytes;
@@ -130,6 +125,13 @@ impl<H: Handler> Conn<H> {
                     tracing::debug!("ringkit-http: a TLS handshake over the input budget");
                     return Poll::Ready(Input::Failed);
                 }
+            }
+            if let Poll::Ready(r) = polled {
+                return Poll::Ready(match r {
+                    Ok(rb) if rb.is_empty() => Input::Eof,
+                    Ok(rb) => Input::Data(rb),
+                    Err(_) => Input::Failed,
+                });
             }
             // A TLS handshake under way is bounded as a request head is.
             if let Some(t) = stream.handshake_since() {

@@ -18,7 +18,8 @@
 //!   size) close such a connection; it is made again at once, and the
 //!   probe is judged as under the floods above.
 //! - **MadeYouReset** (CVE-2025-8671): each request followed by a
-//!   WINDOW_UPDATE of 0 on its stream, which the server must reset.
+//!   WINDOW_UPDATE that overflows its stream's window, which the server
+//!   must reset.
 //! - **HTTP/1.1 pipelining flood** (`Frames::Http1`, through the same
 //!   loop): small GETs pipelined without pause, replies read.
 //! - **SETTINGS flood** (CVE-2019-9515; ACKs never read), **empty DATA
@@ -123,10 +124,12 @@ pub(super) enum Frames {
     /// to the dynamic table and names it 12 000 times (48 MB decoded;
     /// CVE-2016-6581).
     HpackBomb,
-    /// Each request followed by a WINDOW_UPDATE of 0 on its stream, a
-    /// stream error the server answers with RST_STREAM: resets the server
-    /// makes, which a limit on the client's resets does not see
-    /// (CVE-2025-8671, "MadeYouReset").
+    /// Each request followed by a WINDOW_UPDATE on its stream that
+    /// overflows its window (2^31 - 1 more), a stream error the server
+    /// answers with RST_STREAM(FLOW_CONTROL_ERROR), keeping the
+    /// connection: resets the server makes, which a limit on the client's
+    /// resets does not see (CVE-2025-8671, "MadeYouReset"). (An increment
+    /// of 0 is a connection error in h2: a GOAWAY.)
     MadeYouReset,
     /// Not HTTP/2: small HTTP/1.1 GETs pipelined (the connection opened
     /// without the preface, with ALPN http/1.1 over TLS).
@@ -178,7 +181,7 @@ impl Frames {
             Frames::MadeYouReset => {
                 while out.len() < BATCH {
                     out.extend(get(*stream, "/bytes/16384"));
-                    out.extend(frame(8, 0, *stream, &0u32.to_be_bytes()));
+                    out.extend(frame(8, 0, *stream, &0x7fff_ffffu32.to_be_bytes()));
                     *stream += 2;
                 }
             }

@@ -16,7 +16,7 @@
 //! ones already here without waiting. A bundle that finds the ring dry
 //! part-way takes what there is; an empty ring is `ENOBUFS` as above.
 //!
-//! Each multishot is armed with a byte limit (`optlen`, Linux 6.16; a
+//! Each multishot is armed with a byte limit (`optlen`, Linux 6.17; a
 //! kernel without it answers `EINVAL` once, and the driver arms without
 //! from then on): the kernel ends it after a stream's cap of bytes, and the
 //! next read arms a new one only once the queue before it was read. The

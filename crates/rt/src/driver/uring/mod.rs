@@ -263,9 +263,10 @@ impl UringDriver {
         self.send_rings.take(&self.ring, m)
     }
 
-    /// Whether multishot receives take bundles of buffers.
     /// Buffers a stream may leave unread before its multishot receive is
-    /// paused: [`RECV_QUEUE_BYTES`] of them, at most a quarter of the ring.
+    /// paused: [`RECV_QUEUE_BYTES`] of them, at most a quarter of the ring
+    /// (but at least 4: on a ring of fewer than 16 buffers a stream may
+    /// take more, and `ENOBUFS` stands in).
     fn recv_cap(&self) -> u32 {
         (RECV_QUEUE_BYTES / self.buf_size.max(1))
             .min(u32::from(self.buf_count) / 4)
@@ -278,18 +279,19 @@ impl UringDriver {
     /// buffers the kernel fills between two reaps.
     pub(crate) fn recv_limit(&self) -> u32 {
         if self.recv_limit {
-            self.recv_cap() * self.buf_size
+            self.recv_cap().saturating_mul(self.buf_size)
         } else {
             0
         }
     }
 
     /// A multishot receive with a byte limit failed with `EINVAL`: this
-    /// kernel has no such limit (Linux 6.16 added it); arm without.
+    /// kernel has no such limit (Linux 6.17 added it); arm without.
     pub(crate) fn no_recv_limit(&mut self) {
         self.recv_limit = false;
     }
 
+    /// Whether multishot receives take bundles of buffers.
     pub(crate) fn recv_bundle(&self) -> bool {
         self.recv_bundle
     }
