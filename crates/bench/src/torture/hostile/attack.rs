@@ -174,24 +174,13 @@ impl Attack {
     }
 
     /// Whether it waits for the server's timeouts (the short form lowers
-    /// them for these only).
+    /// them for these only): not the floods, which run for a set time.
     pub fn waits_for_timeouts(self) -> bool {
-        !matches!(
-            self,
-            Attack::ResetFlood
-                | Attack::BurstThenIdle
-                | Attack::MaxBodies
-                | Attack::H2WindowFlood
-                | Attack::H2PingFlood
-                | Attack::H2RapidReset
-                | Attack::H2Continuation
-                | Attack::H2SettingsFlood
-                | Attack::H2EmptyFrames
-                | Attack::H2MadeYouReset
-                | Attack::H2HpackBomb
-                | Attack::TlsHandshakeFlood
-                | Attack::H1PipelineFlood
-        )
+        !self.floods()
+            && !matches!(
+                self,
+                Attack::ResetFlood | Attack::BurstThenIdle | Attack::MaxBodies
+            )
     }
 
     /// Whether the server must be started with its fd limit lowered.
