@@ -35,9 +35,10 @@ pub struct TortureArgs {
     /// echo | http | idle | hostile.
     mode: TortureMode,
     /// Hostile: the servers to attack: http, serve, serve-tls, axum,
-    /// axum-tls, echo, log, nginx, nginx-tls, axum-tokio (the same axum
-    /// app on tokio, `ringkit-peer`, on the HTTP/2 floods), or `all` (the
-    /// seven ringkit servers); repeat or separate with commas.
+    /// axum-tls, echo, log, nginx, nginx-tls, axum-tokio and
+    /// axum-tls-tokio (the same axum app on tokio in the clear and over
+    /// rustls, `ringkit-peer`, on the floods and the download), or `all`
+    /// (the seven ringkit servers); repeat or separate with commas.
     #[arg(long, value_delimiter = ',', default_value = "all")]
     pub(crate) server: Vec<String>,
     /// Hostile: the short form (timeouts of seconds, fewer connections;
@@ -47,7 +48,11 @@ pub struct TortureArgs {
     /// Hostile: only these attacks (idle-flood, reset-flood, slow-opening,
     /// slow-body, open-then-silent, never-read, burst-then-idle,
     /// max-bodies, fd-exhaustion, h2-window-flood, h2-ping-flood,
-    /// h2-zero-window).
+    /// h2-zero-window, h2-rapid-reset, h2-continuation, h2-settings-flood,
+    /// h2-empty-frames, h2-made-you-reset, h2-hpack-bomb, tls-big-hello,
+    /// tls-handshake-flood, h1-pipeline-flood, h2-window-flood-read,
+    /// h2-ping-flood-unread, h2-budget-download); each runs where it
+    /// applies.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,
     /// Hostile: `--max-connections` of the servers that take it.

@@ -3,9 +3,10 @@
 //! floods, openings and bodies trickled a byte a second, silence after a
 //! whole opening, replies never read, pipelined bursts then idleness,
 //! maximal bodies and partial records, fd exhaustion; on axum HTTP/2
-//! WINDOW_UPDATE, PING, rapid-reset, CONTINUATION, SETTINGS, empty-DATA,
-//! MadeYouReset and HPACK-bomb floods and zero-window streams answering
-//! PINGs; over TLS large ClientHellos held unfinished and a handshake
+//! WINDOW_UPDATE and PING floods (read and unread), rapid-reset,
+//! CONTINUATION, SETTINGS, empty-DATA, MadeYouReset and HPACK-bomb floods,
+//! zero-window streams answering PINGs and a download beside a full input
+//! budget (every byte counted); over TLS large ClientHellos held unfinished and a handshake
 //! flood; an HTTP/1 pipelining flood on every HTTP server; each beside a
 //! well-behaved client. The battery fails (and so does the test) on any
 //! missed budget; the budgets are in `ringkit_bench::torture::hostile`.
@@ -45,14 +46,15 @@ fn battery(server: &str) {
     let per_backend = match server {
         "echo" => 7,
         "log" => 8,
-        // And the eight HTTP/2 frame floods and zero-window streams.
-        "axum" => 19,
+        // And the ten HTTP/2 frame floods, zero-window streams and a
+        // download beside a full budget.
+        "axum" => 22,
         // And large ClientHellos and a handshake flood.
-        "axum-tls" => 21,
+        "axum-tls" => 24,
         "serve-tls" => 12,
-        // The floods only, once: it is tokio's.
-        "axum-tokio" => 9,
-        "axum-tls-tokio" => 10,
+        // The floods and the download only, once: it is tokio's.
+        "axum-tokio" => 12,
+        "axum-tls-tokio" => 13,
         // Nine, and the HTTP/1 pipelining flood.
         _ => 10,
     };
@@ -129,4 +131,25 @@ fn echo() {
 #[test]
 fn log() {
     battery("log");
+}
+
+/// `--help` names every attack `--only` takes, and a wrong name is told
+/// the right ones.
+#[test]
+fn help_names_every_attack() {
+    let help = Command::new(env!("CARGO_BIN_EXE_ringkit"))
+        .args(["torture", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).replace(['\n', ' '], "");
+    for a in ringkit_bench::torture::hostile::attack::ALL {
+        assert!(help.contains(a.name()), "--help lacks {}", a.name());
+    }
+    let wrong = Command::new(env!("CARGO_BIN_EXE_ringkit"))
+        .args(["torture", "hostile", "--only", "h2-nonsense"])
+        .output()
+        .unwrap();
+    assert!(!wrong.status.success());
+    let err = String::from_utf8_lossy(&wrong.stderr);
+    assert!(err.contains("h2-budget-download"), "{err}");
 }

@@ -65,10 +65,17 @@ pub enum Attack {
     TlsHandshakeFlood,
     /// HTTP/1.1: small GETs pipelined back to back, replies read.
     H1PipelineFlood,
+    /// HTTP/2: WINDOW_UPDATE frames, whatever the server sends read.
+    H2WindowFloodRead,
+    /// HTTP/2: PING frames whose answers are never read.
+    H2PingFloodUnread,
+    /// HTTP/2: the input budget filled by unfinished HTTP/1.1 heads while
+    /// another client downloads 16 MiB over h2; every byte must arrive.
+    H2BudgetDownload,
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 21] = [
+pub const ALL: [Attack; 24] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -90,6 +97,9 @@ pub const ALL: [Attack; 21] = [
     Attack::TlsBigHello,
     Attack::TlsHandshakeFlood,
     Attack::H1PipelineFlood,
+    Attack::H2WindowFloodRead,
+    Attack::H2PingFloodUnread,
+    Attack::H2BudgetDownload,
 ];
 
 /// The probe's p99 budget under a frame flood, seconds (the same hyper on
@@ -124,14 +134,18 @@ impl Attack {
             Attack::TlsBigHello => "tls-big-hello",
             Attack::TlsHandshakeFlood => "tls-handshake-flood",
             Attack::H1PipelineFlood => "h1-pipeline-flood",
+            Attack::H2WindowFloodRead => "h2-window-flood-read",
+            Attack::H2PingFloodUnread => "h2-ping-flood-unread",
+            Attack::H2BudgetDownload => "h2-budget-download",
         }
     }
 
     /// Parse a name.
     pub fn parse(s: &str) -> Result<Attack, String> {
-        ALL.into_iter()
-            .find(|a| a.name() == s)
-            .ok_or_else(|| format!("{s:?}: no such attack"))
+        ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = ALL.iter().map(|a| a.name()).collect();
+            format!("{s:?}: no such attack (the attacks: {})", names.join(", "))
+        })
     }
 
     /// Whether it means anything against `t` (echo holds no request, so
@@ -146,6 +160,9 @@ impl Attack {
             // axum on tokio stands beside ringkit's on the HTTP/2 floods
             // (it has no timeouts for the others to wait for).
             a if a.floods() => t.axum(),
+            // The peers have no input budget to fill, but their download
+            // is measured beside ringkit's.
+            Attack::H2BudgetDownload => t.axum(),
             Attack::H2ZeroWindow => axum,
             // ringkit's TLS servers (nginx's limits are its own).
             Attack::TlsBigHello => matches!(t, Target::ServeTls | Target::AxumTls),
@@ -161,7 +178,9 @@ impl Attack {
         matches!(
             self,
             Attack::H2WindowFlood
+                | Attack::H2WindowFloodRead
                 | Attack::H2PingFlood
+                | Attack::H2PingFloodUnread
                 | Attack::H2RapidReset
                 | Attack::H2Continuation
                 | Attack::H2SettingsFlood
@@ -179,7 +198,10 @@ impl Attack {
         !self.floods()
             && !matches!(
                 self,
-                Attack::ResetFlood | Attack::BurstThenIdle | Attack::MaxBodies
+                Attack::ResetFlood
+                    | Attack::BurstThenIdle
+                    | Attack::MaxBodies
+                    | Attack::H2BudgetDownload
             )
     }
 
@@ -190,10 +212,11 @@ impl Attack {
 
     /// The server's connection cap for this attack: the battery's, but
     /// room for every bursting connection (and the probe's).
-    pub fn cap(self, cap: usize) -> usize {
+    pub fn cap(self, cap: usize, short: bool) -> usize {
         match self {
             Attack::BurstThenIdle => cap.max(BURST_CONNS + 64),
             Attack::TlsBigHello => cap.max(BIG_HELLO_CONNS + 64),
+            Attack::H2BudgetDownload => cap.max(budget_heads(short) + 64),
             _ => cap,
         }
     }
@@ -202,7 +225,11 @@ impl Attack {
     /// when not its default (32 MiB): the short form's few connections
     /// could not fill that, so it lowers it.
     pub fn input_mib(self, short: bool) -> Option<usize> {
-        (short && self == Attack::TlsBigHello).then_some(BIG_HELLO_SHORT_MIB)
+        match self {
+            Attack::TlsBigHello if short => Some(BIG_HELLO_SHORT_MIB),
+            Attack::H2BudgetDownload if short => Some(BUDGET_SHORT_MIB),
+            _ => None,
+        }
     }
 
     /// Most RSS over the start allowed once the attack's connections have
@@ -229,6 +256,21 @@ const BIG_HELLO_CONNS: usize = 3000;
 /// The input budget the short form gives the server under it, MiB.
 const BIG_HELLO_SHORT_MIB: usize = 4;
 
+/// The input budget the short form gives the server under
+/// `H2BudgetDownload`, MiB.
+const BUDGET_SHORT_MIB: usize = 2;
+/// Bytes of each unfinished head under `H2BudgetDownload`: under the
+/// 16 KiB a connection may hold before it is the one closed, so the
+/// budget is full and no holder stands out.
+const HEAD_BYTES: usize = 15_000;
+
+/// Connections holding an unfinished head under `H2BudgetDownload`: the
+/// server's whole input budget (32 MiB by default) and 64 more.
+fn budget_heads(short: bool) -> usize {
+    let mib = if short { BUDGET_SHORT_MIB } else { 32 };
+    (mib << 20) / HEAD_BYTES + 64
+}
+
 /// What an attack did and saw (before the budgets are applied).
 #[derive(Debug, Default)]
 pub struct Outcome {
@@ -247,6 +289,8 @@ pub struct Outcome {
     pub after_burst_kib: Option<f64>,
     /// What the reader should know.
     pub notes: Vec<String>,
+    /// What went wrong that the attack itself saw (each a failure).
+    pub broken: Vec<String>,
 }
 
 /// What an attack needs.
@@ -326,6 +370,11 @@ impl Ctx<'_> {
         o.closed = held.closed();
     }
 }
+
+/// A WINDOW_UPDATE of 1 on the connection.
+const WINDOW_ONE: &[u8] = &[0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// A PING.
+const PING: &[u8] = b"\0\0\x08\x06\0\0\0\0\0pingping";
 
 /// Run `a` against the server; the probe runs meanwhile.
 pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
@@ -432,15 +481,8 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
             cx.await_close(&mut held, Some(stall.as_secs_f64() + SLACK + 1.0), &mut o);
         }
         Attack::BurstThenIdle => burst_then_idle(cx, &mut o)?,
-        Attack::H2WindowFlood => {
-            // WINDOW_UPDATE of 1 on the connection.
-            const ONE: &[u8] = &[0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-            super::h2::flood(cx, &mut o, Frames::Same(ONE), false)?
-        }
-        Attack::H2PingFlood => {
-            const PING: &[u8] = b"\0\0\x08\x06\0\0\0\0\0pingping";
-            super::h2::flood(cx, &mut o, Frames::Same(PING), true)?
-        }
+        Attack::H2WindowFlood => super::h2::flood(cx, &mut o, Frames::Same(WINDOW_ONE), false)?,
+        Attack::H2PingFlood => super::h2::flood(cx, &mut o, Frames::Same(PING), true)?,
         Attack::H2RapidReset => super::h2::flood(cx, &mut o, Frames::RapidReset, true)?,
         Attack::H2Continuation => super::h2::flood(cx, &mut o, Frames::Continuation, true)?,
         Attack::H2SettingsFlood => {
@@ -458,6 +500,12 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         Attack::TlsBigHello => super::floods::big_hellos(cx, &mut o, BIG_HELLO_CONNS)?,
         Attack::TlsHandshakeFlood => super::floods::handshakes(cx, &mut o)?,
         Attack::H1PipelineFlood => super::h2::flood(cx, &mut o, Frames::Http1, true)?,
+        Attack::H2WindowFloodRead => super::h2::flood(cx, &mut o, Frames::Same(WINDOW_ONE), true)?,
+        Attack::H2PingFloodUnread => super::h2::flood(cx, &mut o, Frames::Same(PING), false)?,
+        Attack::H2BudgetDownload => {
+            let heads = budget_heads(cx.short);
+            super::h2::budget_download(cx, &mut o, heads, HEAD_BYTES)?
+        }
         Attack::MaxBodies => {
             let n = 100;
             let (head, body) = max_body(cx.target);

@@ -31,6 +31,15 @@
 //!   flood of reconnections, not a server that lets the frames through;
 //!   a "closed" count under the SETTINGS flood also counts writes that
 //!   timed out because the server stopped reading.
+//! - **Both floods the other way**: WINDOW_UPDATEs whose connection is
+//!   read, PINGs whose answers never are (the server's answers fill the
+//!   socket; a connection that stops reading must not stop the others).
+//! - **A full budget beside a download**: connections holding unfinished
+//!   HTTP/1.1 heads fill the server's input budget while an h2 client
+//!   downloads 16 MiB, granting window for each DATA frame as clients do.
+//!   The download's WINDOW_UPDATEs arrive while no handler runs; charged
+//!   as waiting input, they once got the download closed mid-body (and
+//!   nghttp exits 0 when that happens): the bytes are counted.
 //! - **Zero window answering PINGs**: streams opened with an initial
 //!   window of 0 (no response byte may go), on connections that keep
 //!   sending PINGs, which the server answers. They must be closed at the
@@ -281,6 +290,100 @@ fn write_then_read(c: &mut Conn, chunk: &[u8], read: bool, buf: &mut [u8]) -> bo
                 return true
             }
             Err(_) => return false,
+        }
+    }
+}
+
+/// The size of the download under a full budget.
+const DOWNLOAD: usize = 16 << 20;
+
+/// `heads` connections each holding `bytes` of an HTTP/1.1 request head
+/// that never ends, then an HTTP/2 download of [`DOWNLOAD`] bytes beside
+/// them; a short download is a failure.
+pub(super) fn budget_download(
+    cx: &Ctx,
+    o: &mut Outcome,
+    heads: usize,
+    bytes: usize,
+) -> io::Result<()> {
+    let mut held = Held::new();
+    let pad = vec![b'a'; bytes - 32];
+    for _ in 0..heads {
+        let Ok(mut c) = target::connect(cx.target, cx.addr, cx.tls, Duration::from_secs(2)) else {
+            continue;
+        };
+        let _ = c.tcp().set_write_timeout(Some(Duration::from_millis(500)));
+        // A server may refuse a head past its budget: that is its right.
+        if c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Pad: ")
+            .and_then(|_| c.write_all(&pad))
+            .is_ok()
+        {
+            held.push(c);
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    held.check();
+    let open = held.len() - held.closed();
+    o.hostile = held.len();
+    let path = format!("/bytes/{DOWNLOAD}");
+    let got = download(h2_conn(cx)?, &path);
+    held.check();
+    o.notes.push(format!(
+        "{open} heads of {bytes} bytes held, {} still open after the download",
+        held.len() - held.closed()
+    ));
+    match got {
+        Ok(n) if n == DOWNLOAD => {}
+        Ok(n) | Err(n) => o.broken.push(format!(
+            "the h2 download got {n} of {DOWNLOAD} bytes beside a full input budget"
+        )),
+    }
+    Ok(())
+}
+
+/// `GET path` on `c` (its preface sent) with the default 64 KiB windows,
+/// granting window back for every DATA frame (two WINDOW_UPDATEs each, as
+/// most clients do) and answering SETTINGS and PINGs; the body's length,
+/// or how far it got.
+fn download(mut c: Conn, path: &str) -> Result<usize, usize> {
+    let _ = c.tcp().set_read_timeout(Some(Duration::from_secs(10)));
+    if c.write_all(&get(1, path)).is_err() {
+        return Err(0);
+    }
+    let mut body = 0;
+    loop {
+        let mut head = [0u8; 9];
+        if c.read_exact(&mut head).is_err() {
+            return Err(body);
+        }
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        let mut payload = vec![0u8; len];
+        if c.read_exact(&mut payload).is_err() {
+            return Err(body);
+        }
+        match (head[3], head[4]) {
+            (0, flags) => {
+                body += len;
+                if len > 0 {
+                    let inc = (len as u32).to_be_bytes();
+                    let mut wu = frame(8, 0, 0, &inc);
+                    wu.extend(frame(8, 0, 1, &inc));
+                    if c.write_all(&wu).is_err() {
+                        return Err(body);
+                    }
+                }
+                if flags & 1 != 0 {
+                    return Ok(body);
+                }
+            }
+            (4, 0) => {
+                let _ = c.write_all(&frame(4, 1, 0, &[]));
+            }
+            (6, 0) => {
+                let _ = c.write_all(&frame(6, 1, 0, &payload));
+            }
+            (7, _) | (3, _) => return Err(body),
+            _ => {}
         }
     }
 }

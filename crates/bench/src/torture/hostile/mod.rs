@@ -39,6 +39,9 @@
 //!   within 16 MiB of the start.
 //! - Maximal bodies or partial records: RSS grows by at most 64 MiB (the
 //!   32 MiB default budget of input per thread, and the allocator's slack).
+//! - An input budget filled beside an HTTP/2 download (the whole budget,
+//!   32 MiB by default, held as unfinished 15 000-byte heads; short form
+//!   2 MiB): the 16 MiB download gets every byte.
 //! - Large ClientHellos (3 000 connections each holding all but 100 bytes
 //!   of a 64 KiB one; short form 600 under a 4 MiB input budget): RSS
 //!   grows by at most twice the input budget plus 16 MiB (the handshake's
@@ -262,7 +265,7 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
                 exe: &cfg.exe,
                 backend: &cfg.backend,
                 addr,
-                cap: a.cap(cfg.cap),
+                cap: a.cap(cfg.cap, cfg.short),
                 site,
                 timeouts: &timeouts,
                 short: cfg.short_for(a),
@@ -386,6 +389,7 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
     if let Some(n) = o.notes.iter().find(|n| n.starts_with("the attack stopped")) {
         failures.push(n.clone());
     }
+    failures.extend(o.broken);
     let mut notes = o.notes;
     if t.peer() {
         // A peer (axum on tokio) is measured, not judged: what it missed
