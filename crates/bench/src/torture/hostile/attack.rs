@@ -2,7 +2,7 @@
 //! fresh server (see `run_attack`), beside the well-behaved probe, and
 //! fills in what it saw; the budgets are checked by the caller.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
@@ -214,7 +214,7 @@ impl Attack {
     /// room for every bursting connection (and the probe's).
     pub fn cap(self, cap: usize, short: bool) -> usize {
         match self {
-            Attack::BurstThenIdle => cap.max(BURST_CONNS + 64),
+            Attack::BurstThenIdle => cap.max(super::burst::BURST_CONNS + 64),
             Attack::TlsBigHello => cap.max(BIG_HELLO_CONNS + 64),
             Attack::H2BudgetDownload => cap.max(budget_heads(short) + 64),
             _ => cap,
@@ -480,7 +480,7 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
             };
             cx.await_close(&mut held, Some(stall.as_secs_f64() + SLACK + 1.0), &mut o);
         }
-        Attack::BurstThenIdle => burst_then_idle(cx, &mut o)?,
+        Attack::BurstThenIdle => super::burst::burst_then_idle(cx, &mut o)?,
         Attack::H2WindowFlood => super::h2::flood(cx, &mut o, Frames::Same(WINDOW_ONE), false)?,
         Attack::H2PingFlood => super::h2::flood(cx, &mut o, Frames::Same(PING), true)?,
         Attack::H2RapidReset => super::h2::flood(cx, &mut o, Frames::RapidReset, true)?,
@@ -609,110 +609,6 @@ fn max_body(t: Target) -> (Vec<u8>, Vec<u8>) {
             (head.into_bytes(), vec![b'b'; len - 1])
         }
     }
-}
-
-/// Fresh idle connections, then a burst on each, then idleness, then
-/// every connection closed. HTTP servers get the bursts at once: each
-/// connection's 64 requests are sent before any reply is read, so the
-/// server holds every connection's replies together (1 000 at once took
-/// `ringkit serve` to 450 MiB, and glibc kept 100 MiB of it afterwards).
-fn burst_then_idle(cx: &Ctx, o: &mut Outcome) -> io::Result<()> {
-    let t = cx.target;
-    // The log syncs each burst: fewer connections, so that all of them
-    // stay within the short form's idle timeout.
-    let n = match t {
-        Target::Log => cx.n(100, 20),
-        _ => cx.n(BURST_CONNS, 100),
-    };
-    let before = (cx.rss)();
-    let mut conns = Vec::with_capacity(n);
-    for _ in 0..n {
-        let mut c = target::connect(t, cx.addr, cx.tls, Duration::from_secs(5))?;
-        target::exchange(t, &mut c)?;
-        conns.push(c);
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let fresh = (cx.rss)();
-    if matches!(t, Target::Echo | Target::Log) {
-        for c in &mut conns {
-            burst(t, c)?;
-        }
-    } else {
-        let reqs = target::gets(target::large_path(t), BURST);
-        for c in &mut conns {
-            c.write_all(&reqs)?;
-        }
-        for c in &mut conns {
-            read_burst(c)?;
-        }
-    }
-    // What a server gives back once a burst is over may take a moment
-    // (ringkit-http asks the allocator 1 s after).
-    std::thread::sleep(Duration::from_millis(1500));
-    let after = (cx.rss)();
-    // Every connection was still open when sampled (or the figure says
-    // nothing of it).
-    for c in &mut conns {
-        target::exchange(t, c)?;
-    }
-    // The harness samples RSS once the attack returns: after the close.
-    drop(conns);
-    std::thread::sleep(Duration::from_millis(1500));
-    let per = |x: u64| x.saturating_sub(before) as f64 / n as f64;
-    o.hostile = n;
-    o.fresh_kib = Some(per(fresh));
-    o.after_burst_kib = Some(per(after));
-    Ok(())
-}
-
-/// Requests in a burst.
-const BURST: usize = 64;
-/// Connections bursting at once (full form).
-const BURST_CONNS: usize = 1000;
-
-/// Read a burst's replies, checking each is a 200 (buffered: the last
-/// reply ends the connection's input, so nothing read ahead is lost).
-fn read_burst(c: &mut Conn) -> io::Result<()> {
-    let mut r = io::BufReader::with_capacity(64 * 1024, c);
-    for i in 0..BURST {
-        let (status, _) = target::read_response(&mut r)
-            .map_err(|e| io::Error::new(e.kind(), format!("reply {i} of a burst: {e}")))?;
-        if status != 200 {
-            return Err(io::Error::other(format!("burst: status {status}")));
-        }
-    }
-    Ok(())
-}
-
-/// 64 pipelined requests for ~16 KiB each, every reply read.
-pub(crate) fn burst(t: Target, c: &mut Conn) -> io::Result<()> {
-    const N: usize = BURST;
-    match t {
-        Target::Echo => {
-            let msg = vec![b'e'; 16 * 1024];
-            let mut back = vec![0u8; msg.len()];
-            for _ in 0..N {
-                c.write_all(&msg)?;
-                c.read_exact(&mut back)?;
-            }
-        }
-        Target::Log => {
-            let rec = vec![b'r'; 16 * 1024];
-            let mut all = Vec::new();
-            for _ in 0..N {
-                all.extend_from_slice(&(rec.len() as u32).to_le_bytes());
-                all.extend_from_slice(&rec);
-            }
-            c.write_all(&all)?;
-            let mut lsns = [0u8; 8 * N];
-            c.read_exact(&mut lsns)?;
-        }
-        _ => {
-            c.write_all(&target::gets(target::large_path(t), N))?;
-            read_burst(c)?;
-        }
-    }
-    Ok(())
 }
 
 /// Make the next close of `s` a reset.

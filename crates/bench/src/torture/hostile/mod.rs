@@ -55,6 +55,7 @@
 //! idle timeouts.
 
 pub mod attack;
+mod burst;
 mod floods;
 mod h2;
 pub mod held;
@@ -430,7 +431,7 @@ fn warm_up(t: Target, addr: SocketAddr, tls: &Arc<rustls::ClientConfig>) -> io::
         for _ in 0..each {
             target::exchange(t, &mut c)?;
         }
-        attack::burst(t, &mut c)?;
+        burst::burst(t, &mut c)?;
     }
     Ok(())
 }
