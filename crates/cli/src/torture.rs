@@ -51,7 +51,9 @@ pub struct TortureArgs {
     /// h2-zero-window, h2-rapid-reset, h2-continuation, h2-settings-flood,
     /// h2-empty-frames, h2-made-you-reset, h2-hpack-bomb, tls-big-hello,
     /// tls-handshake-flood, h1-pipeline-flood, h2-window-flood-read,
-    /// h2-ping-flood-unread, h2-budget-download); each runs where it
+    /// h2-ping-flood-unread, h2-budget-download, h2-data-dribble,
+    /// h2-priority-churn, h2-reset-flood-unread, h2-empty-headers); each
+    /// runs where it
     /// applies.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Vec<String>,

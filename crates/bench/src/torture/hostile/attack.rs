@@ -72,10 +72,21 @@ pub enum Attack {
     /// HTTP/2: the input budget filled by unfinished HTTP/1.1 heads while
     /// another client downloads 16 MiB over h2; every byte must arrive.
     H2BudgetDownload,
+    /// HTTP/2: window granted a byte at a time on 100 streams
+    /// (CVE-2019-9511).
+    H2DataDribble,
+    /// HTTP/2: PRIORITY frames reordering ever new streams
+    /// (CVE-2019-9513).
+    H2PriorityChurn,
+    /// HTTP/2: requests the server must reset, its resets never read
+    /// (CVE-2019-9514).
+    H2ResetFloodUnread,
+    /// HTTP/2: HEADERS of empty names and values (CVE-2019-9516).
+    H2EmptyHeaders,
 }
 
 /// Every attack, in the order of the report.
-pub const ALL: [Attack; 24] = [
+pub const ALL: [Attack; 28] = [
     Attack::IdleFlood,
     Attack::ResetFlood,
     Attack::SlowOpening,
@@ -100,6 +111,10 @@ pub const ALL: [Attack; 24] = [
     Attack::H2WindowFloodRead,
     Attack::H2PingFloodUnread,
     Attack::H2BudgetDownload,
+    Attack::H2DataDribble,
+    Attack::H2PriorityChurn,
+    Attack::H2ResetFloodUnread,
+    Attack::H2EmptyHeaders,
 ];
 
 /// The probe's p99 budget under a frame flood, seconds (the same hyper on
@@ -137,6 +152,10 @@ impl Attack {
             Attack::H2WindowFloodRead => "h2-window-flood-read",
             Attack::H2PingFloodUnread => "h2-ping-flood-unread",
             Attack::H2BudgetDownload => "h2-budget-download",
+            Attack::H2DataDribble => "h2-data-dribble",
+            Attack::H2PriorityChurn => "h2-priority-churn",
+            Attack::H2ResetFloodUnread => "h2-reset-flood-unread",
+            Attack::H2EmptyHeaders => "h2-empty-headers",
         }
     }
 
@@ -181,6 +200,10 @@ impl Attack {
                 | Attack::H2WindowFloodRead
                 | Attack::H2PingFlood
                 | Attack::H2PingFloodUnread
+                | Attack::H2DataDribble
+                | Attack::H2PriorityChurn
+                | Attack::H2ResetFloodUnread
+                | Attack::H2EmptyHeaders
                 | Attack::H2RapidReset
                 | Attack::H2Continuation
                 | Attack::H2SettingsFlood
@@ -502,6 +525,10 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         Attack::H1PipelineFlood => super::h2::flood(cx, &mut o, Frames::Http1, true)?,
         Attack::H2WindowFloodRead => super::h2::flood(cx, &mut o, Frames::Same(WINDOW_ONE), true)?,
         Attack::H2PingFloodUnread => super::h2::flood(cx, &mut o, Frames::Same(PING), false)?,
+        Attack::H2DataDribble => super::h2::flood(cx, &mut o, Frames::DataDribble, true)?,
+        Attack::H2PriorityChurn => super::h2::flood(cx, &mut o, Frames::PriorityChurn, true)?,
+        Attack::H2ResetFloodUnread => super::h2::flood(cx, &mut o, Frames::MadeYouReset, false)?,
+        Attack::H2EmptyHeaders => super::h2::flood(cx, &mut o, Frames::EmptyHeaders, true)?,
         Attack::H2BudgetDownload => {
             let heads = budget_heads(cx.short);
             super::h2::budget_download(cx, &mut o, heads, HEAD_BYTES)?

