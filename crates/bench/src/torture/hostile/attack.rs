@@ -235,11 +235,11 @@ impl Attack {
 
     /// The server's connection cap for this attack: the battery's, but
     /// room for every bursting connection (and the probe's).
-    pub fn cap(self, cap: usize, short: bool) -> usize {
+    pub fn cap(self, cap: usize) -> usize {
         match self {
             Attack::BurstThenIdle => cap.max(super::burst::BURST_CONNS + 64),
             Attack::TlsBigHello => cap.max(BIG_HELLO_CONNS + 64),
-            Attack::H2BudgetDownload => cap.max(budget_heads(short) + 64),
+            Attack::H2BudgetDownload => cap.max(BUDGET_HEADS + 64),
             _ => cap,
         }
     }
@@ -250,7 +250,7 @@ impl Attack {
     pub fn input_mib(self, short: bool) -> Option<usize> {
         match self {
             Attack::TlsBigHello if short => Some(BIG_HELLO_SHORT_MIB),
-            Attack::H2BudgetDownload if short => Some(BUDGET_SHORT_MIB),
+            Attack::H2BudgetDownload => Some(BUDGET_MIB),
             _ => None,
         }
     }
@@ -268,6 +268,11 @@ impl Attack {
         let mib = input_mib.unwrap_or(32) as u64;
         match self {
             Attack::MaxBodies => Some(64 * 1024),
+            // A flood's frames are consumed as they come: what a server
+            // queues for them (answers, resets, one-byte DATA frames) must
+            // stay bounded (ringkit grew 0.3-1.5 MiB in 6 s; the floods
+            // write 40-200 MB/s).
+            a if a.floods() => Some(64 * 1024),
             Attack::TlsBigHello => Some((2 * mib + 16) * 1024),
             _ => None,
         }
@@ -279,20 +284,19 @@ const BIG_HELLO_CONNS: usize = 3000;
 /// The input budget the short form gives the server under it, MiB.
 const BIG_HELLO_SHORT_MIB: usize = 4;
 
-/// The input budget the short form gives the server under
-/// `H2BudgetDownload`, MiB.
-const BUDGET_SHORT_MIB: usize = 2;
+/// The input budget the server gets under `H2BudgetDownload`, MiB, in
+/// both forms: small, so that the heads fill it well within the header
+/// timeout (2 300 TLS connections for the default 32 MiB took 7-9 s in a
+/// debug build, against a 10 s timeout).
+const BUDGET_MIB: usize = 2;
 /// Bytes of each unfinished head under `H2BudgetDownload`: under the
-/// 16 KiB a connection may hold before it is the one closed, so the
-/// budget is full and no holder stands out.
+/// 16 KiB a connection may hold before it is the one closed, so no
+/// holder stands out.
 const HEAD_BYTES: usize = 15_000;
-
-/// Connections holding an unfinished head under `H2BudgetDownload`: the
-/// server's whole input budget (32 MiB by default) and 64 more.
-fn budget_heads(short: bool) -> usize {
-    let mib = if short { BUDGET_SHORT_MIB } else { 32 };
-    (mib << 20) / HEAD_BYTES + 64
-}
+/// Unfinished heads under `H2BudgetDownload`: enough for twice the
+/// budget (what small holders may fill, after which a server refuses even
+/// them), and 64 more.
+const BUDGET_HEADS: usize = 2 * (BUDGET_MIB << 20) / HEAD_BYTES + 64;
 
 /// What an attack did and saw (before the budgets are applied).
 #[derive(Debug, Default)]
@@ -530,8 +534,8 @@ pub fn run(a: Attack, cx: &Ctx) -> io::Result<Outcome> {
         Attack::H2ResetFloodUnread => super::h2::flood(cx, &mut o, Frames::MadeYouReset, false)?,
         Attack::H2EmptyHeaders => super::h2::flood(cx, &mut o, Frames::EmptyHeaders, true)?,
         Attack::H2BudgetDownload => {
-            let heads = budget_heads(cx.short);
-            super::h2::budget_download(cx, &mut o, heads, HEAD_BYTES)?
+            let fill = 2 * (BUDGET_MIB << 20);
+            super::h2::budget_download(cx, &mut o, BUDGET_HEADS, HEAD_BYTES, fill)?
         }
         Attack::MaxBodies => {
             let n = 100;
