@@ -116,9 +116,15 @@ pub(super) fn flood_conns() -> usize {
     }
 }
 
-/// How long a flood lasts.
+/// How long a flood lasts: 20 s; the short form 6 s, and 3 s in a debug
+/// build (`cargo test`, where a flood is a smoke test: see
+/// [`flood_conns`]).
 pub(super) fn flood_time(cx: &Ctx) -> Duration {
-    Duration::from_secs(if cx.short { 6 } else { 20 })
+    Duration::from_secs(match (cx.short, cfg!(debug_assertions)) {
+        (false, _) => 20,
+        (true, false) => 6,
+        (true, true) => 3,
+    })
 }
 
 /// What a flooding connection sends next.
