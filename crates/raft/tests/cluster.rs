@@ -11,9 +11,23 @@ use ringkit_raft::client::{Answer2, Client, Reply};
 use ringkit_raft::node::{serve, NodeConfig};
 use ringkit_raft::wire::Call;
 
+/// A free port, never one handed out before in this process: the two
+/// backends' clusters start side by side, and a port released here could
+/// be handed to the other cluster before its node bound it. Then one
+/// cluster's leader sent appends to the other's, whose leader had the same
+/// vote (term 1, node 1), and openraft panicked (`self.leader.is_none()`),
+/// failing both tests at once in CI.
 fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&a.port()) {
+            given.push(a.port());
+            return a;
+        }
+    }
 }
 
 async fn leader(c: &mut Client, n: usize, not: Option<u64>) -> u64 {
