@@ -167,6 +167,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     let outcome = workload(cfg, &root.join("log"), &rec, &mut report).await;
     ringkit::fs::hook::set_hook(prev);
     report.fault_fired = rec.fired();
+    report.violations.extend(rec.violations());
     if let Err(v) = outcome {
         report.violations.push(v);
     }
@@ -486,9 +487,15 @@ async fn explore_trace(
     for (i, e) in events.iter().enumerate() {
         model.apply(e);
         match e {
+            // A crash right after an acknowledgement is judged there, not
+            // only at the next file operation (a record acknowledged
+            // before its sync returned fails at once): once per run of
+            // acknowledgements, whose states differ only in what was seen.
             Event::Ack { lsn, id } => {
                 seen.ack(*lsn, *id);
-                continue;
+                if matches!(events.get(i + 1), Some(Event::Ack { .. })) {
+                    continue;
+                }
             }
             Event::Appended { id } => {
                 seen.appended(*id);
@@ -496,7 +503,9 @@ async fn explore_trace(
             }
             Event::Edit(edit) => {
                 seen.edit(edit);
-                continue;
+                if matches!(events.get(i + 1), Some(Event::Edit(_))) {
+                    continue;
+                }
             }
             Event::Reopen | Event::Faulted { .. } => continue,
             _ => {}

@@ -150,6 +150,9 @@ struct State {
     /// Per descriptor, where each sync in flight was issued (the trace's
     /// length then), oldest first.
     sync_starts: HashMap<RawFd, std::collections::VecDeque<usize>>,
+    /// Rules of the log's own broken as it ran (two syncs of one file in
+    /// flight).
+    violations: Vec<String>,
 }
 
 /// Records every change under `root` (which must exist and be empty).
@@ -177,6 +180,11 @@ impl Recorder {
     /// Add a workload event.
     pub fn note(&self, e: Event) {
         self.st.borrow_mut().events.push(e);
+    }
+
+    /// The log's own rules it saw broken as the workload ran.
+    pub fn violations(&self) -> Vec<String> {
+        self.st.borrow().violations.clone()
     }
 
     /// Whether the planned fault was injected.
@@ -252,7 +260,18 @@ impl FsHook for Recorder {
             let mut st = self.st.borrow_mut();
             if st.fds.contains_key(fd) {
                 let at = st.events.len();
-                st.sync_starts.entry(*fd).or_default().push_back(at);
+                let q = st.sync_starts.entry(*fd).or_default();
+                // A writeback error is reported to one `fdatasync` of an
+                // open file: the other could return success over pages the
+                // kernel failed to write. The log never overlaps them.
+                let overlap = !q.is_empty();
+                q.push_back(at);
+                if overlap {
+                    st.violations.push(format!(
+                        "two fdatasyncs of one file in flight at once (event {at}): \
+                         a writeback error reaches only one of them"
+                    ));
+                }
             }
         }
         fault
