@@ -26,7 +26,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     let r = crashcheck::explore(&cfg).await.unwrap();
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
-         {} acked, {} edits acked, {} syncs with a later batch in flight",
+         {} acked, {} edits acked, {} syncs with a later batch in flight, {} linked \
+         write+syncs, registered buffers {}",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -34,9 +35,17 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.distinct,
         r.acked,
         r.edits,
-        r.overlapped
+        r.overlapped,
+        r.linked,
+        r.registered
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
+    // The production path ran: the write linked to its sync, and on
+    // io_uring from registered buffers (`WRITE_FIXED`).
+    assert!(r.linked > 0, "no linked write and sync ran");
+    if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
+        assert!(r.registered, "the log wrote without registered buffers");
+    }
     r
 }
 
@@ -125,5 +134,44 @@ ringkit::test_all! {
     async fn faults_on_every_operation_lose_nothing_acknowledged() {
         faults(false).await;
         faults(true).await;
+    }
+}
+
+/// Dense sweeps: every position from 1 to 32 of a sync failing with `EIO`
+/// and of a short write (the linked write and sync among them), on two
+/// seeds (one buffered, one `O_DIRECT`). A bug that shows only when the
+/// fault lands in one window (two syncs in flight, a short write taken as
+/// complete) is hit on every run, not by chance.
+async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
+    let (mut runs, mut fired) = (0, 0);
+    for (seed, direct) in [(201, false), (202, true)] {
+        for nth in 1..=32 {
+            let mut cfg = Config::new(30, seed, scratch());
+            cfg.direct = direct;
+            cfg.budget = 4;
+            cfg.fault = Some(FaultPlan { kind, nth, error });
+            let r = crashcheck::explore(&cfg).await.unwrap();
+            assert!(
+                r.violations.is_empty(),
+                "{kind:?} #{nth} {error:?} seed {seed}: {:#?}",
+                r.violations
+            );
+            runs += 1;
+            fired += u32::from(r.fault_fired);
+        }
+    }
+    println!("{kind:?} {error:?}: {runs} runs, {fired} faults fired");
+    (runs, fired)
+}
+
+ringkit::test_all! {
+    async fn dense_sync_failures_lose_nothing_acknowledged() {
+        let (runs, fired) = dense(OpKind::Sync, Some(libc::EIO)).await;
+        assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
+    }
+
+    async fn dense_short_writes_lose_nothing_acknowledged() {
+        let (runs, fired) = dense(OpKind::Write, None).await;
+        assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
     }
 }

@@ -117,7 +117,7 @@ impl OpKind {
         Some(match op {
             FsOp::Open { .. } => OpKind::Open,
             FsOp::Read { .. } => OpKind::Read,
-            FsOp::Write { .. } => OpKind::Write,
+            FsOp::Write { .. } | FsOp::WriteSync { .. } => OpKind::Write,
             FsOp::Sync { .. } => OpKind::Sync,
             FsOp::Allocate { .. } => OpKind::Alloc,
             FsOp::Rename { .. } => OpKind::Rename,
@@ -153,6 +153,21 @@ struct State {
     /// Rules of the log's own broken as it ran (two syncs of one file in
     /// flight).
     violations: Vec<String>,
+    /// Linked writes and syncs in flight, by descriptor and offset: the
+    /// index of their write's event (recorded when issued) and where their
+    /// sync was counted as started.
+    linked: HashMap<(RawFd, u64), Linked>,
+    /// Linked writes and syncs that returned.
+    linked_done: u64,
+}
+
+/// A linked write and sync in flight.
+#[derive(Debug, Clone, Copy)]
+struct Linked {
+    /// The index of its write's event.
+    write: usize,
+    /// Whether its sync was failed by fault injection.
+    sync_failed: bool,
 }
 
 /// Records every change under `root` (which must exist and be empty).
@@ -185,6 +200,11 @@ impl Recorder {
     /// The log's own rules it saw broken as the workload ran.
     pub fn violations(&self) -> Vec<String> {
         self.st.borrow().violations.clone()
+    }
+
+    /// How many linked writes and syncs returned.
+    pub fn linked(&self) -> u64 {
+        self.st.borrow().linked_done
     }
 
     /// Whether the planned fault was injected.
@@ -236,6 +256,7 @@ impl Recorder {
             FsOp::Rename { from, .. } => self.rel(from).is_some(),
             FsOp::Read { fd, .. }
             | FsOp::Write { fd, .. }
+            | FsOp::WriteSync { fd, .. }
             | FsOp::Sync { fd, .. }
             | FsOp::Allocate { fd, .. }
             | FsOp::Close { fd } => st.fds.contains_key(fd),
@@ -246,6 +267,7 @@ impl Recorder {
         match op {
             FsOp::Read { fd, .. }
             | FsOp::Write { fd, .. }
+            | FsOp::WriteSync { fd, .. }
             | FsOp::Sync { fd, .. }
             | FsOp::Allocate { fd, .. } => st.fds.get(fd).copied(),
             _ => None,
@@ -256,23 +278,11 @@ impl Recorder {
 impl FsHook for Recorder {
     fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
         let fault = self.fault_for(op);
+        if let FsOp::WriteSync { fd, offset, data } = op {
+            return self.linked_before(*fd, *offset, data, fault);
+        }
         if let (None, FsOp::Sync { fd, .. }) = (&fault, op) {
-            let mut st = self.st.borrow_mut();
-            if st.fds.contains_key(fd) {
-                let at = st.events.len();
-                let q = st.sync_starts.entry(*fd).or_default();
-                // A writeback error is reported to one `fdatasync` of an
-                // open file: the other could return success over pages the
-                // kernel failed to write. The log never overlaps them.
-                let overlap = !q.is_empty();
-                q.push_back(at);
-                if overlap {
-                    st.violations.push(format!(
-                        "two fdatasyncs of one file in flight at once (event {at}): \
-                         a writeback error reaches only one of them"
-                    ));
-                }
-            }
+            self.sync_started(*fd);
         }
         fault
     }
@@ -281,6 +291,10 @@ impl FsHook for Recorder {
         let mut guard = self.st.borrow_mut();
         let st = &mut *guard;
         if !self.ours(st, op) {
+            return;
+        }
+        if let FsOp::WriteSync { fd, offset, data } = op {
+            Self::linked_after(st, *fd, *offset, data, res);
             return;
         }
         // Where the sync now returning was issued. Syncs of one descriptor
@@ -305,6 +319,110 @@ impl FsHook for Recorder {
 }
 
 impl Recorder {
+    /// A sync of `fd` is issued now: flag it if another is in flight.
+    fn sync_started(&self, fd: RawFd) {
+        {
+            let mut st = self.st.borrow_mut();
+            if st.fds.contains_key(&fd) {
+                let at = st.events.len();
+                let q = st.sync_starts.entry(fd).or_default();
+                // A writeback error is reported to one `fdatasync` of an
+                // open file: the other could return success over pages the
+                // kernel failed to write. The log never overlaps them.
+                let overlap = !q.is_empty();
+                q.push_back(at);
+                if overlap {
+                    st.violations.push(format!(
+                        "two fdatasyncs of one file in flight at once (event {at}): \
+                         a writeback error reaches only one of them"
+                    ));
+                }
+            }
+        }
+    }
+
+    /// A linked write and sync is issued: its write is recorded now (the
+    /// kernel may write any of it from here on), as much of it as the
+    /// planted fault lets through; a failed sync is recorded after it.
+    fn linked_before(
+        &self,
+        fd: RawFd,
+        offset: u64,
+        data: &[u8],
+        fault: Option<Fault>,
+    ) -> Option<Fault> {
+        let (written, sync_failed) = match &fault {
+            None => (data.len(), false),
+            Some(Fault::Short(n)) => (*n, false),
+            Some(Fault::FailSync(_)) => (data.len(), true),
+            Some(Fault::Fail(_)) => return fault,
+        };
+        let mut st = self.st.borrow_mut();
+        let Some(&node) = st.fds.get(&fd) else {
+            return fault;
+        };
+        // The failed sync's event was pushed by `fault_for`: the write goes
+        // before it, so that the sync's failure covers it.
+        let at = st.events.len() - usize::from(sync_failed);
+        st.events.insert(
+            at,
+            Event::Write {
+                node,
+                offset,
+                data: data[..written].to_vec(),
+            },
+        );
+        st.linked.insert(
+            (fd, offset),
+            Linked {
+                write: at,
+                sync_failed,
+            },
+        );
+        drop(st);
+        if written == data.len() && !sync_failed {
+            self.sync_started(fd);
+        }
+        fault
+    }
+
+    /// A linked write and sync returned: the sync, if it ran and succeeded,
+    /// covers everything recorded before the pair was issued and its own
+    /// write (not what completed beside it).
+    fn linked_after(st: &mut State, fd: RawFd, offset: u64, data: &[u8], res: &io::Result<u64>) {
+        let Some(l) = st.linked.remove(&(fd, offset)) else {
+            return;
+        };
+        let node = st.fds[&fd];
+        st.linked_done += 1;
+        if let Some(q) = st.sync_starts.get_mut(&fd) {
+            if let Some(i) = q.iter().position(|&s| s == l.write + 1) {
+                q.remove(i);
+            }
+        }
+        match res {
+            Ok(n) if *n as usize == data.len() && !l.sync_failed => {
+                st.events.push(Event::SyncFile {
+                    node,
+                    upto: l.write + 1,
+                });
+            }
+            // Short: what the kernel wrote, nothing synced.
+            Ok(n) => {
+                if let Event::Write { data: d, .. } = &mut st.events[l.write] {
+                    d.truncate(*n as usize);
+                }
+            }
+            Err(_) if l.sync_failed => {}
+            // A sync failure of the disk's own: what it covered is in limbo.
+            Err(e) => st.events.push(Event::Faulted {
+                what: format!("fdatasync fd {fd} (linked, {e})"),
+                node: Some(node),
+                data: Vec::new(),
+            }),
+        }
+    }
+
     /// The fault planned for `op`, if this is its turn (counted either way).
     fn fault_for(&self, op: &FsOp<'_>) -> Option<Fault> {
         let mut st = self.st.borrow_mut();
@@ -312,27 +430,45 @@ impl Recorder {
             return None;
         }
         let kind = OpKind::of(op)?;
-        let n = {
+        fn bump(st: &mut State, kind: OpKind) -> u64 {
             let c = st.counts.entry(kind).or_insert(0);
             *c += 1;
             *c
-        };
+        }
+        let n = bump(&mut st, kind);
         let plan = st.fault?;
+        let is_write = matches!(op, FsOp::Write { .. } | FsOp::WriteSync { .. });
         if st.fired || plan.kind != kind || plan.nth != n {
+            // A linked write's sync counts as a sync (issued only after the
+            // write: never when the write is faulted).
+            if let FsOp::WriteSync { fd, .. } = op {
+                let m = bump(&mut st, OpKind::Sync);
+                if !st.fired && plan.kind == OpKind::Sync && plan.nth == m {
+                    st.fired = true;
+                    let node = self.node_of(&st, op);
+                    st.events.push(Event::Faulted {
+                        what: format!("fdatasync fd {fd} (linked)"),
+                        node,
+                        data: Vec::new(),
+                    });
+                    let e = plan.error.unwrap_or(libc::EIO);
+                    return Some(Fault::FailSync(io::Error::from_raw_os_error(e)));
+                }
+            }
             return None;
         }
         st.fired = true;
         let node = self.node_of(&st, op);
         // A short write is not a failure (the rest is written after it):
         // named apart, so a poisoned log is looked for only after errors.
-        let short = plan.error.is_none() && matches!(op, FsOp::Write { .. });
+        let short = plan.error.is_none() && is_write;
         let what = if short {
             format!("short {op}")
         } else {
             op.to_string()
         };
         let data = match op {
-            FsOp::Write { data, .. } => data.to_vec(),
+            FsOp::Write { data, .. } | FsOp::WriteSync { data, .. } => data.to_vec(),
             _ => Vec::new(),
         };
         st.events.push(Event::Faulted { what, node, data });
@@ -340,7 +476,7 @@ impl Recorder {
             // A short write to a file ends where the kernel stopped copying:
             // at a page boundary of the file (the page it could not get
             // fails whole). With none inside the write, nothing is written.
-            (None, FsOp::Write { data, offset, .. }) => {
+            (None, FsOp::Write { data, offset, .. } | FsOp::WriteSync { data, offset, .. }) => {
                 let cut = (offset + data.len() as u64 / 2) / 4096 * 4096;
                 if cut > *offset {
                     Fault::Short((cut - offset) as usize)
@@ -451,7 +587,7 @@ impl Recorder {
             FsOp::Close { fd } => {
                 st.fds.remove(fd);
             }
-            FsOp::Read { .. } => {}
+            FsOp::Read { .. } | FsOp::WriteSync { .. } => {}
         }
     }
 }

@@ -6,6 +6,7 @@ use std::io;
 use std::task::Poll;
 
 use super::hook::{self, Fault, FsOp};
+use super::short_buf::ShortBuf;
 use super::File;
 use crate::buf::{IoBuf, IoBufMut};
 use crate::context::try_with_ctx;
@@ -27,28 +28,65 @@ impl File {
     /// and sync again (or use [`write_all_at_sync`](Self::write_all_at_sync)).
     /// A registered [`super::FixedBuf`] goes as `WRITE_FIXED`.
     pub async fn write_at_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
-        // Hooked (see `hook`): a write then a sync, each seen by the hook.
-        let linked = super::hook::current().is_none()
-            && try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
-        if linked {
-            let buf_index = buf.fixed_index();
-            return Op::new(WriteSync {
-                fd: self.fd,
-                buf,
-                offset,
-                buf_index,
-                on_ring: false,
-            })
-            .await;
+        let linked = try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
+        if !linked {
+            // A kernel whose skipped links post more than one CQE: the
+            // write, then (only after all of it) the sync.
+            let len = buf.bytes_init();
+            let (res, buf) = self.write_at(buf, offset).await;
+            return match res {
+                Ok(n) if n == len => (self.sync_data().await.map(|()| n), buf),
+                other => (other, buf),
+            };
         }
-        // A kernel whose skipped links post more than one CQE: the write,
-        // then (only after all of it) the sync.
+        if hook::current().is_none() {
+            return self.linked_write_sync(buf, offset).await;
+        }
+        // Hooked (see `hook`): the same linked operation, seen as one
+        // `FsOp::WriteSync`, a planted fault made as the kernel would.
+        let fd = self.fd;
+        let fault = hook::before(&FsOp::WriteSync {
+            fd,
+            offset,
+            data: buf.init_slice(),
+        });
         let len = buf.bytes_init();
-        let (res, buf) = self.write_at(buf, offset).await;
-        match res {
-            Ok(n) if n == len => (self.sync_data().await.map(|()| n), buf),
-            other => (other, buf),
-        }
+        let (res, buf) = match fault {
+            Ok(()) => self.linked_write_sync(buf, offset).await,
+            Err(Fault::Short(n)) => {
+                // The kernel writes `n` bytes, faults on the unmapped rest
+                // and cancels the sync.
+                let res = match ShortBuf::new(buf.init_slice(), n) {
+                    Ok(short) => self.linked_write_sync(short, offset).await.0,
+                    Err(e) => Err(e),
+                };
+                (res, buf)
+            }
+            Err(Fault::FailSync(e)) => match self.linked_write_sync(buf, offset).await {
+                (Ok(n), buf) if n == len => (Err(e), buf),
+                other => other,
+            },
+            Err(Fault::Fail(e)) => return (Err(e), buf),
+        };
+        let data = match &res {
+            Ok(n) => &buf.init_slice()[..*n],
+            Err(_) => buf.init_slice(),
+        };
+        hook::after(&FsOp::WriteSync { fd, offset, data }, &res, |&n| n as u64);
+        (res, buf)
+    }
+
+    /// The write linked to its sync, one submission on io_uring.
+    async fn linked_write_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let buf_index = buf.fixed_index();
+        Op::new(WriteSync {
+            fd: self.fd,
+            buf,
+            offset,
+            buf_index,
+            on_ring: false,
+        })
+        .await
     }
 
     /// Write all of `buf` at `offset` and make it durable: `Ok(())` only

@@ -10,9 +10,12 @@
 //! tests the engine's error paths deterministically.
 //!
 //! With no hook installed (the default) each operation pays one
-//! thread-local read. With one installed, [`File::write_at_sync`] goes as a
-//! write then a sync (two operations the hook can tell apart), not one
-//! linked submission.
+//! thread-local read. With one installed, every operation still goes as in
+//! production: [`File::write_at_sync`] is the same linked write and sync
+//! (`WRITE` or `WRITE_FIXED`, then `FSYNC`, one submission on io_uring),
+//! seen as one [`FsOp::WriteSync`]; a short write planted there is made by
+//! the kernel (the buffer's tail is unmapped), so the kernel cancels the
+//! sync as it would.
 //!
 //! What it does not see: reads other than [`File::read_at`], descriptors
 //! adopted with `File::from(OwnedFd)` until they are written, and anything
@@ -54,6 +57,20 @@ pub enum FsOp<'a> {
     /// A positional write: before, the bytes asked to be written; after,
     /// the bytes that were.
     Write {
+        /// The descriptor.
+        fd: RawFd,
+        /// File offset.
+        offset: u64,
+        /// The bytes.
+        data: &'a [u8],
+    },
+    /// A write linked to an `fdatasync` ([`super::File::write_at_sync`]):
+    /// the sync runs only after every byte was written. Before: the bytes
+    /// asked to be written. After: `Ok(n)`, the first `n` bytes were
+    /// written, and synced if they are all of them (a short write cancels
+    /// the sync); an error: the bytes may have been written (`data` is
+    /// all of them) and were not synced.
+    WriteSync {
         /// The descriptor.
         fd: RawFd,
         /// File offset.
@@ -111,6 +128,10 @@ pub enum Fault {
     /// For a write: write only this many bytes (a short write); for any
     /// other operation the same as failing with `EIO`.
     Short(usize),
+    /// For a linked write and sync: the write is issued for real, then
+    /// the sync fails with this error (its pages were not written back).
+    /// For any other operation the same as [`Fault::Fail`].
+    FailSync(io::Error),
 }
 
 /// Sees every operation of `ringkit::fs` on the thread it is installed on.
@@ -172,7 +193,7 @@ impl Fault {
     /// The error of a fault on an operation that is not a write.
     pub(crate) fn into_error(self) -> io::Error {
         match self {
-            Fault::Fail(e) => e,
+            Fault::Fail(e) | Fault::FailSync(e) => e,
             Fault::Short(_) => io::Error::from_raw_os_error(libc::EIO),
         }
     }
@@ -184,6 +205,9 @@ impl fmt::Display for FsOp<'_> {
             FsOp::Open { path, .. } => write!(f, "open {}", path.display()),
             FsOp::Read { fd, offset, len } => write!(f, "read fd {fd} {len}@{offset}"),
             FsOp::Write { fd, offset, data } => write!(f, "write fd {fd} {}@{offset}", data.len()),
+            FsOp::WriteSync { fd, offset, data } => {
+                write!(f, "write+fdatasync fd {fd} {}@{offset}", data.len())
+            }
             FsOp::Sync { fd, data_only } => {
                 write!(
                     f,

@@ -61,6 +61,7 @@ mod durable;
 mod fixed;
 pub mod hook;
 mod names;
+mod short_buf;
 pub use fixed::{FixedBuf, FixedBufPool};
 pub use names::{create_dir, remove_dir, remove_file, rename, sync_dir, write_replace};
 
@@ -402,7 +403,7 @@ impl File {
                 .await;
                 (res, buf)
             }
-            Err(Fault::Fail(e)) => return (Err(e), buf),
+            Err(Fault::Fail(e) | Fault::FailSync(e)) => return (Err(e), buf),
         };
         let data = match &res {
             Ok(n) => &buf.init_slice()[..*n],
