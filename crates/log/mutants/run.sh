@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Plant each hand-made durability mutant (the .patch files beside this
+# script) in turn, run the crash-state explorer's tests against it, and say
+# whether they caught it and how many seconds after the tests started the
+# first failure was printed (compile time excluded). The tree must be
+# clean; each patch is reverted before the next.
+#
+#   crates/log/mutants/run.sh            # every mutant
+#   crates/log/mutants/run.sh 2 5u       # the ones whose names start so
+set -u
+cd "$(dirname "$0")/../../.."
+if ! git diff --quiet; then
+    echo "run.sh: the tree has changes; commit or stash them first" >&2
+    exit 2
+fi
+pats=()
+if [ $# -eq 0 ]; then
+    pats=(crates/log/mutants/*.patch)
+else
+    for m in "$@"; do pats+=(crates/log/mutants/"$m"-*.patch); done
+fi
+current=""
+trap '[ -n "$current" ] && git apply -R "$current"' EXIT
+for p in "${pats[@]}"; do
+    name=$(basename "$p" .patch)
+    git apply "$p" || { echo "$name: does not apply"; continue; }
+    current=$p
+    if ! cargo test -q -p ringkit-log --test crashcheck --no-run 2>/dev/null; then
+        echo "$name: does not compile"
+    else
+        log=$(mktemp)
+        start=$(date +%s.%N)
+        timeout 900 cargo test -q -p ringkit-log --test crashcheck -- --nocapture >"$log" 2>&1 &
+        pid=$!
+        first=""
+        while kill -0 "$pid" 2>/dev/null; do
+            if [ -z "$first" ] && grep -q "panicked at" "$log"; then
+                first=$(echo "$(date +%s.%N) - $start" | bc)
+            fi
+            sleep 0.5
+        done
+        wait "$pid"
+        rc=$?
+        total=$(echo "$(date +%s.%N) - $start" | bc)
+        if [ "$rc" -ne 0 ]; then
+            failed=$(grep -c "^test .* FAILED$" "$log")
+            printf '%s: killed, first failure at %.1f s (%s tests failed, run %.0f s)\n' \
+                "$name" "${first:-$total}" "$failed" "$total"
+            grep -m1 -A2 "panicked at" "$log" | sed 's/^/    /' | cut -c1-300
+        else
+            printf '%s: SURVIVED (run %.0f s)\n' "$name" "$total"
+        fi
+        rm -f "$log"
+    fi
+    git apply -R "$p"
+    current=""
+done
