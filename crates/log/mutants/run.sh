@@ -43,7 +43,7 @@ for p in "${pats[@]}"; do
         rc=$?
         total=$(echo "$(date +%s.%N) - $start" | bc)
         if [ "$rc" -ne 0 ]; then
-            failed=$(grep -c "^test .* FAILED$" "$log")
+            failed=$(grep -o "[0-9]* failed;" "$log" | tail -1 | cut -d' ' -f1)
             printf '%s: killed, first failure at %.1f s (%s tests failed, run %.0f s)\n' \
                 "$name" "${first:-$total}" "$failed" "$total"
             grep -m1 -A2 "panicked at" "$log" | sed 's/^/    /' | cut -c1-300
