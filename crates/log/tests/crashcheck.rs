@@ -143,7 +143,7 @@ ringkit::test_all! {
 /// fault lands in one window (two syncs in flight, a short write taken as
 /// complete) is hit on every run, not by chance.
 async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
-    let (mut runs, mut fired) = (0, 0);
+    let (mut runs, mut fired, mut disk_reads) = (0, 0, 0);
     for (seed, direct) in [(201, false), (202, true)] {
         for nth in 1..=32 {
             let mut cfg = Config::new(30, seed, scratch());
@@ -158,9 +158,22 @@ async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
             );
             runs += 1;
             fired += u32::from(r.fault_fired);
+            disk_reads += r.disk_reads;
         }
     }
-    println!("{kind:?} {error:?}: {runs} runs, {fired} faults fired");
+    println!(
+        "{kind:?} {error:?}: {runs} runs, {fired} faults fired, {disk_reads} O_DIRECT reads \
+         saw the disk apart from the page cache"
+    );
+    if kind == OpKind::Sync {
+        // After a failed sync the reopen's O_DIRECT scan read the disk's
+        // bytes where the page cache held the batch (the cached tail that
+        // recovery must zero).
+        assert!(
+            disk_reads > 0,
+            "the page cache was never apart from the disk"
+        );
+    }
     (runs, fired)
 }
 

@@ -36,6 +36,7 @@
 //! failed acknowledges nothing more until it is reopened, and the crash
 //! states explored are those of the faulted run.
 
+mod cache;
 mod judge;
 pub mod model;
 pub mod trace;
@@ -115,6 +116,12 @@ pub struct Report {
     /// Whether a log of the run wrote from registered buffers
     /// (`WRITE_FIXED` on io_uring, as in production).
     pub registered: bool,
+    /// Writes a failed sync left in the page cache only (the disk kept
+    /// its old bytes there).
+    pub lost_ranges: u64,
+    /// `O_DIRECT` reads that saw the disk's bytes where the page cache
+    /// held others.
+    pub disk_reads: u64,
     /// Everything that went wrong, each with how to replay it.
     pub violations: Vec<String>,
 }
@@ -174,6 +181,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     ringkit::fs::hook::set_hook(prev);
     report.fault_fired = rec.fired();
     report.linked = rec.linked();
+    (report.lost_ranges, report.disk_reads) = rec.cache_split();
     report.violations.extend(rec.violations());
     if let Err(v) = outcome {
         report.violations.push(v);

@@ -13,6 +13,8 @@ use std::path::{Path, PathBuf};
 
 use ringkit::fs::hook::{Fault, FsHook, FsOp};
 
+use super::cache::{self, DiskView};
+
 /// A file or directory, numbered in order of creation (0: the root).
 pub type Node = usize;
 
@@ -159,6 +161,11 @@ struct State {
     linked: HashMap<(RawFd, u64), Linked>,
     /// Linked writes and syncs that returned.
     linked_done: u64,
+    /// The disk apart from the page cache.
+    disk: DiskView,
+    /// The disk's bytes under each write in flight, by descriptor and
+    /// offset, taken when it was issued.
+    pre: HashMap<(RawFd, u64), Vec<u8>>,
 }
 
 /// A linked write and sync in flight.
@@ -205,6 +212,13 @@ impl Recorder {
     /// How many linked writes and syncs returned.
     pub fn linked(&self) -> u64 {
         self.st.borrow().linked_done
+    }
+
+    /// Writes a failed sync left in the cache only, and `O_DIRECT` reads
+    /// shown the disk's bytes instead of the cache's.
+    pub fn cache_split(&self) -> (u64, u64) {
+        let st = self.st.borrow();
+        (st.disk.lost_ranges, st.disk.reads_shown)
     }
 
     /// Whether the planned fault was injected.
@@ -284,7 +298,23 @@ impl FsHook for Recorder {
         if let (None, FsOp::Sync { fd, .. }) = (&fault, op) {
             self.sync_started(*fd);
         }
+        if let (None | Some(Fault::Short(_)), FsOp::Write { fd, offset, data }) = (&fault, op) {
+            let mut st = self.st.borrow_mut();
+            if let Some(&node) = st.fds.get(fd) {
+                let old = st.disk.before_write(*fd, node, *offset, data.len());
+                st.pre.insert((*fd, *offset), old);
+            }
+        }
         fault
+    }
+
+    fn read_done(&self, fd: RawFd, offset: u64, data: &mut [u8]) {
+        let mut st = self.st.borrow_mut();
+        if let Some(&node) = st.fds.get(&fd) {
+            if cache::is_direct(fd) {
+                st.disk.direct_read(node, offset, data);
+            }
+        }
     }
 
     fn after(&self, op: &FsOp<'_>, res: &io::Result<u64>) {
@@ -364,6 +394,11 @@ impl Recorder {
         // The failed sync's event was pushed by `fault_for`: the write goes
         // before it, so that the sync's failure covers it.
         let at = st.events.len() - usize::from(sync_failed);
+        let old = st.disk.before_write(fd, node, offset, written);
+        st.disk.wrote(node, at, offset, old);
+        if sync_failed {
+            st.disk.failed(node);
+        }
         st.events.insert(
             at,
             Event::Write {
@@ -402,6 +437,7 @@ impl Recorder {
         }
         match res {
             Ok(n) if *n as usize == data.len() && !l.sync_failed => {
+                st.disk.synced(node, l.write + 1);
                 st.events.push(Event::SyncFile {
                     node,
                     upto: l.write + 1,
@@ -415,11 +451,14 @@ impl Recorder {
             }
             Err(_) if l.sync_failed => {}
             // A sync failure of the disk's own: what it covered is in limbo.
-            Err(e) => st.events.push(Event::Faulted {
-                what: format!("fdatasync fd {fd} (linked, {e})"),
-                node: Some(node),
-                data: Vec::new(),
-            }),
+            Err(e) => {
+                st.disk.failed(node);
+                st.events.push(Event::Faulted {
+                    what: format!("fdatasync fd {fd} (linked, {e})"),
+                    node: Some(node),
+                    data: Vec::new(),
+                });
+            }
         }
     }
 
@@ -471,6 +510,9 @@ impl Recorder {
             FsOp::Write { data, .. } | FsOp::WriteSync { data, .. } => data.to_vec(),
             _ => Vec::new(),
         };
+        if let (FsOp::Sync { .. }, Some(n)) = (op, node) {
+            st.disk.failed(n);
+        }
         st.events.push(Event::Faulted { what, node, data });
         Some(match (plan.error, op) {
             // A short write to a file ends where the kernel stopped copying:
@@ -504,6 +546,7 @@ impl Recorder {
                 let node = match st.names.get(&rel) {
                     Some(&node) => {
                         if *truncate && !st.dirs[node] {
+                            st.disk.truncated(node);
                             st.events.push(Event::Truncate { node });
                         }
                         node
@@ -525,6 +568,11 @@ impl Recorder {
             }
             FsOp::Write { fd, offset, data } => {
                 let node = st.fds[fd];
+                if let Some(mut old) = st.pre.remove(&(*fd, *offset)) {
+                    old.truncate(data.len());
+                    let at = st.events.len();
+                    st.disk.wrote(node, at, *offset, old);
+                }
                 st.events.push(Event::Write {
                     node,
                     offset: *offset,
@@ -534,6 +582,7 @@ impl Recorder {
             FsOp::Sync { fd, .. } => {
                 let node = st.fds[fd];
                 let upto = upto.unwrap_or(st.events.len());
+                st.disk.synced(node, upto);
                 st.events.push(if st.dirs[node] {
                     Event::SyncDir { node, upto }
                 } else {

@@ -17,7 +17,8 @@
 //! the kernel (the buffer's tail is unmapped), so the kernel cancels the
 //! sync as it would.
 //!
-//! What it does not see: reads other than [`File::read_at`], descriptors
+//! What it does not see: reads other than [`File::read_at`] (whose bytes
+//! a hook may change, [`FsHook::read_done`]), descriptors
 //! adopted with `File::from(OwnedFd)` until they are written, and anything
 //! done through `std::fs`.
 //!
@@ -146,6 +147,13 @@ pub trait FsHook {
     fn after(&self, op: &FsOp<'_>, res: &io::Result<u64>) {
         let _ = (op, res);
     }
+    /// Called after a read of `fd` at `offset` returned `data` (the bytes
+    /// read), which the hook may change: a test's stand-in for a disk that
+    /// holds other bytes than the page cache (after a failed writeback an
+    /// `O_DIRECT` read sees the disk, a buffered one the cache).
+    fn read_done(&self, fd: RawFd, offset: u64, data: &mut [u8]) {
+        let _ = (fd, offset, data);
+    }
 }
 
 thread_local! {
@@ -181,6 +189,13 @@ pub(crate) fn after<T>(op: &FsOp<'_>, res: &io::Result<T>, n: impl FnOnce(&T) ->
             Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
         };
         h.after(op, &seen);
+    }
+}
+
+/// Let this thread's hook, if any, change the bytes a read returned.
+pub(crate) fn read_done(fd: RawFd, offset: u64, data: &mut [u8]) {
+    if let Some(h) = current() {
+        h.read_done(fd, offset, data);
     }
 }
 

@@ -332,13 +332,22 @@ impl File {
             return (Err(f.into_error()), buf);
         }
         let buf_index = buf.fixed_index();
-        Op::new(ReadAt {
+        let (res, mut buf) = Op::new(ReadAt {
             fd: self.fd,
             buf,
             offset,
             buf_index,
         })
-        .await
+        .await;
+        if let Ok(n) = res {
+            if n > 0 && hook::current().is_some() {
+                // SAFETY: the read left `n` initialised bytes at the
+                // buffer's start, ours alone now that the op completed.
+                let data = unsafe { std::slice::from_raw_parts_mut(buf.stable_mut_ptr(), n) };
+                hook::read_done(self.fd, offset, data);
+            }
+        }
+        (res, buf)
     }
 
     /// Fill `buf` from its start to its capacity with the file's bytes from
