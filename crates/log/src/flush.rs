@@ -23,6 +23,7 @@
 //! and clears them (none was acknowledged: an acknowledgement waits for
 //! every earlier batch's sync).
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::{poll_fn, Future};
 use std::io;
@@ -249,11 +250,33 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     };
     h.encode_into(inner.log_id, space);
     buf.set_len(len);
+    // The batch lies inside its segment, after the one before it, on a
+    // block in direct mode, within the depth.
+    debug_assert!(
+        start + len as u64 <= st.seg_size,
+        "a batch past its segment"
+    );
+    debug_assert!(!inner.opts.direct || start % ALIGN as u64 == 0);
+    debug_assert!(
+        flight.len() < st.seg_depth as usize,
+        "more batches in flight than the depth"
+    );
+    debug_assert_eq!(
+        flight.back().map_or((st.end, st.next_lsn), |f| (
+            f.start + f.len,
+            f.first + f.lsns()
+        )),
+        (start, first),
+        "a batch framed apart from the one before it"
+    );
     let writer = st.writer.clone().expect("a log open for writing");
+    let syncing = st.syncing.clone();
     drop(st);
     let before = flight.back_mut().and_then(|f| f.synced.take());
     let (synced_tx, synced) = oneshot::channel();
-    let task = ringkit::spawn(write_and_sync(writer, buf, start, before, synced_tx));
+    let task = ringkit::spawn(write_and_sync(
+        writer, buf, start, before, synced_tx, syncing,
+    ));
     flight.push_back(InFlight {
         batch,
         hole,
@@ -276,14 +299,19 @@ async fn write_and_sync(
     start: u64,
     before: Option<oneshot::Receiver<()>>,
     synced: oneshot::Sender<()>,
+    syncing: Rc<Cell<bool>>,
 ) -> (io::Result<()>, BatchBuf) {
     let out = match before {
-        None => writer.write_all_at_sync(buf, start).await,
+        None => {
+            let _one = OneSync::enter(&syncing);
+            writer.write_all_at_sync(buf, start).await
+        }
         Some(before) => match writer.write_all_at(buf, start).await {
             (Ok(()), buf) => {
                 // Dropped unsent only with its task: then this batch is
                 // failed anyway (`complete`).
                 let _ = before.await;
+                let _one = OneSync::enter(&syncing);
                 (writer.sync_data().await, buf)
             }
             failed => failed,
@@ -291,6 +319,26 @@ async fn write_and_sync(
     };
     let _ = synced.send(());
     out
+}
+
+/// A sync of the segment in flight: at most one at a time (Linux reports
+/// a writeback error to one `fdatasync` of an open file, so a second one
+/// could return success over pages the first failed to write). Checked in
+/// debug builds.
+struct OneSync(Rc<Cell<bool>>);
+
+impl OneSync {
+    fn enter(syncing: &Rc<Cell<bool>>) -> OneSync {
+        let was = syncing.replace(true);
+        debug_assert!(!was, "two syncs of one segment in flight");
+        OneSync(syncing.clone())
+    }
+}
+
+impl Drop for OneSync {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }
 
 /// A batch's write and sync returned: acknowledge its appends if it and

@@ -69,6 +69,9 @@ pub(crate) struct Pending {
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) segments: Vec<Segment>,
+    /// Set while a sync of the last segment is in flight: at most one at
+    /// a time (checked in debug builds, `flush::OneSync`).
+    pub(crate) syncing: Rc<std::cell::Cell<bool>>,
     /// The last segment, opened for the log's writes (`O_DIRECT` if asked);
     /// `None` when opened read-only.
     pub(crate) writer: Option<Rc<File>>,

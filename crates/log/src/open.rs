@@ -379,6 +379,7 @@ fn build(
         opts,
         log_id: manifest.log_id,
         st: RefCell::new(State {
+            syncing: Rc::default(),
             segments,
             writer: writer.map(Rc::new),
             seg_size,

@@ -81,7 +81,9 @@ impl DiskView {
     pub fn overlay(&self, node: Node, offset: u64, data: &mut [u8]) -> bool {
         let end = offset + data.len() as u64;
         let mut changed = false;
-        for (lo, old) in self.lost.get(&node).into_iter().flatten() {
+        // Newest first, so that where two lost writes overlap the older's
+        // bytes (what the disk holds) are the ones left.
+        for (lo, old) in self.lost.get(&node).into_iter().flatten().rev() {
             let hi = lo + old.len() as u64;
             let (a, b) = (offset.max(*lo), end.min(hi));
             if a < b {
@@ -149,21 +151,39 @@ fn read_file(fd: RawFd, offset: u64, len: usize) -> Vec<u8> {
     // SAFETY: a non-zero size.
     let mem = unsafe { std::alloc::alloc_zeroed(layout) };
     assert!(!mem.is_null(), "out of memory");
+    // A descriptor opened for writing only is read through a new one.
+    // SAFETY: a plain query of a descriptor.
+    let mode = unsafe { libc::fcntl(fd, libc::F_GETFL) } & libc::O_ACCMODE;
+    let own = (mode == libc::O_WRONLY).then(|| {
+        let path = std::ffi::CString::new(format!("/proc/self/fd/{fd}")).expect("no NUL");
+        // SAFETY: a plain open of a path we own for the call.
+        unsafe { libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+    });
+    let rfd = own.unwrap_or(fd);
     let mut got = 0usize;
     while got < span {
         // SAFETY: `mem + got .. mem + span` is ours and writable.
         let n = unsafe {
             libc::pread(
-                fd,
+                rfd,
                 mem.add(got).cast(),
                 span - got,
                 (a0 + got as u64) as libc::off_t,
             )
         };
-        if n <= 0 {
+        assert!(
+            n >= 0,
+            "reading the bytes under a write: {}",
+            std::io::Error::last_os_error()
+        );
+        if n == 0 {
             break;
         }
         got += n as usize;
+    }
+    if let Some(o) = own {
+        // SAFETY: the descriptor opened above, closed once.
+        unsafe { libc::close(o) };
     }
     let from = (offset - a0) as usize;
     // SAFETY: `span` bytes at `mem`, initialised (zeroed, then read into).

@@ -9,10 +9,12 @@
 //! - A failed `fsync` leaves the writes it covered in limbo: the kernel may
 //!   have dropped them, and later syncs of the file do not bring them back,
 //!   until a reopen's recovery reads the file (the last segment with
-//!   `O_DIRECT`, so as the disk holds it) and syncs what it found. (The
-//!   explorer has no page cache apart from the disk: that the log never
-//!   builds on bytes only the page cache holds after a failed writeback is
-//!   shown by reading with `O_DIRECT`, not by this model.)
+//!   `O_DIRECT`, so as the disk holds it) and syncs what it found. As the
+//!   workload runs, the recorder keeps the page cache apart from the disk
+//!   (`cache.rs`): its `O_DIRECT` reads see the disk without the writes a
+//!   failed sync covered. This model is wider than Linux after a reopen
+//!   (it lets those writes become durable with the next sync, where Linux
+//!   writes them only if their pages are dirtied again).
 //! - A directory's names are durable up to its last `fsync`. The changes
 //!   since then (creates, renames, removals) persist as a prefix, in
 //!   order: metadata goes through the journal in order (ext4, XFS), but a
@@ -227,7 +229,11 @@ impl Model {
             // A reopen's recovery reads the file as the disk holds it (the
             // last segment with O_DIRECT) and syncs it: what a failed sync
             // left in limbo is settled by that sync, one way or the other,
-            // as in the run.
+            // as in the run. (Wider than Linux: a failed write's pages are
+            // clean in the cache, so no later sync writes them unless a
+            // write dirties them again; the model lets them become durable.
+            // Keeping them in limbo past a reopen gave false violations:
+            // not done yet.)
             Event::Reopen => {
                 for n in &mut self.nodes {
                     for (_, f) in &mut n.pending {

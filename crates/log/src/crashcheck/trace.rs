@@ -173,6 +173,11 @@ struct State {
 struct Linked {
     /// The index of its write's event.
     write: usize,
+    /// The bytes it asked to write: fewer written is a short write, whose
+    /// sync the kernel cancelled.
+    len: usize,
+    /// Where its sync was counted as started (`sync_starts`), if it runs.
+    start: Option<usize>,
     /// Whether its sync was failed by fault injection.
     sync_failed: bool,
 }
@@ -407,15 +412,19 @@ impl Recorder {
                 data: data[..written].to_vec(),
             },
         );
+        // The sync runs (a failed one too) unless the write came up short.
+        let start = (written == data.len()).then_some(st.events.len());
         st.linked.insert(
             (fd, offset),
             Linked {
                 write: at,
+                len: data.len(),
+                start,
                 sync_failed,
             },
         );
         drop(st);
-        if written == data.len() && !sync_failed {
+        if start.is_some() {
             self.sync_started(fd);
         }
         fault
@@ -430,13 +439,14 @@ impl Recorder {
         };
         let node = st.fds[&fd];
         st.linked_done += 1;
-        if let Some(q) = st.sync_starts.get_mut(&fd) {
-            if let Some(i) = q.iter().position(|&s| s == l.write + 1) {
+        if let (Some(start), Some(q)) = (l.start, st.sync_starts.get_mut(&fd)) {
+            if let Some(i) = q.iter().position(|&s| s == start) {
                 q.remove(i);
             }
         }
+        let _ = data;
         match res {
-            Ok(n) if *n as usize == data.len() && !l.sync_failed => {
+            Ok(n) if *n as usize == l.len && !l.sync_failed => {
                 st.disk.synced(node, l.write + 1);
                 st.events.push(Event::SyncFile {
                     node,

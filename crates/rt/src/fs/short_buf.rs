@@ -89,4 +89,9 @@ unsafe impl IoBuf for ShortBuf {
     fn bytes_total(&self) -> usize {
         self.len
     }
+
+    /// Never: the bytes past the first `n` cannot be read.
+    fn init_slice(&self) -> &[u8] {
+        panic!("a ShortBuf's tail is unmapped: only the kernel reads it")
+    }
 }
