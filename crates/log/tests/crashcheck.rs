@@ -27,7 +27,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
          {} acked, {} edits acked, {} syncs with a later batch in flight, {} linked \
-         write+syncs, registered buffers {}",
+         write+syncs, registered buffers {}, {} crashes recovered and appended to",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -37,7 +37,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.edits,
         r.overlapped,
         r.linked,
-        r.registered
+        r.registered,
+        r.crashes
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     // The production path ran: the write linked to its sync, and on
@@ -66,13 +67,16 @@ fn pipelined(overlapped: u64) {
 
 ringkit::test_all! {
     async fn every_crash_state_keeps_every_acknowledged_record_buffered() {
-        let (mut states, mut overlapped, mut edits) = (0, 0, 0);
+        let (mut states, mut overlapped, mut edits, mut crashes) = (0, 0, 0, 0);
         for seed in 1..=5 {
             let r = explore(60, seed, false, 96).await;
             states += r.states;
             overlapped += r.overlapped;
             edits += r.edits;
+            crashes += r.crashes;
         }
+        // Generations built on a crash state.
+        assert!(crashes >= 5, "{crashes} crashes");
         assert!(states >= 25_000, "{states} states");
         // Truncations, purges and states saved among the appends.
         assert!(edits >= 20, "{edits} edits acknowledged");
@@ -80,13 +84,16 @@ ringkit::test_all! {
     }
 
     async fn every_crash_state_keeps_every_acknowledged_record_direct() {
-        let (mut states, mut overlapped, mut edits) = (0, 0, 0);
+        let (mut states, mut overlapped, mut edits, mut crashes) = (0, 0, 0, 0);
         for seed in 11..=15 {
             let r = explore(60, seed, true, 96).await;
             states += r.states;
             overlapped += r.overlapped;
             edits += r.edits;
+            crashes += r.crashes;
         }
+        // Generations built on a crash state.
+        assert!(crashes >= 5, "{crashes} crashes");
         assert!(states >= 25_000, "{states} states");
         // Truncations, purges and states saved among the appends.
         assert!(edits >= 20, "{edits} edits acknowledged");

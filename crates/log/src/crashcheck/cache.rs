@@ -70,6 +70,12 @@ impl DiskView {
         }
     }
 
+    /// A crash: every node is new (the counts stay).
+    pub fn forget(&mut self) {
+        self.unsynced.clear();
+        self.lost.clear();
+    }
+
     /// `node` truncated to nothing.
     pub fn truncated(&mut self, node: Node) {
         self.unsynced.remove(&node);

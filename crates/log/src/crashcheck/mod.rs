@@ -37,6 +37,7 @@
 //! states explored are those of the faulted run.
 
 mod cache;
+mod crash;
 mod judge;
 pub mod model;
 pub mod trace;
@@ -71,6 +72,10 @@ pub struct Config {
     pub fault: Option<FaultPlan>,
     /// Print every event of the trace to stderr.
     pub print_trace: bool,
+    /// At about every other reopen after the first, crash instead: put a
+    /// crash state of the trace so far in place and recover from it
+    /// (`crash.rs`).
+    pub crashes: bool,
 }
 
 impl Config {
@@ -84,6 +89,7 @@ impl Config {
             scratch: scratch.as_ref().to_path_buf(),
             fault: None,
             print_trace: false,
+            crashes: true,
         }
     }
 }
@@ -110,6 +116,9 @@ pub struct Report {
     /// Syncs that returned with a later batch already written beside them
     /// (not covered by them): the pipelined states explored.
     pub overlapped: u64,
+    /// Crashes the workload went through (a crash state put in place,
+    /// recovered and appended to).
+    pub crashes: u64,
     /// Linked writes and syncs that went as one operation
     /// (`write_at_sync`, as in production).
     pub linked: u64,
@@ -181,6 +190,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     ringkit::fs::hook::set_hook(prev);
     report.fault_fired = rec.fired();
     report.linked = rec.linked();
+    report.crashes = rec.crashes();
     (report.lost_ranges, report.disk_reads) = rec.cache_split();
     report.violations.extend(rec.violations());
     if let Err(v) = outcome {
@@ -211,6 +221,9 @@ async fn workload(
     let mut id = 0u64;
     let mut states = 0u64;
     let mut log = None;
+    // Its own generator: the workload's steps are the same with crashes
+    // on or off.
+    let mut crash_rng = Rng(cfg.seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
     let replay = || {
         format!(
             "(replay: seed {}, ops {}, direct {})",
@@ -219,7 +232,17 @@ async fn workload(
     };
     for step in 0..cfg.ops {
         if log.is_none() || rng.below(15) == 0 {
+            let was_open = log.is_some();
             drop(log.take());
+            if was_open && cfg.crashes && crash_rng.below(2) == 0 {
+                // Let the dropped log's tasks end before its files go.
+                for _ in 0..4 {
+                    ringkit::yield_now().await;
+                }
+                let root = dir.parent().expect("the log's directory has a parent");
+                crash::crash(rec, root, &mut crash_rng)
+                    .map_err(|e| format!("step {step}: putting a crash state in place: {e}"))?;
+            }
             rec.note(Event::Reopen);
             let fired = rec.fired();
             // Now and then with other options: batches of another size, the
@@ -478,6 +501,15 @@ fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
                 }
             }
             Event::Reopen => poisoned = None,
+            Event::Crash { files } => {
+                poisoned = None;
+                unsynced.clear();
+                for (path, node, _) in files {
+                    if let Some(name) = path.file_name() {
+                        names.insert(*node, name.to_string_lossy().into_owned());
+                    }
+                }
+            }
             Event::Ack { lsn, .. } => {
                 if let Some((w, first, _)) = &poisoned {
                     if lsn >= first {
@@ -528,7 +560,7 @@ async fn explore_trace(
                     continue;
                 }
             }
-            Event::Reopen | Event::Faulted { .. } => continue,
+            Event::Reopen | Event::Faulted { .. } | Event::Crash { .. } => continue,
             _ => {}
         }
         report.points += 1;

@@ -234,6 +234,27 @@ impl Model {
             // write dirties them again; the model lets them become durable.
             // Keeping them in limbo past a reopen gave false violations:
             // not done yet.)
+            // A crash state put in place: exactly these files, durable.
+            Event::Crash { files } => {
+                for n in &mut self.nodes {
+                    *n = NodeState {
+                        is_dir: n.is_dir,
+                        ..NodeState::default()
+                    };
+                }
+                let mut at: BTreeMap<std::path::PathBuf, Node> = BTreeMap::new();
+                at.insert(std::path::PathBuf::new(), 0);
+                for (path, node, data) in files {
+                    let n = self.node(*node);
+                    n.is_dir = data.is_none();
+                    n.data = data.clone().unwrap_or_default();
+                    at.insert(path.clone(), *node);
+                    let parent = path.parent().and_then(|p| at.get(p)).copied();
+                    if let (Some(dir), Some(name)) = (parent, path.file_name()) {
+                        self.node(dir).entries.insert(name.to_os_string(), *node);
+                    }
+                }
+            }
             Event::Reopen => {
                 for n in &mut self.nodes {
                     for (_, f) in &mut n.pending {

@@ -61,6 +61,12 @@ pub enum Event {
     Appended { id: u64 },
     /// The workload reopened the log (a new recovery starts here).
     Reopen,
+    /// A crash: the files under the root were replaced by a crash state
+    /// (each path, the node it now is, its bytes or `None` for a
+    /// directory), all durable.
+    Crash {
+        files: Vec<(PathBuf, Node, Option<Vec<u8>>)>,
+    },
     /// The workload issued an edit of the log, or saw one acknowledged.
     Edit(Edit),
     /// An operation failed by fault injection.
@@ -163,6 +169,8 @@ struct State {
     linked_done: u64,
     /// The disk apart from the page cache.
     disk: DiskView,
+    /// Crashes the workload went through.
+    crashes: u64,
     /// The disk's bytes under each write in flight, by descriptor and
     /// offset, taken when it was issued.
     pre: HashMap<(RawFd, u64), Vec<u8>>,
@@ -229,6 +237,35 @@ impl Recorder {
     /// Whether the planned fault was injected.
     pub fn fired(&self) -> bool {
         self.st.borrow().fired
+    }
+
+    /// The files under the root were replaced by `files` (a crash state,
+    /// see `crash.rs`): new nodes for them, all durable; descriptors open
+    /// before are forgotten.
+    pub fn crashed(&self, files: Vec<(PathBuf, Option<Vec<u8>>)>) {
+        let mut guard = self.st.borrow_mut();
+        let st = &mut *guard;
+        st.names.clear();
+        st.names.insert(PathBuf::new(), 0);
+        st.fds.clear();
+        st.sync_starts.clear();
+        st.linked.clear();
+        st.pre.clear();
+        st.disk.forget();
+        let mut out = Vec::with_capacity(files.len());
+        for (rel, data) in files {
+            let node = st.dirs.len();
+            st.dirs.push(data.is_none());
+            st.names.insert(rel.clone(), node);
+            out.push((rel, node, data));
+        }
+        st.crashes += 1;
+        st.events.push(Event::Crash { files: out });
+    }
+
+    /// How many crashes the workload went through.
+    pub fn crashes(&self) -> u64 {
+        self.st.borrow().crashes
     }
 
     /// Stop injecting faults.
