@@ -119,6 +119,9 @@ pub struct Report {
     /// Crashes the workload went through (a crash state put in place,
     /// recovered and appended to).
     pub crashes: u64,
+    /// Of those, the ones whose state left out sectors of a write in
+    /// flight (a batch torn or lost).
+    pub torn_crashes: u64,
     /// Linked writes and syncs that went as one operation
     /// (`write_at_sync`, as in production).
     pub linked: u64,
@@ -222,8 +225,18 @@ async fn workload(
     let mut states = 0u64;
     let mut log = None;
     // Its own generator: the workload's steps are the same with crashes
-    // on or off.
+    // on or off. Not in fault runs: a crash would put a durable copy in
+    // place of the page cache apart from the disk that a failed sync left,
+    // which is what those runs check.
+    let crashes = cfg.crashes && cfg.fault.is_none();
     let mut crash_rng = Rng(cfg.seed.wrapping_mul(0xD1B5_4A32_D192_ED03) | 1);
+    let work = dir
+        .parent()
+        .and_then(Path::parent)
+        .expect("the log's directory is two below the work directory")
+        .to_path_buf();
+    let mut dir = dir.to_path_buf();
+    let mut generation = 0u64;
     let replay = || {
         format!(
             "(replay: seed {}, ops {}, direct {})",
@@ -232,17 +245,7 @@ async fn workload(
     };
     for step in 0..cfg.ops {
         if log.is_none() || rng.below(15) == 0 {
-            let was_open = log.is_some();
             drop(log.take());
-            if was_open && cfg.crashes && crash_rng.below(2) == 0 {
-                // Let the dropped log's tasks end before its files go.
-                for _ in 0..4 {
-                    ringkit::yield_now().await;
-                }
-                let root = dir.parent().expect("the log's directory has a parent");
-                crash::crash(rec, root, &mut crash_rng)
-                    .map_err(|e| format!("step {step}: putting a crash state in place: {e}"))?;
-            }
             rec.note(Event::Reopen);
             let fired = rec.fired();
             // Now and then with other options: batches of another size, the
@@ -258,7 +261,7 @@ async fn workload(
                 // keeps the depth it was made with).
                 o.batches_in_flight = if rng.below(3) == 0 { 1 } else { 2 };
             }
-            match Log::open(dir, o).await {
+            match Log::open(&dir, o).await {
                 Ok(l) => {
                     report.registered |= l.stats().registered_buffer;
                     log = Some(l);
@@ -313,7 +316,16 @@ async fn workload(
             commits.push((Op::Append(id), l.append(payload(cfg.seed, id, len))));
             id += 1;
         }
-        for (op, c) in commits {
+        // Now and then a crash in the middle of the step: after some of
+        // its commits resolved, with the rest (and their batches) in flight.
+        // Not with an edit under way (the judge settles edits only as they
+        // are acknowledged).
+        let crash_after = (crashes && edit_at.is_none() && crash_rng.below(6) == 0)
+            .then(|| crash_rng.below(commits.len() as u64 + 1) as usize);
+        for (k, (op, c)) in commits.into_iter().enumerate() {
+            if crash_after == Some(k) {
+                break;
+            }
             match ringkit::time::timeout(Duration::from_secs(20), c).await {
                 Ok(Ok(lsn)) => match op {
                     Op::Append(pid) => {
@@ -333,6 +345,19 @@ async fn workload(
                     ))
                 }
             }
+        }
+        if crash_after.is_some() {
+            // The power goes: the log and its appends in flight are
+            // dropped, and the workload goes on in a new directory holding
+            // a crash state of this point.
+            drop(log.take());
+            generation += 1;
+            let root = work.join(format!("gen{generation}"));
+            let seed = cfg.seed ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let torn = crash::crash(rec, &root, seed)
+                .map_err(|e| format!("step {step}: putting a crash state in place: {e}"))?;
+            report.torn_crashes += u64::from(torn);
+            dir = root.join("log");
         }
     }
     if let Some(l) = log {
@@ -501,7 +526,7 @@ fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
                 }
             }
             Event::Reopen => poisoned = None,
-            Event::Crash { files } => {
+            Event::Crash { files, .. } => {
                 poisoned = None;
                 unsynced.clear();
                 for (path, node, _) in files {
@@ -591,6 +616,10 @@ async fn explore_trace(
 fn short(e: &Event) -> String {
     match e {
         Event::Write { node, offset, data } => format!("write node {node} {}@{offset}", data.len()),
+        Event::Crash { files, choice } => {
+            format!("crash: {} files and directories [{choice}]", files.len())
+        }
+        Event::Faulted { what, node, .. } => format!("faulted {what} (node {node:?})"),
         other => format!("{other:?}").chars().take(80).collect(),
     }
 }

@@ -83,6 +83,15 @@ pub struct Choice {
 }
 
 impl Choice {
+    /// Sectors of pending writes this state leaves out (a batch torn or
+    /// missing).
+    pub fn dropped_sectors(&self) -> usize {
+        self.writes
+            .iter()
+            .map(|(_, _, s)| s.iter().filter(|&&kept| !kept).count())
+            .sum()
+    }
+
     /// A short description (for a violation report).
     pub fn describe(&self) -> String {
         let mut out = Vec::new();
@@ -235,7 +244,7 @@ impl Model {
             // Keeping them in limbo past a reopen gave false violations:
             // not done yet.)
             // A crash state put in place: exactly these files, durable.
-            Event::Crash { files } => {
+            Event::Crash { files, .. } => {
                 for n in &mut self.nodes {
                     *n = NodeState {
                         is_dir: n.is_dir,

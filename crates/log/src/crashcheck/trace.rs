@@ -61,11 +61,12 @@ pub enum Event {
     Appended { id: u64 },
     /// The workload reopened the log (a new recovery starts here).
     Reopen,
-    /// A crash: the files under the root were replaced by a crash state
-    /// (each path, the node it now is, its bytes or `None` for a
-    /// directory), all durable.
+    /// A crash: the workload goes on in a new root holding a crash state
+    /// of the trace so far (each path, the node it now is, its bytes or
+    /// `None` for a directory), all durable; `choice` says which state.
     Crash {
         files: Vec<(PathBuf, Node, Option<Vec<u8>>)>,
+        choice: String,
     },
     /// The workload issued an edit of the log, or saw one acknowledged.
     Edit(Edit),
@@ -193,7 +194,8 @@ struct Linked {
 /// Records every change under `root` (which must exist and be empty).
 #[derive(Debug)]
 pub struct Recorder {
-    root: PathBuf,
+    /// Where the recorded tree is (a crash moves it to a new directory).
+    root: RefCell<PathBuf>,
     st: RefCell<State>,
 }
 
@@ -207,7 +209,7 @@ impl Recorder {
         st.names.insert(PathBuf::new(), 0);
         st.dirs.push(true);
         Recorder {
-            root: root.to_path_buf(),
+            root: RefCell::new(root.to_path_buf()),
             st: RefCell::new(st),
         }
     }
@@ -239,10 +241,12 @@ impl Recorder {
         self.st.borrow().fired
     }
 
-    /// The files under the root were replaced by `files` (a crash state,
+    /// The workload goes on in `root`, which holds `files` (a crash state,
     /// see `crash.rs`): new nodes for them, all durable; descriptors open
-    /// before are forgotten.
-    pub fn crashed(&self, files: Vec<(PathBuf, Option<Vec<u8>>)>) {
+    /// before are forgotten, and late operations of the crashed log on the
+    /// old tree are not the recorder's any more.
+    pub fn crashed(&self, root: &Path, files: Vec<(PathBuf, Option<Vec<u8>>)>, choice: String) {
+        *self.root.borrow_mut() = root.to_path_buf();
         let mut guard = self.st.borrow_mut();
         let st = &mut *guard;
         st.names.clear();
@@ -260,7 +264,7 @@ impl Recorder {
             out.push((rel, node, data));
         }
         st.crashes += 1;
-        st.events.push(Event::Crash { files: out });
+        st.events.push(Event::Crash { files: out, choice });
     }
 
     /// How many crashes the workload went through.
@@ -279,7 +283,9 @@ impl Recorder {
     }
 
     fn rel(&self, p: &Path) -> Option<PathBuf> {
-        p.strip_prefix(&self.root).ok().map(Path::to_path_buf)
+        p.strip_prefix(&*self.root.borrow())
+            .ok()
+            .map(Path::to_path_buf)
     }
 
     /// The directory node and name of `rel`.
