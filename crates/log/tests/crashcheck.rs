@@ -114,6 +114,22 @@ ringkit::test_all! {
     }
 }
 
+/// One run of `steps` steps with `plan`, 4 states per point: no
+/// violation.
+async fn fault_run(steps: usize, seed: u64, direct: bool, plan: FaultPlan) -> crashcheck::Report {
+    let mut cfg = Config::new(steps, seed, scratch());
+    cfg.direct = direct;
+    cfg.budget = 4;
+    cfg.fault = Some(plan);
+    let r = crashcheck::explore(&cfg).await.unwrap();
+    assert!(
+        r.violations.is_empty(),
+        "{plan:?} seed {seed} direct {direct}: {:#?}",
+        r.violations
+    );
+    r
+}
+
 /// Every kind of operation failing at the 1st, 3rd, 12th and 30th time, with
 /// `EIO`, `ENOSPC` and (writes) a short write: every append resolves, a
 /// failed segment write or sync poisons the log until it is reopened, and
@@ -130,16 +146,7 @@ async fn faults(direct: bool) {
             for error in errors {
                 let seed = 100 + i as u64 * 10 + nth;
                 // 40 steps: a segment roll and a reopen or two happen.
-                let mut cfg = Config::new(40, seed, scratch());
-                cfg.direct = direct;
-                cfg.budget = 4;
-                cfg.fault = Some(FaultPlan { kind, nth, error });
-                let r = crashcheck::explore(&cfg).await.unwrap();
-                assert!(
-                    r.violations.is_empty(),
-                    "{kind:?} #{nth} {error:?}: {:#?}",
-                    r.violations
-                );
+                let r = fault_run(40, seed, direct, FaultPlan { kind, nth, error }).await;
                 runs += 1;
                 fired += u32::from(r.fault_fired);
             }
@@ -166,16 +173,7 @@ async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
     let (mut runs, mut fired, mut disk_reads) = (0, 0, 0);
     for (seed, direct) in [(201, false), (202, true)] {
         for nth in 1..=32 {
-            let mut cfg = Config::new(30, seed, scratch());
-            cfg.direct = direct;
-            cfg.budget = 4;
-            cfg.fault = Some(FaultPlan { kind, nth, error });
-            let r = crashcheck::explore(&cfg).await.unwrap();
-            assert!(
-                r.violations.is_empty(),
-                "{kind:?} #{nth} {error:?} seed {seed}: {:#?}",
-                r.violations
-            );
+            let r = fault_run(30, seed, direct, FaultPlan { kind, nth, error }).await;
             runs += 1;
             fired += u32::from(r.fault_fired);
             disk_reads += r.disk_reads;

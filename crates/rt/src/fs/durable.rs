@@ -39,7 +39,7 @@ impl File {
                 other => (other, buf),
             };
         }
-        if hook::current().is_none() {
+        if !hook::installed() {
             return self.linked_write_sync(buf, offset).await;
         }
         // Hooked (see `hook`): the same linked operation, seen as one

@@ -171,6 +171,11 @@ pub(crate) fn current() -> Option<Rc<dyn FsHook>> {
     HOOK.try_with(|h| h.borrow().clone()).ok().flatten()
 }
 
+/// Whether a hook is installed on this thread (no reference taken).
+pub(crate) fn installed() -> bool {
+    HOOK.try_with(|h| h.borrow().is_some()).unwrap_or(false)
+}
+
 /// Ask this thread's hook, if any, about `op`: `Err` is the fault to
 /// return instead.
 pub(crate) fn before(op: &FsOp<'_>) -> Result<(), Fault> {

@@ -340,7 +340,7 @@ impl File {
         })
         .await;
         if let Ok(n) = res {
-            if n > 0 && hook::current().is_some() {
+            if n > 0 && hook::installed() {
                 // SAFETY: the read left `n` initialised bytes at the
                 // buffer's start, ours alone now that the op completed.
                 let data = unsafe { std::slice::from_raw_parts_mut(buf.stable_mut_ptr(), n) };
