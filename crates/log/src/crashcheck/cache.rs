@@ -14,7 +14,7 @@ use std::os::fd::RawFd;
 
 use super::trace::Node;
 
-const PAGE: u64 = 4096;
+pub const PAGE: u64 = 4096;
 
 /// Per node, the writes no sync has covered yet, and the ranges lost to a
 /// failed writeback.

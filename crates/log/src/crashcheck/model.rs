@@ -6,15 +6,13 @@
 //!   disk, independently, and a write may be torn at 512-byte sector
 //!   boundaries: any subset of its sectors persisted. Later writes land
 //!   over earlier ones where both persisted.
-//! - A failed `fsync` leaves the writes it covered in limbo: the kernel may
-//!   have dropped them, and later syncs of the file do not bring them back,
-//!   until a reopen's recovery reads the file (the last segment with
-//!   `O_DIRECT`, so as the disk holds it) and syncs what it found. As the
-//!   workload runs, the recorder keeps the page cache apart from the disk
-//!   (`cache.rs`): its `O_DIRECT` reads see the disk without the writes a
-//!   failed sync covered. This model is wider than Linux after a reopen
-//!   (it lets those writes become durable with the next sync, where Linux
-//!   writes them only if their pages are dirtied again).
+//! - A failed `fsync` leaves the writes it covered in limbo, page by page:
+//!   the kernel may have dropped them, and no later sync of the file brings
+//!   them back, a reopen's included, unless a write dirties their page
+//!   again (then the page goes to disk whole with the next writeback, as
+//!   Linux writes a dirty page). As the workload runs, the recorder keeps
+//!   the page cache apart from the disk (`cache.rs`): its `O_DIRECT` reads
+//!   see the disk without the writes a failed sync covered.
 //! - A directory's names are durable up to its last `fsync`. The changes
 //!   since then (creates, renames, removals) persist as a prefix, in
 //!   order: metadata goes through the journal in order (ext4, XFS), but a
@@ -28,6 +26,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 
+use super::cache::PAGE;
 use super::trace::{Event, Node};
 
 /// Sector size of the tear model.
@@ -53,7 +52,8 @@ enum Fate {
     /// Not synced yet: may or may not be on disk.
     Pending,
     /// A sync covering it failed: the kernel may have dropped it, and no
-    /// later sync brings it back, so it stays may-or-may-not for good.
+    /// later sync brings it back, so it stays may-or-may-not until a write
+    /// dirties its page again (a limbo write is one page or less).
     Limbo,
     /// Synced after a change in limbo (kept in order so it lands over it).
     Durable,
@@ -111,6 +111,59 @@ impl NodeState {
     fn change(&mut self, p: Pending, at: usize) {
         self.pending.push((p, Fate::Pending));
         self.pending_at.push(at);
+    }
+
+    /// A sync of the file failed: every change not yet synced goes to
+    /// limbo, its writes cut at page boundaries (a page is what a later
+    /// write dirties again).
+    fn writeback_failed(&mut self) {
+        let mut pending = Vec::with_capacity(self.pending.len());
+        let mut pending_at = Vec::with_capacity(self.pending.len());
+        for ((p, f), at) in self.pending.drain(..).zip(self.pending_at.drain(..)) {
+            match (p, f) {
+                (Pending::Write { offset, data }, Fate::Pending) => {
+                    let mut lo = offset;
+                    let hi = offset + data.len() as u64;
+                    while lo < hi {
+                        let to = ((lo / PAGE + 1) * PAGE).min(hi);
+                        let bytes = data[(lo - offset) as usize..(to - offset) as usize].to_vec();
+                        pending.push((
+                            Pending::Write {
+                                offset: lo,
+                                data: bytes,
+                            },
+                            Fate::Limbo,
+                        ));
+                        pending_at.push(at);
+                        lo = to;
+                    }
+                }
+                (p, Fate::Pending) => {
+                    pending.push((p, Fate::Limbo));
+                    pending_at.push(at);
+                }
+                (p, f) => {
+                    pending.push((p, f));
+                    pending_at.push(at);
+                }
+            }
+        }
+        self.pending = pending;
+        self.pending_at = pending_at;
+    }
+
+    /// A write to `offset..offset + len`: the writes in limbo on its pages
+    /// are in a dirty page again, so they reach the disk as unsynced
+    /// writes do.
+    fn redirty(&mut self, offset: u64, len: u64) {
+        let (p0, p1) = (offset / PAGE * PAGE, (offset + len).div_ceil(PAGE) * PAGE);
+        for (p, f) in &mut self.pending {
+            if let (Pending::Write { offset: o, .. }, Fate::Limbo) = (&*p, *f) {
+                if *o >= p0 && *o < p1 {
+                    *f = Fate::Pending;
+                }
+            }
+        }
     }
 
     /// A change to the directory's names, made at trace index `at`.
@@ -187,13 +240,17 @@ impl Model {
                 self.node(*dir).dir_op(DirOp::Add(name.clone(), *node), at);
             }
             Event::Truncate { node } => self.node(*node).change(Pending::Truncate, at),
-            Event::Write { node, offset, data } => self.node(*node).change(
-                Pending::Write {
-                    offset: *offset,
-                    data: data.clone(),
-                },
-                at,
-            ),
+            Event::Write { node, offset, data } => {
+                let n = self.node(*node);
+                n.redirty(*offset, data.len() as u64);
+                n.change(
+                    Pending::Write {
+                        offset: *offset,
+                        data: data.clone(),
+                    },
+                    at,
+                )
+            }
             Event::Alloc { node, end } => self.node(*node).change(Pending::Alloc { end: *end }, at),
             Event::SyncFile { node, upto } => {
                 let n = self.node(*node);
@@ -217,11 +274,7 @@ impl Model {
                 node: Some(node),
                 ..
             } if what.starts_with("fsync") || what.starts_with("fdatasync") => {
-                for (_, f) in &mut self.node(*node).pending {
-                    if *f == Fate::Pending {
-                        *f = Fate::Limbo;
-                    }
-                }
+                self.node(*node).writeback_failed()
             }
             Event::SyncDir { node, upto } => {
                 let n = self.node(*node);
@@ -235,14 +288,6 @@ impl Model {
                 .node(*dir)
                 .dir_op(DirOp::Rename(from.clone(), to.clone()), at),
             Event::Remove { dir, name } => self.node(*dir).dir_op(DirOp::Remove(name.clone()), at),
-            // A reopen's recovery reads the file as the disk holds it (the
-            // last segment with O_DIRECT) and syncs it: what a failed sync
-            // left in limbo is settled by that sync, one way or the other,
-            // as in the run. (Wider than Linux: a failed write's pages are
-            // clean in the cache, so no later sync writes them unless a
-            // write dirties them again; the model lets them become durable.
-            // Keeping them in limbo past a reopen gave false violations:
-            // not done yet.)
             // A crash state put in place: exactly these files, durable.
             Event::Crash { files, .. } => {
                 for n in &mut self.nodes {
@@ -264,17 +309,13 @@ impl Model {
                     }
                 }
             }
-            Event::Reopen => {
-                for n in &mut self.nodes {
-                    for (_, f) in &mut n.pending {
-                        if *f == Fate::Limbo {
-                            *f = Fate::Pending;
-                        }
-                    }
-                }
-            }
-            Event::Ack { .. } | Event::Appended { .. } | Event::Edit(_) | Event::Faulted { .. } => {
-            }
+            // A reopen syncs through a new descriptor: what is in limbo
+            // stays there (Linux marked those pages clean).
+            Event::Reopen
+            | Event::Ack { .. }
+            | Event::Appended { .. }
+            | Event::Edit(_)
+            | Event::Faulted { .. } => {}
         }
     }
 
@@ -565,5 +606,45 @@ mod tests {
         // B's own sync (issued after its write) makes it durable.
         m.apply(&Event::SyncFile { node: 1, upto: 4 });
         assert_eq!(m.states(1000, &mut Rng(1)).len(), 1);
+    }
+
+    #[test]
+    fn a_failed_sync_leaves_its_pages_in_limbo_until_written_again() {
+        let mut m = one_file();
+        m.apply(&Event::SyncDir { node: 0, upto: 1 });
+        // One write over two pages (events 2); its sync fails.
+        m.apply(&Event::Write {
+            node: 1,
+            offset: 4096 - 512,
+            data: vec![1; 1024],
+        });
+        m.apply(&Event::Faulted {
+            what: "fdatasync".into(),
+            node: Some(1),
+            data: Vec::new(),
+        });
+        // A reopen and a sync that returned: the write is still may-or-may-not.
+        m.apply(&Event::Reopen);
+        m.apply(&Event::SyncFile { node: 1, upto: 5 });
+        assert_eq!(
+            m.states(1000, &mut Rng(1)).len(),
+            4,
+            "both sectors in limbo"
+        );
+        // A write on the first page dirties it again: with the next sync
+        // that page's limbo sector is durable, the second page's is not.
+        m.apply(&Event::Write {
+            node: 1,
+            offset: 0,
+            data: vec![2; 512],
+        });
+        m.apply(&Event::SyncFile { node: 1, upto: 7 });
+        let states = m.states(1000, &mut Rng(1));
+        assert_eq!(states.len(), 2, "only the second page's sector in limbo");
+        for c in &states {
+            let f = m.materialize(c)[0].1.clone().unwrap();
+            assert_eq!(f[..512], [2; 512]);
+            assert_eq!(f[3584..4096], [1; 512]);
+        }
     }
 }
