@@ -20,13 +20,17 @@ pub(super) struct Seen {
     /// Acknowledged truncations: (from, the first payload appended after
     /// it). From then on an LSN at or past `from` holds only later ones.
     truncated: Vec<(u64, u64)>,
-    /// Truncations issued and not acknowledged (still running, or failed:
-    /// then the next recovery may finish them or not).
+    /// Truncations issued and not acknowledged (still running, or failed
+    /// and not yet settled by a recovery: the workload reports what the
+    /// next one made of it).
     truncating: Vec<(u64, u64)>,
     /// The highest acknowledged purge: nothing before it may come back.
     purged: u64,
     /// Purges issued and not acknowledged.
     purging: Vec<u64>,
+    /// Purges past the end that failed after writing their hole: the LSNs
+    /// before each are skipped for good.
+    holes: Vec<u64>,
     /// The last state acknowledged, and those saved since (not yet
     /// acknowledged: any may be what a crash leaves).
     state: Option<u64>,
@@ -63,6 +67,21 @@ impl Seen {
                 self.state = Some(n);
                 self.states.retain(|&m| m > n);
             }
+            Edit::NotTruncated { from, next_id } => {
+                self.truncating.retain(|&t| t != (from, next_id));
+            }
+            Edit::NotPurged { below } => {
+                if let Some(i) = self.purging.iter().position(|&b| b == below) {
+                    self.purging.remove(i);
+                }
+            }
+            Edit::PurgeHole { below } => {
+                if let Some(i) = self.purging.iter().position(|&b| b == below) {
+                    self.purging.remove(i);
+                }
+                self.holes.push(below);
+            }
+            Edit::NotSaved { n } => self.states.retain(|&m| m != n),
         }
     }
 }
@@ -244,7 +263,7 @@ fn judge(cfg: &Config, outcome: &Outcome, seen: &Seen) -> Result<(), String> {
     let mut expect = first;
     for &(lsn, id) in recs {
         // A purge past the end skips LSNs with a hole before it is done.
-        if lsn != expect && !seen.purging.contains(&lsn) {
+        if lsn != expect && !seen.purging.contains(&lsn) && !seen.holes.contains(&lsn) {
             return Err(format!("LSN {lsn} where {expect} belongs: a gap"));
         }
         expect = lsn + 1;

@@ -237,6 +237,9 @@ async fn workload(
         .to_path_buf();
     let mut dir = dir.to_path_buf();
     let mut generation = 0u64;
+    // Edits that failed: the next recovery finishes them or not, and the
+    // judge is told which.
+    let mut unsettled = Vec::new();
     let replay = || {
         format!(
             "(replay: seed {}, ops {}, direct {})",
@@ -264,6 +267,9 @@ async fn workload(
             match Log::open(&dir, o).await {
                 Ok(l) => {
                     report.registered |= l.stats().registered_buffer;
+                    for e in settle(cfg, &l, unsettled.drain(..)).await {
+                        rec.note(Event::Edit(e));
+                    }
                     log = Some(l);
                 }
                 Err(_) if !fired && rec.fired() => {
@@ -337,7 +343,11 @@ async fn workload(
                         report.edits += 1;
                     }
                 },
-                Ok(Err(_)) => {}
+                Ok(Err(_)) => {
+                    if let Op::Edit(e) = op {
+                        unsettled.push(e);
+                    }
+                }
                 Err(_) => {
                     return Err(format!(
                         "step {step}: an append never resolved {}",
@@ -413,6 +423,52 @@ fn issue_edit(
             )
         }
     }
+}
+
+/// What the recovery that opened `l` made of edits that failed: each
+/// done (as if acknowledged) or not.
+async fn settle(cfg: &Config, l: &Log, failed: impl Iterator<Item = Edit>) -> Vec<Edit> {
+    let mut out = Vec::new();
+    for e in failed {
+        let done = match e {
+            // Done if no record it removes is left.
+            Edit::Truncate { from, next_id } => {
+                let mut left = false;
+                let mut next = from.max(l.first_lsn());
+                while let Ok(got) = l.read_from(next, 256).await {
+                    let Some(&(last, _)) = got.last() else { break };
+                    left |= got.iter().any(|(_, p)| {
+                        p.len() >= 16
+                            && p[..8] == cfg.seed.to_le_bytes()
+                            && u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")) < next_id
+                    });
+                    next = last + 1;
+                }
+                !left
+            }
+            Edit::Purge { below } if l.first_lsn() < below && l.next_lsn() >= below => {
+                // Past the end and cut short after its hole: the LSN before
+                // `below` is skipped, not a record.
+                let before = l.read_from(below - 1, 1).await.ok();
+                if before.is_some_and(|r| r.first().is_none_or(|&(lsn, _)| lsn != below - 1)) {
+                    out.push(Edit::PurgeHole { below });
+                    continue;
+                }
+                false
+            }
+            Edit::Purge { below } => l.first_lsn() >= below,
+            Edit::SaveState { n } => l.state() == Some(state_bytes(cfg.seed, n)),
+            _ => continue,
+        };
+        out.push(match (e, done) {
+            (e, true) => acknowledged(e),
+            (Edit::Truncate { from, next_id }, false) => Edit::NotTruncated { from, next_id },
+            (Edit::Purge { below }, false) => Edit::NotPurged { below },
+            (Edit::SaveState { n }, false) => Edit::NotSaved { n },
+            (e, false) => e,
+        });
+    }
+    out
 }
 
 /// The acknowledgement of edit `e`.

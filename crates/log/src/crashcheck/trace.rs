@@ -94,6 +94,16 @@ pub enum Edit {
     SaveState { n: u64 },
     /// That state acknowledged.
     StateSaved { n: u64 },
+    /// A truncation that failed, found not done by the next recovery.
+    NotTruncated { from: u64, next_id: u64 },
+    /// A purge that failed, found not done by the next recovery.
+    NotPurged { below: u64 },
+    /// A purge past the end that failed after its hole was written: the
+    /// next recovery keeps the records before it, and the LSNs up to
+    /// `below` stay skipped.
+    PurgeHole { below: u64 },
+    /// A state save that failed, found not in place by the next recovery.
+    NotSaved { n: u64 },
 }
 
 /// Which operations a fault plan counts.
