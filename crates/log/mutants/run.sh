@@ -7,6 +7,7 @@
 #
 #   crates/log/mutants/run.sh            # every mutant
 #   crates/log/mutants/run.sh 2 5u       # the ones whose names start so
+#   KEEP=/tmp/out crates/log/mutants/run.sh   # keep each test output there
 set -u
 cd "$(dirname "$0")/../../.."
 if ! git diff --quiet; then
@@ -50,6 +51,7 @@ for p in "${pats[@]}"; do
         else
             printf '%s: SURVIVED (run %.0f s)\n' "$name" "$total"
         fi
+        [ -n "${KEEP:-}" ] && cp "$log" "$KEEP/$name.log"
         rm -f "$log"
     fi
     git apply -R "$p"
