@@ -27,7 +27,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
          {} acked, {} edits acked, {} syncs with a later batch in flight, {} linked \
-         write+syncs, registered buffers {}, {} crashes recovered and appended to ({} torn)",
+         write+syncs, registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -39,7 +39,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.linked,
         r.registered,
         r.crashes,
-        r.torn_crashes
+        r.torn_crashes,
+        r.kills
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     // The production path ran: the write linked to its sync, and on
@@ -69,6 +70,7 @@ fn pipelined(overlapped: u64) {
 ringkit::test_all! {
     async fn every_crash_state_keeps_every_acknowledged_record_buffered() {
         let (mut states, mut overlapped, mut edits, mut crashes, mut torn) = (0, 0, 0, 0, 0);
+        let mut kills = 0;
         for seed in 1..=5 {
             let r = explore(60, seed, false, 96).await;
             states += r.states;
@@ -76,11 +78,14 @@ ringkit::test_all! {
             edits += r.edits;
             crashes += r.crashes;
             torn += r.torn_crashes;
+            kills += r.kills;
         }
         // Generations built on a crash state; on io_uring some of them torn
         // (on epoll a batch's write and sync run inline on the loop, so no
         // batch write is ever pending when the workload crashes).
         assert!(crashes >= 5, "{crashes} crashes");
+        // Process kills reopened in place, on the page cache.
+        assert!(kills >= 5, "{kills} kills");
         if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
             assert!(torn >= 2, "{torn} crashes left a write in flight out");
         }
@@ -92,6 +97,7 @@ ringkit::test_all! {
 
     async fn every_crash_state_keeps_every_acknowledged_record_direct() {
         let (mut states, mut overlapped, mut edits, mut crashes, mut torn) = (0, 0, 0, 0, 0);
+        let mut kills = 0;
         for seed in 11..=15 {
             let r = explore(60, seed, true, 96).await;
             states += r.states;
@@ -99,11 +105,14 @@ ringkit::test_all! {
             edits += r.edits;
             crashes += r.crashes;
             torn += r.torn_crashes;
+            kills += r.kills;
         }
         // Generations built on a crash state; on io_uring some of them torn
         // (on epoll a batch's write and sync run inline on the loop, so no
         // batch write is ever pending when the workload crashes).
         assert!(crashes >= 5, "{crashes} crashes");
+        // Process kills reopened in place, on the page cache.
+        assert!(kills >= 5, "{kills} kills");
         if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
             assert!(torn >= 2, "{torn} crashes left a write in flight out");
         }

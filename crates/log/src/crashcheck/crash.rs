@@ -6,7 +6,10 @@
 //! its recovery's writes recorded and explored like any other, and the
 //! workload appends on, so later generations are built on a crashed one.
 //! The old directory is left behind: the dropped log's operations still in
-//! the kernel land there, outside the recorder's view.
+//! the kernel land there, outside the recorder's view. Half of these
+//! crashes are process kills instead (`mod.rs`): the log is dropped with
+//! its appends in flight and reopened in place, on the page cache, so a
+//! later power cut explores what a recovery built on unsynced bytes.
 
 use std::io;
 use std::path::Path;

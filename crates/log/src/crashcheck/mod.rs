@@ -122,6 +122,9 @@ pub struct Report {
     /// Of those, the ones whose state left out sectors of a write in
     /// flight (a batch torn or lost).
     pub torn_crashes: u64,
+    /// Process kills: the log dropped with appends in flight and reopened
+    /// in place, the page cache kept (a power cut may follow later).
+    pub kills: u64,
     /// Linked writes and syncs that went as one operation
     /// (`write_at_sync`, as in production).
     pub linked: u64,
@@ -356,7 +359,23 @@ async fn workload(
                 }
             }
         }
-        if crash_after.is_some() {
+        if crash_after.is_some() && crash_rng.below(2) == 0 {
+            // The process is killed: the log and its appends in flight are
+            // dropped, the page cache stays. Its operations in the kernel
+            // complete before the next open (as a dead process's ring is
+            // drained before it exits); the next step reopens in place.
+            drop(log.take());
+            let mut seen = rec.events().len();
+            for _ in 0..50 {
+                ringkit::time::sleep(Duration::from_millis(2)).await;
+                let now = rec.events().len();
+                if now == seen {
+                    break;
+                }
+                seen = now;
+            }
+            report.kills += 1;
+        } else if crash_after.is_some() {
             // The power goes: the log and its appends in flight are
             // dropped, and the workload goes on in a new directory holding
             // a crash state of this point.
