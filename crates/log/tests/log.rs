@@ -201,8 +201,13 @@ ringkit::test_all! {
 
     async fn bad_input_gets_a_clear_error_and_the_log_goes_on() {
         let t = tempfile::tempdir().unwrap();
-        let e = Log::open(t.path(), Options { segment_size: 1000, ..small() }).await.unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        // Too small, not a multiple of a block, past what a u32 offset
+        // names: each refused before anything is written.
+        for size in [1000, (64 << 10) + 512, 8 << 30] {
+            let e = Log::open(t.path(), Options { segment_size: size, ..small() }).await.unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{size}: {e}");
+        }
+        assert_eq!(std::fs::read_dir(t.path()).unwrap().count(), 0, "nothing written");
         let log = Log::open(t.path(), small()).await.unwrap();
         let e = log.append(vec![0u8; 20_000]).await.unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
@@ -218,6 +223,10 @@ ringkit::test_all! {
         let next = log.next_lsn();
         assert_eq!(log.read(next).await.unwrap_err().kind(), std::io::ErrorKind::NotFound);
         assert!(log.read_from(a, 0).await.unwrap().is_empty());
+        // From the next LSN: nothing yet; past it: not there.
+        assert!(log.read_from(next, 8).await.unwrap().is_empty());
+        let e = log.read_from(next + 1, 8).await.unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
         // One open log per directory.
         let e = Log::open(t.path(), small()).await.unwrap_err();
         assert!(e.to_string().contains("already open"), "{e}");
