@@ -10,6 +10,7 @@
 #
 #   crates/log/mutants/fs-sample.sh            # shard 1/20 (11 mutants)
 #   crates/log/mutants/fs-sample.sh 2/20
+#   TIMEOUT=3600 crates/log/mutants/fs-sample.sh   # a slow machine
 set -u
 cd "$(dirname "$0")/../../.."
 if ! git diff --quiet; then
@@ -35,10 +36,12 @@ print(m["file"], m["name"])' "$tmp/list.json" "$i" "$tmp/m.diff")
     current="$file|$tmp/m.diff"
     if ! cargo test -q -p ringkit-log --test crashcheck --no-run >/dev/null 2>&1; then
         echo "unviable: $name"
-    elif ! timeout 600 cargo test -q -p ringkit-log --test crashcheck dense >"$tmp/out" 2>&1; then
+    elif ! timeout "${TIMEOUT:-600}" cargo test -q -p ringkit-log --test crashcheck dense >"$tmp/out" 2>&1; then
         echo "caught (explorer): $name"
-    elif ! timeout 900 cargo test -q -p ringkit-log "${rest[@]}" >"$tmp/out" 2>&1; then
+        grep -m1 -A1 "panicked at" "$tmp/out" | sed 's/^/    /' | cut -c1-240
+    elif ! timeout "${TIMEOUT:-900}" cargo test -q -p ringkit-log "${rest[@]}" >"$tmp/out" 2>&1; then
         echo "caught (log tests): $name"
+        grep -m1 -A1 "panicked at" "$tmp/out" | sed 's/^/    /' | cut -c1-240
     else
         echo "MISSED: $name"
     fi
