@@ -7,7 +7,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::trace::Edit;
-use super::{options, payload, Config};
+use super::{options, payload, payload_id, Config};
 use crate::Log;
 
 /// What the workload had done at one point of the trace.
@@ -46,6 +46,13 @@ impl Seen {
         self.acked.insert(lsn, id);
     }
 
+    /// Purge `below` is no longer under way.
+    fn unpurge(&mut self, below: u64) {
+        if let Some(i) = self.purging.iter().position(|&b| b == below) {
+            self.purging.remove(i);
+        }
+    }
+
     pub(super) fn edit(&mut self, e: &Edit) {
         match *e {
             Edit::Truncate { from, next_id } => self.truncating.push((from, next_id)),
@@ -56,9 +63,7 @@ impl Seen {
             }
             Edit::Purge { below } => self.purging.push(below),
             Edit::Purged { below } => {
-                if let Some(i) = self.purging.iter().position(|&b| b == below) {
-                    self.purging.remove(i);
-                }
+                self.unpurge(below);
                 self.purged = self.purged.max(below);
                 self.acked.retain(|&lsn, _| lsn >= below);
             }
@@ -70,15 +75,9 @@ impl Seen {
             Edit::NotTruncated { from, next_id } => {
                 self.truncating.retain(|&t| t != (from, next_id));
             }
-            Edit::NotPurged { below } => {
-                if let Some(i) = self.purging.iter().position(|&b| b == below) {
-                    self.purging.remove(i);
-                }
-            }
+            Edit::NotPurged { below } => self.unpurge(below),
             Edit::PurgeHole { below } => {
-                if let Some(i) = self.purging.iter().position(|&b| b == below) {
-                    self.purging.remove(i);
-                }
+                self.unpurge(below);
                 self.holes.push(below);
             }
             Edit::NotSaved { n } => self.states.retain(|&m| m != n),
@@ -210,9 +209,8 @@ async fn recover_state(
     let ids = recs
         .iter()
         .map(|(lsn, p)| {
-            let id = (p.len() >= 16 && p[..8] == cfg.seed.to_le_bytes())
-                .then(|| u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")))
-                .filter(|&id| *p == payload(cfg.seed, id, p.len() - 16));
+            let id =
+                payload_id(cfg.seed, p).filter(|&id| *p == payload(cfg.seed, id, p.len() - 16));
             (*lsn, id)
         })
         .collect();

@@ -164,6 +164,13 @@ pub fn payload(seed: u64, id: u64, len: usize) -> Vec<u8> {
     out
 }
 
+/// The payload number of `p` if it is a payload of run `seed` (its first
+/// 16 bytes; the rest unchecked).
+pub(crate) fn payload_id(seed: u64, p: &[u8]) -> Option<u64> {
+    (p.len() >= 16 && p[..8] == seed.to_le_bytes())
+        .then(|| u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")))
+}
+
 /// Run the workload and explore its crash states. Must run inside a
 /// ringkit runtime (the backend under test); installs and removes the
 /// thread's `ringkit::fs` hook.
@@ -456,11 +463,9 @@ async fn settle(cfg: &Config, l: &Log, failed: impl Iterator<Item = Edit>) -> Ve
                 let mut next = from.max(l.first_lsn());
                 while let Ok(got) = l.read_from(next, 256).await {
                     let Some(&(last, _)) = got.last() else { break };
-                    left |= got.iter().any(|(_, p)| {
-                        p.len() >= 16
-                            && p[..8] == cfg.seed.to_le_bytes()
-                            && u64::from_le_bytes(p[8..16].try_into().expect("8 bytes")) < next_id
-                    });
+                    left |= got
+                        .iter()
+                        .any(|(_, p)| payload_id(cfg.seed, p).is_some_and(|id| id < next_id));
                     next = last + 1;
                 }
                 !left

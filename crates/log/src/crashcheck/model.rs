@@ -532,6 +532,15 @@ fn apply_change(data: &mut Vec<u8>, p: &Pending, mask: Option<&[bool]>) {
 mod tests {
     use super::*;
 
+    /// Write `len` bytes of `byte` to node 1 at `offset`.
+    fn write(m: &mut Model, offset: u64, byte: u8, len: usize) {
+        m.apply(&Event::Write {
+            node: 1,
+            offset,
+            data: vec![byte; len],
+        });
+    }
+
     /// A model whose root holds one new file, node 1 (event 0).
     fn one_file() -> Model {
         let mut m = Model::new();
@@ -547,11 +556,7 @@ mod tests {
     #[test]
     fn unsynced_writes_tear_and_unsynced_names_vanish() {
         let mut m = one_file();
-        m.apply(&Event::Write {
-            node: 1,
-            offset: 0,
-            data: vec![1; 1024],
-        });
+        write(&mut m, 0, 1, 1024);
         // Nothing synced: 2 name states x 4 sector subsets.
         let states = m.states(1000, &mut Rng(1));
         assert_eq!(states.len(), 8);
@@ -581,16 +586,8 @@ mod tests {
         m.apply(&Event::SyncDir { node: 0, upto: 1 });
         // Batch A written (event 2), its sync issued (at 3), batch B's
         // write completes (event 3) before A's sync returns (event 4).
-        m.apply(&Event::Write {
-            node: 1,
-            offset: 0,
-            data: vec![1; 512],
-        });
-        m.apply(&Event::Write {
-            node: 1,
-            offset: 512,
-            data: vec![2; 512],
-        });
+        write(&mut m, 0, 1, 512);
+        write(&mut m, 512, 2, 512);
         m.apply(&Event::SyncFile { node: 1, upto: 3 });
         let states = m.states(1000, &mut Rng(1));
         assert_eq!(states.len(), 2, "B's one sector may or may not be there");
@@ -613,11 +610,7 @@ mod tests {
         let mut m = one_file();
         m.apply(&Event::SyncDir { node: 0, upto: 1 });
         // One write over two pages (events 2); its sync fails.
-        m.apply(&Event::Write {
-            node: 1,
-            offset: 4096 - 512,
-            data: vec![1; 1024],
-        });
+        write(&mut m, 4096 - 512, 1, 1024);
         m.apply(&Event::Faulted {
             what: "fdatasync".into(),
             node: Some(1),
@@ -633,11 +626,7 @@ mod tests {
         );
         // A write on the first page dirties it again: with the next sync
         // that page's limbo sector is durable, the second page's is not.
-        m.apply(&Event::Write {
-            node: 1,
-            offset: 0,
-            data: vec![2; 512],
-        });
+        write(&mut m, 0, 2, 512);
         m.apply(&Event::SyncFile { node: 1, upto: 7 });
         let states = m.states(1000, &mut Rng(1));
         assert_eq!(states.len(), 2, "only the second page's sector in limbo");
