@@ -7,10 +7,13 @@
 //! workload appends on, so later generations are built on a crashed one.
 //! The old directory is left behind: the dropped log's operations still in
 //! the kernel land there, outside the recorder's view. Half of these
-//! crashes are process kills instead (`mod.rs`): the log is dropped with
-//! its appends in flight and reopened in place, on the page cache, so a
-//! later power cut explores what a recovery built on unsynced bytes.
+//! crashes are process kills instead ([`Kill`]): the process dies between
+//! two of the log's file operations (a batch written, its sync never
+//! issued, say), the log is reopened in place on the page cache, and what
+//! its recovery shows must survive a later power cut: a recovery that
+//! does not sync what it found fails there.
 
+use std::cell::Cell;
 use std::io;
 use std::path::Path;
 
@@ -38,4 +41,61 @@ pub fn crash(rec: &Recorder, root: &Path, seed: u64) -> io::Result<bool> {
     }
     rec.crashed(root, files, choice.describe());
     Ok(choice.dropped_sectors() > 0)
+}
+
+/// A process kill as the recorder plays it: armed to strike once a
+/// number of the log's file operations have completed (right after a
+/// batch's write and before its sync, say), from then on every new
+/// operation is refused with `EIO` and left out of the trace, as if never
+/// issued: the process is gone. Operations already in the kernel complete
+/// and are recorded (a dead process's ring drains before it exits). The
+/// workload then drops the log, waits for the trace to go quiet and
+/// revives the recorder before it reopens in place.
+#[derive(Debug, Default)]
+pub struct Kill {
+    dead: Cell<bool>,
+    countdown: Cell<Option<u64>>,
+    refused: Cell<u64>,
+}
+
+impl Kill {
+    /// Strike once `ops` more operations have completed.
+    pub fn arm(&self, ops: u64) {
+        self.countdown.set(Some(ops.max(1)));
+    }
+
+    /// Strike now (if not already).
+    pub fn now(&self) {
+        self.countdown.set(None);
+        self.dead.set(true);
+    }
+
+    /// The next process: operations are issued again.
+    pub fn revive(&self) {
+        self.countdown.set(None);
+        self.dead.set(false);
+    }
+
+    /// Operations refused since the kill (the dead log's tasks winding
+    /// down: the workload waits until they stop).
+    pub fn refused(&self) -> u64 {
+        self.refused.get()
+    }
+
+    /// Whether an operation about to be issued is refused (counted).
+    pub(super) fn refuses(&self) -> bool {
+        if self.dead.get() {
+            self.refused.set(self.refused.get() + 1);
+        }
+        self.dead.get()
+    }
+
+    /// An operation of the log's completed.
+    pub(super) fn completed(&self) {
+        match self.countdown.get() {
+            Some(1) => self.now(),
+            Some(n) => self.countdown.set(Some(n - 1)),
+            None => {}
+        }
+    }
 }

@@ -122,8 +122,9 @@ pub struct Report {
     /// Of those, the ones whose state left out sectors of a write in
     /// flight (a batch torn or lost).
     pub torn_crashes: u64,
-    /// Process kills: the log dropped with appends in flight and reopened
-    /// in place, the page cache kept (a power cut may follow later).
+    /// Process kills: no file operation issued from a point on (a batch
+    /// written, its sync not issued), the log dropped and reopened in
+    /// place, the page cache kept (a power cut may follow later).
     pub kills: u64,
     /// Linked writes and syncs that went as one operation
     /// (`write_at_sync`, as in production).
@@ -280,6 +281,12 @@ async fn workload(
                     for e in settle(cfg, &l, unsettled.drain(..)).await {
                         rec.note(Event::Edit(e));
                     }
+                    // What recovery shows is the log from now on (a Raft
+                    // follower reports it to its leader): it must survive
+                    // as if acknowledged, though a kill left it unsynced.
+                    for (lsn, id) in recovered(cfg, &l).await {
+                        rec.note(Event::Ack { lsn, id });
+                    }
                     log = Some(l);
                 }
                 Err(_) if !fired && rec.fired() => {
@@ -332,15 +339,24 @@ async fn workload(
             commits.push((Op::Append(id), l.append(payload(cfg.seed, id, len))));
             id += 1;
         }
-        // Now and then a crash in the middle of the step: after some of
-        // its commits resolved, with the rest (and their batches) in flight.
-        // Not with an edit under way (the judge settles edits only as they
-        // are acknowledged).
-        let crash_after = (crashes && edit_at.is_none() && crash_rng.below(6) == 0)
+        // Now and then a crash in the middle of the step, an edit under
+        // way too (the next recovery settles it). Half are power cuts,
+        // after some of the step's commits resolved, the rest (and their
+        // batches) in flight. Half are process kills, struck by the
+        // recorder once a few more of the log's file operations completed
+        // (between a batch's write and its sync, say: `crash::Kill`).
+        let crash_after = (crashes && crash_rng.below(6) == 0)
             .then(|| crash_rng.below(commits.len() as u64 + 1) as usize);
+        let kill = crash_after.is_some() && crash_rng.below(2) == 0;
+        if kill {
+            rec.kill.arm(1 + crash_rng.below(6));
+        }
         for (k, (op, c)) in commits.into_iter().enumerate() {
-            if crash_after == Some(k) {
-                break;
+            if !kill && crash_after.is_some_and(|at| k >= at) {
+                if let Op::Edit(e) = op {
+                    unsettled.push(e);
+                }
+                continue;
             }
             match ringkit::time::timeout(Duration::from_secs(20), c).await {
                 Ok(Ok(lsn)) => match op {
@@ -366,21 +382,24 @@ async fn workload(
                 }
             }
         }
-        if crash_after.is_some() && crash_rng.below(2) == 0 {
-            // The process is killed: the log and its appends in flight are
-            // dropped, the page cache stays. Its operations in the kernel
-            // complete before the next open (as a dead process's ring is
-            // drained before it exits); the next step reopens in place.
+        if kill {
+            // The process is dead (if the step's operations ran out before
+            // the kill struck, now): the log goes, the page cache stays.
+            // Its operations in the kernel complete before the next open;
+            // the dead log's tasks wind down, refused; then the next
+            // process reopens in place.
+            rec.kill.now();
             drop(log.take());
-            let mut seen = rec.events().len();
+            let mut quiet = (rec.event_count(), rec.kill.refused());
             for _ in 0..50 {
                 ringkit::time::sleep(Duration::from_millis(2)).await;
-                let now = rec.events().len();
-                if now == seen {
+                let now = (rec.event_count(), rec.kill.refused());
+                if now == quiet {
                     break;
                 }
-                seen = now;
+                quiet = now;
             }
+            rec.kill.revive();
             report.kills += 1;
         } else if crash_after.is_some() {
             // The power goes: the log and its appends in flight are
@@ -491,6 +510,22 @@ async fn settle(cfg: &Config, l: &Log, failed: impl Iterator<Item = Edit>) -> Ve
             (Edit::SaveState { n }, false) => Edit::NotSaved { n },
             (e, false) => e,
         });
+    }
+    out
+}
+
+/// Every record of `l` that is one of this run's payloads: LSN and
+/// payload number.
+async fn recovered(cfg: &Config, l: &Log) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut next = l.first_lsn();
+    while let Ok(got) = l.read_from(next, 256).await {
+        let Some(&(last, _)) = got.last() else { break };
+        out.extend(
+            got.iter()
+                .filter_map(|(lsn, p)| Some((*lsn, payload_id(cfg.seed, p)?))),
+        );
+        next = last + 1;
     }
     out
 }

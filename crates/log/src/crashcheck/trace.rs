@@ -207,6 +207,8 @@ pub struct Recorder {
     /// Where the recorded tree is (a crash moves it to a new directory).
     root: RefCell<PathBuf>,
     st: RefCell<State>,
+    /// A process kill, armed by the workload.
+    pub kill: super::crash::Kill,
 }
 
 impl Recorder {
@@ -221,6 +223,7 @@ impl Recorder {
         Recorder {
             root: RefCell::new(root.to_path_buf()),
             st: RefCell::new(st),
+            kill: Default::default(),
         }
     }
 
@@ -287,6 +290,11 @@ impl Recorder {
         self.st.borrow_mut().fault = None;
     }
 
+    /// How many events the trace holds.
+    pub fn event_count(&self) -> usize {
+        self.st.borrow().events.len()
+    }
+
     /// The trace so far.
     pub fn events(&self) -> Vec<Event> {
         self.st.borrow().events.clone()
@@ -349,6 +357,9 @@ impl Recorder {
 
 impl FsHook for Recorder {
     fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+        if self.ours(&self.st.borrow(), op) && self.kill.refuses() {
+            return Some(Fault::Fail(io::Error::from_raw_os_error(libc::EIO)));
+        }
         let fault = self.fault_for(op);
         if let FsOp::WriteSync { fd, offset, data } = op {
             return self.linked_before(*fd, *offset, data, fault);
@@ -380,6 +391,9 @@ impl FsHook for Recorder {
         let st = &mut *guard;
         if !self.ours(st, op) {
             return;
+        }
+        if !matches!(op, FsOp::Close { .. } | FsOp::Read { .. }) {
+            self.kill.completed();
         }
         if let FsOp::WriteSync { fd, offset, data } = op {
             Self::linked_after(st, *fd, *offset, data, res);
