@@ -1,13 +1,16 @@
 //! Storage-engine file I/O, on both backends: registered buffers
 //! (`FixedBufPool`, `O_DIRECT`), a write made durable in one submission
 //! (`write_at_sync`, a short write never acknowledged), `fallocate`, and
-//! many reads in one submission.
+//! many reads in one submission (each seen by a `fs::hook`).
 
+use std::os::fd::RawFd;
 use std::os::unix::fs::FileExt;
 use std::process::Command;
+use std::rc::Rc;
 use std::time::Duration;
 
 use ringkit::buf::IoBuf;
+use ringkit::fs::hook::{Fault, FsHook, FsOp};
 use ringkit::fs::{FixedBufPool, OpenOptions};
 use ringkit::{Backend, Builder};
 
@@ -188,6 +191,44 @@ ringkit::test_all! {
             assert_eq!(&buf[..], want, "range at {o}");
         }
         assert_eq!(*got[64].0.as_ref().unwrap(), 0);
+    }
+
+    async fn read_many_at_shows_each_read_to_the_hook() {
+        // A disk that fails one range and holds other bytes than the page
+        // cache under another (a test's stand-in): every read of
+        // `read_many_at` goes through the hook as `read_at`'s does.
+        struct Disk;
+        impl FsHook for Disk {
+            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+                match op {
+                    FsOp::Read { offset: 8192, .. } => {
+                        Some(Fault::Fail(std::io::Error::from_raw_os_error(libc::EIO)))
+                    }
+                    _ => None,
+                }
+            }
+            fn read_done(&self, _fd: RawFd, offset: u64, data: &mut [u8]) {
+                if offset == 4096 {
+                    data.fill(0xAA);
+                }
+            }
+        }
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("hooked");
+        std::fs::write(&path, pattern(16384, 5)).unwrap();
+        let f = ringkit::fs::File::open(&path).await.unwrap();
+        let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Disk)));
+        let got = f
+            .read_many_at((0..4u64).map(|i| (i * 4096, Vec::with_capacity(4096))).collect())
+            .await;
+        let (one, _) = f.read_at(Vec::with_capacity(4096), 8192).await;
+        ringkit::fs::hook::set_hook(prev);
+        let data = pattern(16384, 5);
+        assert_eq!(got[0].1, data[..4096]);
+        assert!(got[1].1.iter().all(|&b| b == 0xAA), "read_done saw the second range");
+        assert_eq!(got[2].0.as_ref().unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(one.unwrap_err().raw_os_error(), Some(libc::EIO), "as read_at's");
+        assert_eq!(got[3].1, data[12288..]);
     }
 }
 

@@ -142,24 +142,35 @@ impl File {
     /// [`read_at`](Self::read_at) would, all submitted together (on
     /// io_uring one `io_uring_enter` takes every read), the results in the
     /// order given. Each result stands alone: one failing read does not
-    /// stop the others.
+    /// stop the others. A [`hook`](super::hook) sees each read as
+    /// `read_at`'s.
     pub async fn read_many_at<B: IoBufMut>(
         &self,
         reads: Vec<(u64, B)>,
     ) -> Vec<(io::Result<usize>, B)> {
-        let mut ops: Vec<Option<Op<ReadAt<B>>>> = reads
-            .into_iter()
-            .map(|(offset, buf)| {
-                let buf_index = buf.fixed_index();
-                Some(Op::new(ReadAt {
-                    fd: self.fd,
-                    buf,
-                    offset,
-                    buf_index,
-                }))
-            })
-            .collect();
-        let mut done: Vec<Option<(io::Result<usize>, B)>> = ops.iter().map(|_| None).collect();
+        let offsets: Vec<u64> = reads.iter().map(|(o, _)| *o).collect();
+        let mut done: Vec<Option<(io::Result<usize>, B)>> = Vec::with_capacity(reads.len());
+        let mut ops: Vec<Option<Op<ReadAt<B>>>> = Vec::with_capacity(reads.len());
+        for (offset, buf) in reads {
+            let op = FsOp::Read {
+                fd: self.fd,
+                offset,
+                len: buf.bytes_total(),
+            };
+            if let Err(f) = hook::before(&op) {
+                done.push(Some((Err(f.into_error()), buf)));
+                ops.push(None);
+                continue;
+            }
+            let buf_index = buf.fixed_index();
+            done.push(None);
+            ops.push(Some(Op::new(ReadAt {
+                fd: self.fd,
+                buf,
+                offset,
+                buf_index,
+            })));
+        }
         poll_fn(|cx| {
             let mut pending = false;
             for (op, out) in ops.iter_mut().zip(done.iter_mut()) {
@@ -181,7 +192,12 @@ impl File {
         })
         .await;
         done.into_iter()
-            .map(|r| r.expect("every read completed"))
+            .zip(offsets)
+            .map(|(r, offset)| {
+                let (res, mut buf) = r.expect("every read completed");
+                self.read_seen(offset, &res, &mut buf);
+                (res, buf)
+            })
             .collect()
     }
 }

@@ -17,12 +17,15 @@
 //! the kernel (the buffer's tail is unmapped), so the kernel cancels the
 //! sync as it would.
 //!
-//! What it does not see: reads other than [`File::read_at`] (whose bytes
-//! a hook may change, [`FsHook::read_done`]), descriptors
-//! adopted with `File::from(OwnedFd)` until they are written, and anything
-//! done through `std::fs`.
+//! Reads ([`File::read_at`], what is built on it, and each range of
+//! [`File::read_many_at`]) are seen before they are issued (a hook may
+//! fail one) and their bytes after ([`FsHook::read_done`], which may change
+//! them). What it does not see: descriptors adopted with
+//! `File::from(OwnedFd)` until they are written, and anything done through
+//! `std::fs`.
 //!
 //! [`File::read_at`]: super::File::read_at
+//! [`File::read_many_at`]: super::File::read_many_at
 //! [`File::write_at_sync`]: super::File::write_at_sync
 
 use std::cell::RefCell;

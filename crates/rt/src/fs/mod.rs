@@ -339,7 +339,13 @@ impl File {
             buf_index,
         })
         .await;
-        if let Ok(n) = res {
+        self.read_seen(offset, &res, &mut buf);
+        (res, buf)
+    }
+
+    /// Show the hook, if any, the bytes a read at `offset` returned.
+    fn read_seen<B: IoBufMut>(&self, offset: u64, res: &io::Result<usize>, buf: &mut B) {
+        if let Ok(n) = *res {
             if n > 0 && hook::installed() {
                 // SAFETY: the read left `n` initialised bytes at the
                 // buffer's start, ours alone now that the op completed.
@@ -347,7 +353,6 @@ impl File {
                 hook::read_done(self.fd, offset, data);
             }
         }
-        (res, buf)
     }
 
     /// Fill `buf` from its start to its capacity with the file's bytes from
