@@ -142,7 +142,7 @@ impl File {
     /// [`read_at`](Self::read_at) would, all submitted together (on
     /// io_uring one `io_uring_enter` takes every read), the results in the
     /// order given. Each result stands alone: one failing read does not
-    /// stop the others. A [`hook`](super::hook) sees each read as
+    /// stop the others. A [`hook`] sees each read as
     /// `read_at`'s.
     pub async fn read_many_at<B: IoBufMut>(
         &self,
