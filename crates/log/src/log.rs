@@ -241,6 +241,15 @@ impl Log {
         self.inner.st.borrow().state.clone()
     }
 
+    /// A probe of [`Log::state`] that holds the log weakly and never
+    /// panics (`None` once the log is gone or while it is being changed):
+    /// the crash-state explorer asks it at every file operation, since
+    /// what the live log shows must already be durable.
+    pub(crate) fn state_probe(&self) -> impl Fn() -> Option<Vec<u8>> {
+        let inner = Rc::downgrade(&self.inner);
+        move || inner.upgrade()?.st.try_borrow().ok()?.state.clone()
+    }
+
     /// Mark the next `count` LSNs as lost (a hole: no records), durably;
     /// resolves with the first. For `salvage`, which keeps every LSN it
     /// copies and must never let a later append reuse one that was lost.

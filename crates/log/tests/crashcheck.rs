@@ -27,7 +27,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
          {} acked, {} edits acked, {} syncs with a later batch in flight, {} linked \
-         write+syncs, registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills",
+         write+syncs, registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills ({} inside a linked write+sync)",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -40,7 +40,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.registered,
         r.crashes,
         r.torn_crashes,
-        r.kills
+        r.kills,
+        r.kill_splits
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     // The production path ran: the write linked to its sync, and on
@@ -70,7 +71,7 @@ fn pipelined(overlapped: u64) {
 ringkit::test_all! {
     async fn every_crash_state_keeps_every_acknowledged_record_buffered() {
         let (mut states, mut overlapped, mut edits, mut crashes, mut torn) = (0, 0, 0, 0, 0);
-        let mut kills = 0;
+        let (mut kills, mut splits) = (0, 0);
         for seed in 1..=5 {
             let r = explore(60, seed, false, 96).await;
             states += r.states;
@@ -79,6 +80,7 @@ ringkit::test_all! {
             crashes += r.crashes;
             torn += r.torn_crashes;
             kills += r.kills;
+            splits += r.kill_splits;
         }
         // Generations built on a crash state; on io_uring some of them torn
         // (on epoll a batch's write and sync run inline on the loop, so no
@@ -86,6 +88,10 @@ ringkit::test_all! {
         assert!(crashes >= 5, "{crashes} crashes");
         // Process kills reopened in place, on the page cache.
         assert!(kills >= 5, "{kills} kills");
+        // Some of them between a linked write and its sync (the write in
+        // the page cache only): what the next recovery finds must be made
+        // durable by it.
+        assert!(splits >= 5, "{splits} kills inside a linked write+sync");
         if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
             assert!(torn >= 2, "{torn} crashes left a write in flight out");
         }
@@ -97,7 +103,7 @@ ringkit::test_all! {
 
     async fn every_crash_state_keeps_every_acknowledged_record_direct() {
         let (mut states, mut overlapped, mut edits, mut crashes, mut torn) = (0, 0, 0, 0, 0);
-        let mut kills = 0;
+        let (mut kills, mut splits) = (0, 0);
         for seed in 11..=15 {
             let r = explore(60, seed, true, 96).await;
             states += r.states;
@@ -106,6 +112,7 @@ ringkit::test_all! {
             crashes += r.crashes;
             torn += r.torn_crashes;
             kills += r.kills;
+            splits += r.kill_splits;
         }
         // Generations built on a crash state; on io_uring some of them torn
         // (on epoll a batch's write and sync run inline on the loop, so no
@@ -113,6 +120,10 @@ ringkit::test_all! {
         assert!(crashes >= 5, "{crashes} crashes");
         // Process kills reopened in place, on the page cache.
         assert!(kills >= 5, "{kills} kills");
+        // Some of them between a linked write and its sync (the write in
+        // the page cache only): what the next recovery finds must be made
+        // durable by it.
+        assert!(splits >= 5, "{splits} kills inside a linked write+sync");
         if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
             assert!(torn >= 2, "{torn} crashes left a write in flight out");
         }

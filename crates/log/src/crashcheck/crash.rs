@@ -45,9 +45,12 @@ pub fn crash(rec: &Recorder, root: &Path, seed: u64) -> io::Result<bool> {
 
 /// A process kill as the recorder plays it: armed to strike once a
 /// number of the log's file operations have completed (right after a
-/// batch's write and before its sync, say), from then on every new
-/// operation is refused with `EIO` and left out of the trace, as if never
-/// issued: the process is gone. Operations already in the kernel complete
+/// batch's write and before its sync, say), or inside the next linked
+/// write+sync (the write reaches the page cache, the sync never runs: on
+/// epoll the process dies between `pwrite` and `fdatasync`, on io_uring
+/// the ring's teardown cancels a linked request not yet started). From
+/// then on every new operation is refused with `EIO` and left out of the
+/// trace, as if never issued: the process is gone. Operations already in the kernel complete
 /// and are recorded (a dead process's ring drains before it exits). The
 /// workload then drops the log, waits for the trace to go quiet and
 /// revives the recorder before it reopens in place.
@@ -55,7 +58,10 @@ pub fn crash(rec: &Recorder, root: &Path, seed: u64) -> io::Result<bool> {
 pub struct Kill {
     dead: Cell<bool>,
     countdown: Cell<Option<u64>>,
+    /// Strike inside the next linked write+sync.
+    at_linked: Cell<bool>,
     refused: Cell<u64>,
+    splits: Cell<u64>,
 }
 
 impl Kill {
@@ -64,15 +70,23 @@ impl Kill {
         self.countdown.set(Some(ops.max(1)));
     }
 
+    /// Strike inside the next linked write+sync (between its write and
+    /// its sync).
+    pub fn arm_linked(&self) {
+        self.at_linked.set(true);
+    }
+
     /// Strike now (if not already).
     pub fn now(&self) {
         self.countdown.set(None);
+        self.at_linked.set(false);
         self.dead.set(true);
     }
 
     /// The next process: operations are issued again.
     pub fn revive(&self) {
         self.countdown.set(None);
+        self.at_linked.set(false);
         self.dead.set(false);
     }
 
@@ -88,6 +102,25 @@ impl Kill {
             self.refused.set(self.refused.get() + 1);
         }
         self.dead.get()
+    }
+
+    /// Whether a linked write+sync about to be issued is where the kill
+    /// strikes, between the two: the write reaches the page cache, the
+    /// sync never runs (io_uring cancels a dead task's linked requests not
+    /// yet started; on epoll the process dies between `pwrite` and
+    /// `fdatasync`). Strikes now if so.
+    pub(super) fn splits_linked(&self) -> bool {
+        let split = self.countdown.get() == Some(1) || self.at_linked.get();
+        if split {
+            self.splits.set(self.splits.get() + 1);
+            self.now();
+        }
+        split
+    }
+
+    /// Kills that struck inside a linked write+sync.
+    pub fn splits(&self) -> u64 {
+        self.splits.get()
     }
 
     /// An operation of the log's completed.

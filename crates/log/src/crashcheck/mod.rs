@@ -41,6 +41,7 @@ mod crash;
 mod judge;
 pub mod model;
 pub mod trace;
+mod watch;
 
 use std::collections::BTreeMap;
 use std::io;
@@ -126,6 +127,9 @@ pub struct Report {
     /// written, its sync not issued), the log dropped and reopened in
     /// place, the page cache kept (a power cut may follow later).
     pub kills: u64,
+    /// Of those, the ones that struck inside a linked write+sync: its
+    /// write in the page cache, its sync never run.
+    pub kill_splits: u64,
     /// Linked writes and syncs that went as one operation
     /// (`write_at_sync`, as in production).
     pub linked: u64,
@@ -205,6 +209,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     report.fault_fired = rec.fired();
     report.linked = rec.linked();
     report.crashes = rec.crashes();
+    report.kill_splits = rec.kill.splits();
     (report.lost_ranges, report.disk_reads) = rec.cache_split();
     report.violations.extend(rec.violations());
     if let Err(v) = outcome {
@@ -287,6 +292,9 @@ async fn workload(
                     for (lsn, id) in recovered(cfg, &l).await {
                         rec.note(Event::Ack { lsn, id });
                     }
+                    let state = l.state_probe();
+                    rec.watch
+                        .set(Some(Box::new(move || watch::state_number(&state()?))));
                     log = Some(l);
                 }
                 Err(_) if !fired && rec.fired() => {
@@ -343,12 +351,15 @@ async fn workload(
         // way too (the next recovery settles it). Half are power cuts,
         // after some of the step's commits resolved, the rest (and their
         // batches) in flight. Half are process kills, struck by the
-        // recorder once a few more of the log's file operations completed
-        // (between a batch's write and its sync, say: `crash::Kill`).
+        // recorder once a few more of the log's file operations completed,
+        // or inside the next linked write+sync (its write done, its sync
+        // never run: `crash::Kill`).
         let crash_after = (crashes && crash_rng.below(6) == 0)
             .then(|| crash_rng.below(commits.len() as u64 + 1) as usize);
         let kill = crash_after.is_some() && crash_rng.below(2) == 0;
-        if kill {
+        if kill && crash_rng.below(2) == 0 {
+            rec.kill.arm_linked();
+        } else if kill {
             rec.kill.arm(1 + crash_rng.below(6));
         }
         for (k, (op, c)) in commits.into_iter().enumerate() {

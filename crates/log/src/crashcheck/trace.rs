@@ -209,6 +209,8 @@ pub struct Recorder {
     st: RefCell<State>,
     /// A process kill, armed by the workload.
     pub kill: super::crash::Kill,
+    /// The live log's state, asked at every operation.
+    pub watch: super::watch::Watch,
 }
 
 impl Recorder {
@@ -224,6 +226,7 @@ impl Recorder {
             root: RefCell::new(root.to_path_buf()),
             st: RefCell::new(st),
             kill: Default::default(),
+            watch: Default::default(),
         }
     }
 
@@ -360,6 +363,14 @@ impl FsHook for Recorder {
         if self.ours(&self.st.borrow(), op) && self.kill.refuses() {
             return Some(Fault::Fail(io::Error::from_raw_os_error(libc::EIO)));
         }
+        if let Some(n) = self.watch.news() {
+            self.note(Event::Edit(Edit::StateSaved { n }));
+        }
+        if let FsOp::WriteSync { fd, offset, data } = op {
+            if self.ours(&self.st.borrow(), op) && self.kill.splits_linked() {
+                return self.linked_killed(*fd, *offset, data);
+            }
+        }
         let fault = self.fault_for(op);
         if let FsOp::WriteSync { fd, offset, data } = op {
             return self.linked_before(*fd, *offset, data, fault);
@@ -495,6 +506,32 @@ impl Recorder {
             self.sync_started(fd);
         }
         fault
+    }
+
+    /// A linked write+sync the kill splits: the write is recorded (it
+    /// reaches the page cache), its sync is never issued and not recorded.
+    fn linked_killed(&self, fd: RawFd, offset: u64, data: &[u8]) -> Option<Fault> {
+        let mut st = self.st.borrow_mut();
+        if let Some(&node) = st.fds.get(&fd) {
+            let at = st.events.len();
+            let old = st.disk.before_write(fd, node, offset, data.len());
+            st.disk.wrote(node, at, offset, old);
+            st.events.push(Event::Write {
+                node,
+                offset,
+                data: data.to_vec(),
+            });
+            st.linked.insert(
+                (fd, offset),
+                Linked {
+                    write: at,
+                    len: data.len(),
+                    start: None,
+                    sync_failed: true,
+                },
+            );
+        }
+        Some(Fault::FailSync(io::Error::from_raw_os_error(libc::EIO)))
     }
 
     /// A linked write and sync returned: the sync, if it ran and succeeded,
@@ -678,6 +715,12 @@ impl Recorder {
                         node,
                         end: offset + len,
                     });
+                } else {
+                    // Punched holes and zeroed ranges change bytes the
+                    // model would not see: say so rather than go blind.
+                    st.violations.push(format!(
+                        "fallocate mode {mode:#x}: the explorer models only mode 0"
+                    ));
                 }
             }
             FsOp::Rename { from, to } => {
