@@ -454,7 +454,36 @@ async fn batches_in_flight_spanning_more_than_the_window_are_damage(direct: bool
     assert_eq!(log.read(8).await.unwrap(), big(8));
 }
 
-/// Cuts the file at `path` to `to` bytes once a read has reached its end
+/// The window a segment's header names must hold the largest batches
+/// the flusher writes, as many as are in flight: on `O_DIRECT` each is
+/// padded to the next block (here 4 064 bytes of padding each). The last
+/// two batches of a segment, one record of the largest size each, the
+/// older torn: a crash leaves that, so the log opens, both cleared.
+async fn the_largest_batches_in_flight_fit_the_window() {
+    let t = tempfile::tempdir().unwrap();
+    let log = Log::open(t.path(), opts(true)).await.unwrap();
+    let max = log.max_record();
+    for i in 1..=3u64 {
+        let r: Vec<u8> = (0..max as u64)
+            .map(|k| (k * 5 + i * 17) as u8 | 1)
+            .collect();
+        assert_eq!(log.append(r).await.unwrap(), i);
+    }
+    drop(log);
+    let seg = segments(t.path())[0].clone();
+    let mut data = std::fs::read(&seg).unwrap();
+    let heads = batch_heads(&data);
+    assert_eq!(heads.len(), 3, "{heads:?}");
+    // Each batch padded to a block: 32 + max_batch bytes in 5 blocks.
+    assert_eq!(heads[2] - heads[1], 20480);
+    // The second batch torn: a sector in the middle of its record.
+    let sector = heads[1] + 8192;
+    data[sector..sector + 512].fill(0);
+    std::fs::write(&seg, &data).unwrap();
+    let log = Log::open(t.path(), opts(true)).await.unwrap();
+    assert_eq!(log.next_lsn(), 2);
+}
+
 /// (`size`): another process shrinking a segment while `check` reads it.
 struct CutAfterReadToEnd {
     path: PathBuf,
@@ -618,6 +647,9 @@ ringkit::test_all! {
     }
     async fn in_flight_window_direct() {
         batches_in_flight_spanning_more_than_the_window_are_damage(true).await;
+    }
+    async fn largest_batches_fit_the_window() {
+        the_largest_batches_in_flight_fit_the_window().await;
     }
     async fn check_segment_cut_short() {
         check_survives_a_segment_cut_short_while_it_reads().await;
