@@ -113,7 +113,7 @@ pub struct Stats {
     pub records: u64,
     /// Batches written, each with one `fdatasync`.
     pub batches: u64,
-    /// Bytes written (framing and `O_DIRECT` block rewrites included).
+    /// Bytes written (framing and `O_DIRECT` padding to a block included).
     pub bytes_written: u64,
     /// Segments made.
     pub segments_made: u64,
