@@ -37,6 +37,15 @@ fn rec(i: u64) -> Vec<u8> {
     (0..200 + i % 300).map(|k| (k ^ (i * 31)) as u8).collect()
 }
 
+/// Queue every record at once (so they share batches), then wait for
+/// all of them.
+async fn append_queued(log: &Log, recs: impl Iterator<Item = Vec<u8>>) {
+    let commits: Vec<_> = recs.map(|r| log.append(r)).collect();
+    for c in commits {
+        c.await.unwrap();
+    }
+}
+
 /// Every file of `dir` and its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     std::fs::read_dir(dir)
@@ -237,10 +246,7 @@ async fn salvage_keeps_what_checks_and_reuses_no_lsn(direct: bool) {
         log.append(rec(i)).await.unwrap();
     }
     // Then 30 records in one batch: LSNs 11..=40.
-    let commits: Vec<_> = (11..=40).map(|i| log.append(rec(i))).collect();
-    for c in commits {
-        c.await.unwrap();
-    }
+    append_queued(&log, (11..=40).map(rec)).await;
     drop(log);
     let out = tempfile::tempdir().unwrap();
     // Three records damaged in the middle of the batch (one hole of three
@@ -352,10 +358,7 @@ async fn salvage_searches_past_more_than_a_mebibyte_of_damage() {
     };
     let log = Log::open(t.path(), o.clone()).await.unwrap();
     // 1000 records of 1500 bytes: about 1.5 MB of batches of at most 64 KiB.
-    let commits: Vec<_> = (1..=1000).map(|i| log.append(big(i))).collect();
-    for c in commits {
-        c.await.unwrap();
-    }
+    append_queued(&log, (1..=1000).map(big)).await;
     drop(log);
     let seg = segments(t.path())[0].clone();
     let mut data = std::fs::read(&seg).unwrap();
@@ -576,10 +579,7 @@ async fn a_purged_segment_that_cannot_be_removed_fails_the_open() {
         ..opts(false)
     };
     let log = Log::open(t.path(), small.clone()).await.unwrap();
-    let commits: Vec<_> = (1..=600).map(|i| log.append(rec(i))).collect();
-    for c in commits {
-        c.await.unwrap();
-    }
+    append_queued(&log, (1..=600).map(rec)).await;
     let segs = segments(t.path());
     assert!(segs.len() >= 3, "{segs:?}");
     let first = std::fs::read(&segs[0]).unwrap();

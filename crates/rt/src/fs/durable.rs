@@ -148,8 +148,9 @@ impl File {
         &self,
         reads: Vec<(u64, B)>,
     ) -> Vec<(io::Result<usize>, B)> {
-        let offsets: Vec<u64> = reads.iter().map(|(o, _)| *o).collect();
-        let mut done: Vec<Option<(io::Result<usize>, B)>> = Vec::with_capacity(reads.len());
+        // Each read's offset, and its result once it has one.
+        type Done<B> = (u64, Option<(io::Result<usize>, B)>);
+        let mut done: Vec<Done<B>> = Vec::with_capacity(reads.len());
         let mut ops: Vec<Option<Op<ReadAt<B>>>> = Vec::with_capacity(reads.len());
         for (offset, buf) in reads {
             let op = FsOp::Read {
@@ -158,12 +159,12 @@ impl File {
                 len: buf.bytes_total(),
             };
             if let Err(f) = hook::before(&op) {
-                done.push(Some((Err(f.into_error()), buf)));
+                done.push((offset, Some((Err(f.into_error()), buf))));
                 ops.push(None);
                 continue;
             }
             let buf_index = buf.fixed_index();
-            done.push(None);
+            done.push((offset, None));
             ops.push(Some(Op::new(ReadAt {
                 fd: self.fd,
                 buf,
@@ -173,7 +174,7 @@ impl File {
         }
         poll_fn(|cx| {
             let mut pending = false;
-            for (op, out) in ops.iter_mut().zip(done.iter_mut()) {
+            for (op, (_, out)) in ops.iter_mut().zip(done.iter_mut()) {
                 if let Some(f) = op {
                     match std::pin::Pin::new(f).poll(cx) {
                         Poll::Ready(r) => {
@@ -192,8 +193,7 @@ impl File {
         })
         .await;
         done.into_iter()
-            .zip(offsets)
-            .map(|(r, offset)| {
+            .map(|(offset, r)| {
                 let (res, mut buf) = r.expect("every read completed");
                 self.read_seen(offset, &res, &mut buf);
                 (res, buf)
