@@ -229,12 +229,19 @@ fn log_serve_memory_stays_bounded_under_a_flood_of_empty_records() {
         }
         let held: Vec<TcpStream> = conns.into_iter().map(|c| c.join().unwrap()).collect();
         peak = peak.max(srv.rss_kb());
-        // The budget (32 MiB) plus the appends in flight, not 100 x 3 MB.
-        assert!(
-            peak < before + 96 * 1024,
-            "{backend}: RSS {before} kB -> {peak} kB"
-        );
         drop(held);
+        // Every empty record the flood got in stays in the log's offset
+        // index (4 bytes each, up to twice that with a vector's slack):
+        // memory the log keeps for what it stores, not for the clients.
+        let records = good_client(&addr);
+        let index_kb = records * 8 / 1024;
+        eprintln!("{backend}: RSS {before} kB -> peak {peak} kB; {records} records");
+        // The budget (32 MiB), the reads and appends in flight (100
+        // connections x 256), the index; not 100 x 3 MB.
+        assert!(
+            peak < before + 64 * 1024 + index_kb,
+            "{backend}: RSS {before} kB -> {peak} kB ({records} records in the log)"
+        );
         good_client(&addr);
         assert!(srv.alive(), "{backend}: died");
     }
