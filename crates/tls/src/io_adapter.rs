@@ -234,10 +234,15 @@ impl TlsIo {
                 }
                 return Poll::Ready(Ok(n));
             }
-            // rustls's buffer is full: move records out, or wait.
+            // rustls took nothing: move its records out and try again, or
+            // wait.
+            let had_records = self.conn.wants_write();
             match self.write_records(cx) {
-                Poll::Ready(Ok(())) if !self.conn.wants_write() => {
-                    // Still nothing accepted with nothing to write: the
+                // Records moved out (a write the budget or a full stream
+                // interrupted before, finished now): room to try again.
+                Poll::Ready(Ok(())) if had_records => {}
+                Poll::Ready(Ok(())) => {
+                    // Nothing accepted with nothing to write: the
                     // handshake needs the peer first.
                     match self.read_records(cx) {
                         Poll::Ready(Ok(true)) => {}
@@ -248,7 +253,6 @@ impl TlsIo {
                         Poll::Pending => return Poll::Pending,
                     }
                 }
-                Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => return Poll::Pending,
             }
