@@ -11,7 +11,21 @@ use std::time::{Duration, Instant};
 
 const SLOW: usize = 1000;
 
-struct Server(Child);
+struct Server(Child, tempfile::NamedTempFile);
+
+impl Server {
+    /// Whether it still runs, and what it wrote to stderr: for a failure's
+    /// message (a refused connection means nothing listens any more).
+    fn state(&mut self) -> String {
+        let status = self.0.try_wait();
+        let err = std::fs::read_to_string(self.1.path()).unwrap_or_default();
+        let tail: Vec<&str> = err.lines().rev().take(20).collect();
+        format!(
+            "server exit status {status:?}; its stderr ends:\n{}",
+            tail.join("\n")
+        )
+    }
+}
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -38,15 +52,16 @@ fn start(backend: &str) -> Option<(Server, SocketAddr)> {
         }
     }
     let addr = free_addr();
+    let log = tempfile::NamedTempFile::new().unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_ringkit"))
         .args(["http", "--addr", &addr.to_string(), "--backend", backend])
         .args(["--header-timeout", "2"])
         .env_remove("RINGKIT_BACKEND")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.reopen().unwrap())
         .spawn()
         .expect("start ringkit http");
-    let server = Server(child);
+    let server = Server(child, log);
     let t = Instant::now();
     while TcpStream::connect(addr).is_err() {
         assert!(
@@ -75,13 +90,15 @@ fn normal_request(addr: SocketAddr) {
 
 fn slowloris(backend: &str) {
     ringkit::raise_nofile_limit();
-    let Some((_server, addr)) = start(backend) else {
+    let Some((mut server, addr)) = start(backend) else {
         return;
     };
     let head = b"GET / HTTP/1.1\r\nHost: slow\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     let mut slow: Vec<Option<TcpStream>> = (0..SLOW)
-        .map(|_| {
-            let s = TcpStream::connect(addr).unwrap();
+        .map(|i| {
+            let s = TcpStream::connect(addr).unwrap_or_else(|e| {
+                panic!("{backend}: slow connection {i}: {e}; {}", server.state())
+            });
             s.set_nonblocking(true).unwrap();
             Some(s)
         })
