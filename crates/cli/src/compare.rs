@@ -64,11 +64,18 @@ pub struct CompareArgs {
     #[arg(long, default_value_t = 1)]
     pipeline: usize,
     /// Echo: the load generator: ringkit (one thread, every connection a
-    /// task) or threads (one blocking OS thread per connection, as
+    /// task), threads (one blocking OS thread per connection, as
     /// rust_echo_bench; the report's fairness table shows how evenly each
-    /// server shares itself among the connections).
+    /// server shares itself among the connections), or rust-echo-bench
+    /// (the tool itself, built from its own source: see --echo-bench; the
+    /// report gives its own figure beside responses over its whole run)
     #[arg(long, value_enum, default_value = "ringkit")]
     client: ClientArg,
+    /// Echo: rust_echo_bench's binary for --client rust-echo-bench
+    /// (default: `echo_bench` on PATH; `cargo install --git
+    /// https://github.com/haraldh/rust_echo_bench` builds it)
+    #[arg(long)]
+    echo_bench: Option<PathBuf>,
     /// Echo: only these contenders (comma-separated names).
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
@@ -91,6 +98,7 @@ pub struct CompareArgs {
 enum ClientArg {
     Ringkit,
     Threads,
+    RustEchoBench,
 }
 
 type StudyFn = fn(&StudyOpts, &mut dyn FnMut(&str)) -> std::io::Result<Section>;
@@ -196,7 +204,9 @@ pub fn compare(a: CompareArgs) -> std::io::Result<()> {
         echo_client: match a.client {
             ClientArg::Ringkit => ringkit_bench::echo::EchoClient::Ringkit,
             ClientArg::Threads => ringkit_bench::echo::EchoClient::Threads,
+            ClientArg::RustEchoBench => ringkit_bench::echo::EchoClient::RustEchoBench,
         },
+        echo_bench: a.echo_bench.clone(),
     };
     let mut sections = Vec::new();
     let mut failed = Vec::new();

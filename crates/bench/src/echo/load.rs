@@ -57,6 +57,9 @@ pub enum EchoClient {
     /// [`run_load_threads`]: one blocking OS thread per connection, as
     /// rust_echo_bench.
     Threads,
+    /// rust_echo_bench itself, as a child process (see
+    /// [`super::external`]).
+    RustEchoBench,
 }
 
 /// What the generator measured.
@@ -81,8 +84,17 @@ pub struct EchoLoadResult {
     pub most_in_flight: usize,
     /// The measured window, seconds.
     pub secs: f64,
-    /// Time to open all connections, seconds.
+    /// Time to open all connections, seconds (rust_echo_bench: how much
+    /// longer than its nominal duration its run took).
     pub connect_secs: f64,
+    /// rust_echo_bench's own "Speed" (responses over its nominal duration,
+    /// see [`super::external`]); 0 for the other clients.
+    #[serde(default)]
+    pub tool_rps: f64,
+    /// Connections the client gave up on and the server did not fail
+    /// (rust_echo_bench ends a thread on a short read, which TCP allows).
+    #[serde(default)]
+    pub dead_conns: u64,
     /// Connections that failed (connect or I/O error).
     pub failed_conns: u64,
     /// Messages that came back different.
@@ -296,6 +308,7 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             mean_us: hist.mean() / 1000.0,
             max_us: hist.max() as f64 / 1000.0,
             client_cpu_s: cpu.user + cpu.system,
+            ..EchoLoadResult::default()
         })
     })
 }
@@ -555,5 +568,6 @@ pub fn run_load_threads(
         mean_us: hist.mean() / 1000.0,
         max_us: hist.max() as f64 / 1000.0,
         client_cpu_s: cpu.user + cpu.system,
+        ..EchoLoadResult::default()
     })
 }

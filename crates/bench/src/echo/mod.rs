@@ -2,6 +2,7 @@
 //! generator, the interleaved run, its summary and its report.
 
 pub mod contenders;
+pub mod external;
 pub mod load;
 mod open;
 pub mod report;

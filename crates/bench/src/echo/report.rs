@@ -173,6 +173,52 @@ fn fairness_markdown(res: &CompareResults) -> String {
     s
 }
 
+/// With rust_echo_bench as the client: its own figure (responses over
+/// its nominal duration) beside responses over its whole run, how much
+/// longer than nominal the run took, and the threads that gave up; medians
+/// over the good samples. Empty for the other clients.
+fn tool_markdown(res: &CompareResults) -> String {
+    let mut s = String::new();
+    if res.config.client != super::load::EchoClient::RustEchoBench {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\n### rust_echo_bench's own figure\n\nIt divides what its threads counted by `-t` ({:.0} s), but they start counting as each is spawned, seconds before its clock starts: the tables above divide by its whole run instead. Threads that gave up ended on a read shorter than a message.\n",
+        res.config.secs.floor().max(1.0)
+    );
+    let _ = writeln!(s, "| contender | conns | its req/s | req/s over its run | run past -t (s) | threads that gave up |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    for r in &res.summary {
+        let mine: Vec<&Sample> = res
+            .samples
+            .iter()
+            .filter(|x| {
+                x.contender == r.contender && x.conns == r.conns && x.error.is_none() && x.load.ok()
+            })
+            .collect();
+        let med = |f: fn(&Sample) -> f64| {
+            let v: Vec<f64> = mine.iter().map(|x| f(x)).collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                crate::harness::stat::stat(v).median
+            }
+        };
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.0} | {:.0} | {:.2} | {:.0} |",
+            r.contender,
+            r.conns,
+            med(|x| x.load.tool_rps),
+            med(|x| x.load.rps()),
+            med(|x| x.load.connect_secs),
+            med(|x| x.load.dead_conns as f64),
+        );
+    }
+    s
+}
+
 /// report.md.
 pub fn markdown(res: &CompareResults) -> String {
     let mut s = String::new();
@@ -208,6 +254,7 @@ pub fn markdown(res: &CompareResults) -> String {
         );
     }
     s.push_str(&fairness_markdown(res));
+    s.push_str(&tool_markdown(res));
     let paired = paired_lines(res);
     if !paired.is_empty() {
         let _ = writeln!(

@@ -38,6 +38,8 @@ pub struct CompareConfig {
     pub out_dir: PathBuf,
     /// The load generator.
     pub client: super::load::EchoClient,
+    /// rust_echo_bench's binary, with `client` `RustEchoBench`.
+    pub echo_bench: Option<PathBuf>,
 }
 
 /// One measured sample.
@@ -376,6 +378,7 @@ mod tests {
             peer_syscalls: None,
             out_dir: PathBuf::from("unused"),
             client: Default::default(),
+            echo_bench: None,
         };
         let samples = vec![
             sample("u", 0, 4.0, true),

@@ -63,6 +63,12 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
         let load = match cfg.client {
             EchoClient::Ringkit => load::run_load(&load_cfg, &mut hook)?,
             EchoClient::Threads => load::run_load_threads(&load_cfg, &mut hook)?,
+            EchoClient::RustEchoBench => {
+                let bin = cfg.echo_bench.as_deref().ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "no rust_echo_bench binary")
+                })?;
+                super::external::run(bin, &load_cfg, &mut hook)?
+            }
         };
         let missing = || io::Error::other("the load run never reached its window");
         let (cpu0, st0) = e0.ok_or_else(missing)??;
@@ -223,6 +229,10 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         peer_syscalls: opts.peer_syscalls,
         out_dir: opts.out_dir.join("echo"),
         client: opts.echo_client,
+        echo_bench: match opts.echo_client {
+            EchoClient::RustEchoBench => Some(super::external::find(opts.echo_bench.as_deref())?),
+            _ => None,
+        },
     };
     eprintln!(
         "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load ({:?} client) on CPU {}",
@@ -232,8 +242,16 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         eprintln!("  skipped {n}: {why}");
     }
     let res = run(&cfg, list, skipped, &mut |s, n, total| {
+        let tool = if s.load.tool_rps > 0.0 {
+            format!(
+                " (its own figure {:.0}, {} threads gave up)",
+                s.load.tool_rps, s.load.dead_conns
+            )
+        } else {
+            String::new()
+        };
         progress(&format!(
-            "{n}/{total} {} c={} {:.0} req/s{}",
+            "{n}/{total} {} c={} {:.0} req/s{tool}{}",
             s.contender,
             s.conns,
             s.load.rps(),

@@ -609,6 +609,7 @@ mod tests {
             pipeline: 1,
             only: Vec::new(),
             echo_client: Default::default(),
+            echo_bench: None,
         });
         let e: Engine = "uring-sqpoll".parse().unwrap();
         assert_eq!(sqpoll_check(&cfg, e).map(|x| x.1), Some(false));

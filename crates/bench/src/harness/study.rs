@@ -50,6 +50,9 @@ pub struct StudyOpts {
     pub only: Vec<String>,
     /// The echo study's load generator.
     pub echo_client: crate::echo::EchoClient,
+    /// rust_echo_bench's binary (`None`: `echo_bench` on `PATH`), for the
+    /// `RustEchoBench` client.
+    pub echo_bench: Option<PathBuf>,
 }
 
 /// One study's contribution to the report.
