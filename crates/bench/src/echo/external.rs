@@ -18,7 +18,12 @@
 //! responses over the child's whole run, wall clock (`secs`), with the
 //! server's CPU taken over the same run; `connect_secs` is how much longer
 //! than `-t` the run took (spawning, connecting, stopping), and
-//! `dead_conns` counts the threads that gave up.
+//! `dead_conns` counts the threads that gave up on a short read.
+//! `Write error!` and `Read error! length=0` (the server closed) count as
+//! failed connections; a read that fails (a reset) ends its thread without
+//! a line, and only shows as fewer responses. A run that has not ended a
+//! minute past `-t` (the tool waits forever for a thread whose connect
+//! failed) is killed and fails the sample.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -34,14 +39,20 @@ pub const BINARY: &str = "echo_bench";
 /// `path`, or `echo_bench` on `PATH`; an error that says how to build it.
 pub fn find(path: Option<&Path>) -> io::Result<PathBuf> {
     if let Some(p) = path {
-        return if p.is_file() {
-            Ok(p.to_path_buf())
-        } else {
-            Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("--echo-bench {}: no such file", p.display()),
-            ))
-        };
+        // Absolute: `Command` would look a bare name up on PATH.
+        return std::fs::canonicalize(p)
+            .ok()
+            .filter(|p| p.is_file())
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "--echo-bench {}: no such file (cargo install --git \
+                         https://github.com/haraldh/rust_echo_bench builds echo_bench)",
+                        p.display()
+                    ),
+                )
+            });
     }
     std::env::var_os("PATH")
         .iter()
@@ -65,8 +76,12 @@ pub(crate) struct Output {
     pub(crate) responses: u64,
     /// Its "Speed: ... response/sec".
     pub(crate) speed: f64,
-    /// "Read error!" and "Write error!" lines: threads that ended early.
+    /// "Read error! length=N" lines with N > 0: threads that gave up on
+    /// a short read.
     pub(crate) dead: u64,
+    /// "Write error!" and "Read error! length=0": the server failed or
+    /// closed the connection.
+    pub(crate) failed: u64,
 }
 
 pub(crate) fn parse(text: &str) -> io::Result<Output> {
@@ -85,8 +100,14 @@ pub(crate) fn parse(text: &str) -> io::Result<Output> {
         } else if let Some(v) = line.strip_prefix("Speed:") {
             // "Speed: 1 request/sec, 2 response/sec"
             out.speed = v.split(',').nth(1).and_then(num).map_or(0.0, |x| x as f64);
-        } else if line.starts_with("Read error!") || line.starts_with("Write error!") {
-            out.dead += 1;
+        } else if let Some(v) = line.strip_prefix("Read error! length=") {
+            if num(v).unwrap_or(0) == 0 {
+                out.failed += 1;
+            } else {
+                out.dead += 1;
+            }
+        } else if line.starts_with("Write error!") {
+            out.failed += 1;
         }
     }
     match (req, resp) {
@@ -128,19 +149,52 @@ pub fn run(
     let cpu0 = children_cpu();
     hook(Phase::WindowStart);
     let t0 = Instant::now();
-    let child = cmd.spawn()?;
-    let done = child.wait_with_output()?;
+    let mut child = cmd.spawn()?;
+    // Its output, read meanwhile (a pipe left full would stop it).
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    let read_all = |r: Option<Box<dyn io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_end(&mut v);
+            }
+            v
+        })
+    };
+    let out_t = read_all(stdout.map(|s| Box::new(s) as Box<dyn io::Read + Send>));
+    let err_t = read_all(stderr.map(|s| Box::new(s) as Box<dyn io::Read + Send>));
+    let limit = std::time::Duration::from_secs(secs + 60);
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break Some(st);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let wall = t0.elapsed().as_secs_f64();
     hook(Phase::WindowEnd);
-    let text = String::from_utf8_lossy(&done.stdout);
-    let out = parse(&text)?;
-    if !done.status.success() {
+    let stdout = out_t.join().unwrap_or_default();
+    let stderr = err_t.join().unwrap_or_default();
+    let Some(status) = status else {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            format!(
+                "rust_echo_bench still running {} s past -t: killed",
+                limit.as_secs() - secs
+            ),
+        ));
+    };
+    if !status.success() {
         return Err(io::Error::other(format!(
-            "rust_echo_bench: {}: {}",
-            done.status,
-            String::from_utf8_lossy(&done.stderr).trim()
+            "rust_echo_bench: {status}: {}",
+            String::from_utf8_lossy(&stderr).trim()
         )));
     }
+    let out = parse(&String::from_utf8_lossy(&stdout))?;
     Ok(EchoLoadResult {
         requests: out.requests,
         responses: out.responses,
@@ -148,6 +202,7 @@ pub fn run(
         connect_secs: (wall - secs as f64).max(0.0),
         tool_rps: out.speed,
         dead_conns: out.dead,
+        failed_conns: out.failed,
         client_cpu_s: children_cpu() - cpu0,
         ..EchoLoadResult::default()
     })
@@ -178,7 +233,8 @@ mod tests {
                 requests: 1200075,
                 responses: 1200065,
                 speed: 240013.0,
-                dead: 2
+                dead: 1,
+                failed: 1
             }
         );
         assert!(parse("Sorry, but all threads died already.\n").is_err());
@@ -213,7 +269,10 @@ mod tests {
         assert_eq!(phases, [Phase::WindowStart, Phase::WindowEnd]);
         let args = std::fs::read_to_string(dir.path().join("args")).unwrap();
         assert_eq!(args.trim(), "-a 127.0.0.1:9 -c 7 -l 64 -t 1");
-        assert_eq!((r.requests, r.responses, r.dead_conns), (9, 8, 1));
+        assert_eq!(
+            (r.requests, r.responses, r.dead_conns, r.failed_conns),
+            (9, 8, 1, 0)
+        );
         assert_eq!(r.tool_rps, 8.0);
         assert!(
             r.secs >= 1.2 && r.connect_secs >= 0.2,
@@ -227,5 +286,6 @@ mod tests {
     fn a_missing_binary_says_how_to_get_one() {
         let e = find(Some(Path::new("/nonexistent/echo_bench"))).unwrap_err();
         assert!(e.to_string().contains("no such file"), "{e}");
+        assert!(e.to_string().contains("cargo install"), "{e}");
     }
 }

@@ -234,6 +234,12 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             _ => None,
         },
     };
+    if cfg.client != EchoClient::Ringkit && cfg.pipeline > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "--pipeline needs the ringkit client (the others send one message at a time)",
+        ));
+    }
     eprintln!(
         "ringkit compare echo: {} contenders x {:?} connections x {} rounds x {} s; server on CPU {}, load ({:?} client) on CPU {}",
         list.len(), cfg.conns, cfg.rounds, cfg.secs, cfg.server_cpu, cfg.client, cfg.client_cpu
