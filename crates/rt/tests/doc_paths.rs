@@ -1,12 +1,16 @@
 //! The documents a newcomer reads first name files that exist: every path
 //! in backticks in `README.md`, `docs/ARCHITECTURE.md` and
-//! `docs/results/README.md` (one under `crates/`, `docs/` or `.ci/`, one
-//! ending in `/`, or a file name ending in `.rs`, `.md`, `.toml`, `.sh` or
-//! `.py`) is a file or directory of the repository, named from the root
-//! (`crates/log/src/flush.rs`) or by its last components (`flush.rs`,
+//! `docs/results/README.md` (one under `crates/`, `docs/`, `scripts/` or
+//! `.ci/`, one ending in `/`, or a file name ending in `.rs`, `.md`,
+//! `.toml`, `.sh`, `.py`, `.txt`, `.json` or `.jsonl`; a name broken over
+//! two lines after a `/` is joined) is a file or directory the repository tracks (`git
+//! ls-files`; the directory tree where git is missing), named from the
+//! root (`crates/log/src/flush.rs`) or by its last components (`flush.rs`,
 //! `crashcheck/judge.rs`). A renamed or deleted file fails here until the
-//! documents follow it. (Not checked: system paths such as `/proc/...`,
-//! and a suffix shorthand such as `-log/` after a whole name.)
+//! documents follow it. Not checked: system paths such as `/proc/...`, a
+//! suffix shorthand such as `-log/` after a whole name, words with spaces
+//! (`scripts/profile-echo.sh 50 8` is a command), and which of several
+//! files a bare name means (`coop.rs` is found if any file has that name).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -15,9 +19,36 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Every file and directory of the tree (relative, `/`-separated;
-/// directories end in `/`), without build output and version control.
+/// Every file and directory the repository tracks (relative,
+/// `/`-separated; directories end in `/`): `git ls-files`, or the tree
+/// without build output where git is missing.
 fn tree(root: &Path) -> BTreeSet<String> {
+    let listed = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success() && !o.stdout.is_empty());
+    if let Some(o) = listed {
+        let mut out = BTreeSet::new();
+        for f in String::from_utf8_lossy(&o.stdout)
+            .split('\0')
+            .filter(|f| !f.is_empty())
+        {
+            let parts: Vec<&str> = f.split('/').collect();
+            for i in 1..parts.len() {
+                out.insert(format!("{}/", parts[..i].join("/")));
+            }
+            out.insert(f.to_string());
+        }
+        return out;
+    }
+    walk(root)
+}
+
+/// The directory tree under `root`, without `target/` and `.git/`.
+fn walk(root: &Path) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -52,17 +83,26 @@ fn named_paths(text: &str) -> BTreeSet<String> {
     text.split('`')
         .skip(1)
         .step_by(2)
+        // A name broken over two lines after a `/`: its pieces joined.
+        .map(|t| {
+            if t.contains("/\n") {
+                t.split_whitespace().collect::<String>()
+            } else {
+                t.to_string()
+            }
+        })
         .filter(|t| plain(t) && !t.starts_with('/') && !t.starts_with('-'))
         .filter(|t| {
-            ["crates/", "docs/", ".ci/"]
+            ["crates/", "docs/", "scripts/", ".ci/"]
                 .iter()
                 .any(|p| t.starts_with(p))
                 || t.ends_with('/')
-                || [".rs", ".md", ".toml", ".sh", ".py"]
-                    .iter()
-                    .any(|x| t.ends_with(x))
+                || [
+                    ".rs", ".md", ".toml", ".sh", ".py", ".txt", ".json", ".jsonl",
+                ]
+                .iter()
+                .any(|x| t.ends_with(x))
         })
-        .map(str::to_string)
         .collect()
 }
 
@@ -115,8 +155,11 @@ fn every_path_the_documents_name_exists() {
 #[test]
 fn the_check_sees_a_missing_path() {
     let tree = tree(&root());
-    let names = named_paths("see `crates/log/src/flush.rs`, `flush.rs`, `crashcheck/judge.rs` and `nowhere/gone.rs`, not `http/1.1`");
-    assert_eq!(names.len(), 4, "{names:?}");
+    let names = named_paths(
+        "see `crates/log/src/flush.rs`, `flush.rs`, `crashcheck/judge.rs`, `crates/rt/\n  src/coop.rs` and `nowhere/gone.rs`, not `http/1.1`",
+    );
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert!(names.contains("crates/rt/src/coop.rs"), "{names:?}");
     let missing: Vec<_> = names.iter().filter(|n| !exists(&tree, n)).collect();
     assert_eq!(missing, ["nowhere/gone.rs"]);
 }
