@@ -133,6 +133,10 @@ fn paired_lines(res: &CompareResults) -> Vec<String> {
 /// responses (fewest, median, most) and of Jain's index.
 fn fairness_markdown(res: &CompareResults) -> String {
     let mut s = String::new();
+    if res.config.client == super::load::EchoClient::RustEchoBench {
+        // It reports totals only: no per-connection counts, no latencies.
+        return s;
+    }
     let _ = writeln!(
         s,
         "\n### Fairness ({:?} client)\n\nResponses per connection in the window (medians over the good samples) and Jain's index (1: every connection got the same; 1/n: one got everything). With a thread-per-connection client, a server that answers a few connections in bursts shows a spread here that requests/s alone would hide.\n",
