@@ -5,7 +5,10 @@
 # wall-clock span, and print the microseconds per request in each bucket
 # (scripts/perf_categories.py).
 #
-#   scripts/profile-echo.sh [CONNS] [SECS]      (default 50 connections, 6 s; SECS >= 4)
+#   scripts/profile-echo.sh [CONNS] [SECS] [CLIENT]
+#       (default 50 connections, 6 s, SECS >= 4; CLIENT ringkit (one thread,
+#       every connection a task) or threads (one blocking OS thread per
+#       connection, rust_echo_bench's design))
 #
 # Needs perf (Debian: apt-get install linux-perf) and a release build
 # (cargo build --release; the tokio row needs cargo build --release -p ringkit-peers).
@@ -15,6 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 conns=${1:-50}
 secs=${2:-6}
+client=${3:-ringkit}
 [[ $secs =~ ^[0-9]+$ && $secs -ge 4 ]] || { echo "SECS must be an integer >= 4" >&2; exit 2; }
 bin=target/release/ringkit
 peer=target/release/ringkit-peer
@@ -47,7 +51,7 @@ for s in "${servers[@]}"; do
   if [ -z "$up" ] || ! kill -0 "$pid" 2>/dev/null; then
     echo "$name did not start listening on $addr:" >&2; cat "$tmp/$name.log" >&2; exit 1
   fi
-  "$bin" bench echo -a "$addr" -c "$conns" -t "$secs" --cpu 1 >"$tmp/$name.load" 2>&1 &
+  "$bin" bench echo -a "$addr" -c "$conns" -t "$secs" --cpu 1 --client "$client" >"$tmp/$name.load" 2>&1 &
   load=$!
   sleep 1.5
   w0=$(now); c0=$(cpu_ticks "$pid")
