@@ -130,13 +130,7 @@ pub fn run(
     cfg: &EchoLoadConfig,
     hook: &mut dyn FnMut(Phase),
 ) -> io::Result<EchoLoadResult> {
-    if cfg.rate.is_some() || cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "rust_echo_bench runs a closed loop, one message at a time: \
-             --rate and --pipeline need the ringkit client",
-        ));
-    }
+    super::load::closed_loop_only(cfg, "rust_echo_bench")?;
     let secs = cfg.duration.as_secs().max(1);
     let mut cmd = Command::new(bin);
     cmd.args(["-a", &cfg.addr.to_string()])

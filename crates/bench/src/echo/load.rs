@@ -423,6 +423,22 @@ async fn conn_loop(
     Ok(())
 }
 
+/// A client that writes one message and waits for its echo cannot keep a
+/// schedule or a pipeline: `--rate` and `--pipeline` are refused rather
+/// than run as a closed loop under another name.
+pub(crate) fn closed_loop_only(cfg: &EchoLoadConfig, client: &str) -> io::Result<()> {
+    if cfg.rate.is_some() || cfg.pipeline > 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{client} runs a closed loop, one message at a time: \
+                 --rate and --pipeline need the ringkit client"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The same load with rust_echo_bench's client design: one OS thread per
 /// connection, blocking `write_all` + `read_exact`, every byte checked. Kept
 /// to measure how much more our single-threaded generator can drive.
@@ -437,13 +453,7 @@ pub fn run_load_threads(
     // A blocking thread per connection writes, then waits for its echo:
     // it cannot keep a schedule, so it refuses one rather than run a
     // closed loop under an open loop's name.
-    if cfg.rate.is_some() || cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "the thread-per-connection client runs a closed loop, one message at a time: \
-             --rate and --pipeline need the ringkit client",
-        ));
-    }
+    closed_loop_only(cfg, "the thread-per-connection client")?;
     let phase = Arc::new(AtomicU8::new(0));
     let connected = Arc::new(AtomicUsize::new(0));
     let requests = Arc::new(AtomicU64::new(0));

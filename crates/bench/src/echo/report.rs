@@ -145,21 +145,7 @@ fn fairness_markdown(res: &CompareResults) -> String {
     let _ = writeln!(s, "| contender | conns | fewest | median | most | Jain's index | p50 µs | p99 µs | p99.9 µs |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &res.summary {
-        let mine: Vec<&Sample> = res
-            .samples
-            .iter()
-            .filter(|x| {
-                x.contender == r.contender && x.conns == r.conns && x.error.is_none() && x.load.ok()
-            })
-            .collect();
-        let med = |f: fn(&Sample) -> f64| {
-            let v: Vec<f64> = mine.iter().map(|x| f(x)).collect();
-            if v.is_empty() {
-                0.0
-            } else {
-                crate::harness::stat::stat(v).median
-            }
-        };
+        let med = |f: fn(&Sample) -> f64| good_median(res, r, f);
         let _ = writeln!(
             s,
             "| {} | {} | {:.0} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} | {:.0} |",
@@ -175,6 +161,24 @@ fn fairness_markdown(res: &CompareResults) -> String {
         );
     }
     s
+}
+
+/// The median of `f` over the good samples of `r`'s contender and
+/// connection count (0 without any).
+fn good_median(res: &CompareResults, r: &Summary, f: fn(&Sample) -> f64) -> f64 {
+    let v: Vec<f64> = res
+        .samples
+        .iter()
+        .filter(|x| {
+            x.contender == r.contender && x.conns == r.conns && x.error.is_none() && x.load.ok()
+        })
+        .map(f)
+        .collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        crate::harness::stat::stat(v).median
+    }
 }
 
 /// With rust_echo_bench as the client: its own figure (responses over
@@ -194,21 +198,7 @@ fn tool_markdown(res: &CompareResults) -> String {
     let _ = writeln!(s, "| contender | conns | its req/s | req/s over its run | run past -t (s) | threads that gave up |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
     for r in &res.summary {
-        let mine: Vec<&Sample> = res
-            .samples
-            .iter()
-            .filter(|x| {
-                x.contender == r.contender && x.conns == r.conns && x.error.is_none() && x.load.ok()
-            })
-            .collect();
-        let med = |f: fn(&Sample) -> f64| {
-            let v: Vec<f64> = mine.iter().map(|x| f(x)).collect();
-            if v.is_empty() {
-                0.0
-            } else {
-                crate::harness::stat::stat(v).median
-            }
-        };
+        let med = |f: fn(&Sample) -> f64| good_median(res, r, f);
         let _ = writeln!(
             s,
             "| {} | {} | {:.0} | {:.0} | {:.2} | {:.0} |",
