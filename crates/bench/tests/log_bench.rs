@@ -27,6 +27,7 @@ fn every_log_contender_commits_and_rolls_files() {
                 file_size: 256 << 10,
                 max_batch: 64 << 10,
                 batches_in_flight: 2,
+                dsync_writes: false,
             };
             let r = match run(&cfg) {
                 Ok(r) => r,

@@ -88,6 +88,10 @@ pub struct LogOpts {
     /// now on; a segment keeps the depth it was made with).
     #[arg(long, default_value_t = 2)]
     batches_in_flight: u32,
+    /// Make a batch durable with one `RWF_DSYNC` write (when none before
+    /// it is in flight) rather than a write linked to an `fdatasync`.
+    #[arg(long)]
+    dsync_writes: bool,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     pub(crate) backend: Backend,
@@ -100,6 +104,7 @@ impl LogOpts {
             segment_size: self.segment_mib << 20,
             max_batch: self.max_batch_kib << 10,
             batches_in_flight: self.batches_in_flight,
+            dsync_writes: self.dsync_writes,
             ..Options::default()
         }
     }
@@ -169,6 +174,7 @@ fn bench(a: BenchArgs) -> io::Result<()> {
         file_size: o.segment_size,
         max_batch: o.max_batch,
         batches_in_flight: o.batches_in_flight,
+        dsync_writes: o.dsync_writes,
     })?;
     println!("{:.0} commits/s", r.commits_per_s());
     println!(

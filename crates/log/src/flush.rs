@@ -274,8 +274,9 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     drop(st);
     let before = flight.back_mut().and_then(|f| f.synced.take());
     let (synced_tx, synced) = oneshot::channel();
+    let dsync = inner.opts.dsync_writes;
     let task = ringkit::spawn(write_and_sync(
-        writer, buf, start, before, synced_tx, syncing,
+        writer, buf, start, before, dsync, synced_tx, syncing,
     ));
     flight.push_back(InFlight {
         batch,
@@ -289,19 +290,25 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
 }
 
 /// Write a batch and make it durable. With no batch before it in flight:
-/// one submission (write linked to its sync). With one: the write goes at
-/// once, the sync only after the one before it has returned (`before`),
-/// so no two syncs of the segment ever overlap. `synced` fires when this
-/// sync has returned, whatever it said.
+/// one submission (write linked to its sync, or with `dsync` one
+/// `RWF_DSYNC` write). With one: the write goes at once, the sync only
+/// after the one before it has returned (`before`), so no two syncs of the
+/// segment ever overlap. `synced` fires when this sync has returned,
+/// whatever it said.
 async fn write_and_sync(
     writer: Rc<File>,
     buf: BatchBuf,
     start: u64,
     before: Option<oneshot::Receiver<()>>,
+    dsync: bool,
     synced: oneshot::Sender<()>,
     syncing: Rc<Cell<bool>>,
 ) -> (io::Result<()>, BatchBuf) {
     let out = match before {
+        None if dsync => {
+            let _one = OneSync::enter(&syncing);
+            writer.write_all_at_dsync(buf, start).await
+        }
         None => {
             let _one = OneSync::enter(&syncing);
             writer.write_all_at_sync(buf, start).await

@@ -129,11 +129,18 @@ pub struct Options {
     /// many batches at the end torn or whole, and recovery clears them. A
     /// segment keeps the depth it was made with.
     pub batches_in_flight: u32,
+    /// Make a batch durable with one `RWF_DSYNC` write rather than a write
+    /// linked to an `fdatasync`, when no batch before it is still in
+    /// flight (`ringkit::fs::File::write_at_dsync`): one operation, a FUA
+    /// write where the device has one, and on io_uring no hop to a kernel
+    /// worker for the sync. A batch written while the one before it syncs
+    /// still waits for that sync and issues its own `fdatasync`.
+    pub dsync_writes: bool,
 }
 
 impl Default for Options {
     /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffers,
-    /// new logs start at LSN 1, two batches in flight.
+    /// new logs start at LSN 1, two batches in flight, `RWF_DSYNC` writes.
     fn default() -> Options {
         Options {
             direct: false,
@@ -142,6 +149,7 @@ impl Default for Options {
             registered_buffers: true,
             first_lsn: 1,
             batches_in_flight: 2,
+            dsync_writes: true,
         }
     }
 }

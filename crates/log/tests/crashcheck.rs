@@ -26,8 +26,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     let r = crashcheck::explore(&cfg).await.unwrap();
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
-         {} acked, {} edits acked, {} syncs with a later batch in flight, {} linked \
-         write+syncs, registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills ({} inside a linked write+sync)",
+         {} acked, {} edits acked, {} syncs with a later batch in flight, {} writes with \
+         their own sync ({} RWF_DSYNC), registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills ({} inside a linked write+sync)",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -37,6 +37,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.edits,
         r.overlapped,
         r.linked,
+        r.dsync_writes,
         r.registered,
         r.crashes,
         r.torn_crashes,
@@ -47,6 +48,11 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     // The production path ran: the write linked to its sync, and on
     // io_uring from registered buffers (`WRITE_FIXED`).
     assert!(r.linked > 0, "no linked write and sync ran");
+    assert!(r.dsync_writes > 0, "no RWF_DSYNC write ran");
+    assert!(
+        r.dsync_writes < r.linked,
+        "no write linked to an fdatasync ran"
+    );
     if ringkit::backend_report().expect("inside a runtime").chosen == ringkit::Backend::Uring {
         assert!(r.registered, "the log wrote without registered buffers");
     }

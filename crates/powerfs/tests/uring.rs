@@ -1,7 +1,7 @@
 //! ringkit's files on the mount, on io_uring and on epoll: a write made
 //! durable in one submission (`write_at_sync`, a write linked to an
-//! `fdatasync`) survives a power loss; a write alone does not; `O_DIRECT`
-//! writes are durable at once.
+//! `fdatasync`; `write_at_dsync`, an `RWF_DSYNC` write) survives a power
+//! loss; a write alone does not; `O_DIRECT` writes are durable at once.
 
 mod common;
 
@@ -86,5 +86,29 @@ ringkit::test_all! {
             // Through the ring, not beside it.
             assert!(ringkit::metrics().sqes_submitted - sqes_before >= 10);
         }
+    }
+
+    async fn write_at_dsync_survives_a_power_loss() {
+        let Some(m) = Mounted::new() else { return };
+        let dir = m.path().to_path_buf();
+        let path = dir.join("seg");
+        let f = OpenOptions::new().read(true).write(true).create(true).open(&path).await.unwrap();
+        ringkit::fs::sync_dir(&dir).await.unwrap();
+        let a = pattern(10_000, 3);
+        assert_eq!(f.write_at_dsync(a.clone(), 0).await.0.unwrap(), a.len());
+        // From a registered buffer: WRITE_FIXED with RWF_DSYNC.
+        let pool = FixedBufPool::new(1, 4096).unwrap();
+        let mut b = pool.get().await;
+        b.as_mut_capacity()[..5].copy_from_slice(b"fixed");
+        b.set_len(5);
+        assert_eq!(f.write_at_dsync(b, 10_000).await.0.unwrap(), 5);
+        // Written, never synced: lost.
+        assert_eq!(f.write_at(b"lost tail".to_vec(), 10_005).await.0.unwrap(), 9);
+        f.close().await.unwrap();
+        m.quiesce();
+        let st = m.fs.power_loss();
+        assert_eq!((st.files_reverted, st.inodes_dropped), (1, 0), "{st:?}");
+        let want = [&a[..], b"fixed"].concat();
+        assert_eq!(std::fs::read(&path).unwrap(), want);
     }
 }

@@ -1,7 +1,8 @@
 //! Storage-engine file I/O, on both backends: registered buffers
 //! (`FixedBufPool`, `O_DIRECT`), a write made durable in one submission
-//! (`write_at_sync`, a short write never acknowledged), `fallocate`, and
-//! many reads in one submission (each seen by a `fs::hook`).
+//! (`write_at_sync`, a short write never acknowledged; `write_at_dsync`,
+//! a short write durable as far as it went), `fallocate`, and many reads
+//! in one submission (each seen by a `fs::hook`).
 
 use std::os::fd::RawFd;
 use std::os::unix::fs::FileExt;
@@ -144,6 +145,79 @@ ringkit::test_all! {
         .write_at_sync(vec![1u8; 10], 0)
         .await;
         assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    async fn write_at_dsync_writes_from_any_buffer() {
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("log");
+        let f = OpenOptions::new().read(true).write(true).create(true).open(&path).await.unwrap();
+        let a = pattern(10_000, 6);
+        let (n, _) = f.write_at_dsync(a.clone(), 0).await;
+        assert_eq!(n.unwrap(), a.len());
+        // From a registered buffer: WRITE_FIXED with RWF_DSYNC.
+        let pool = FixedBufPool::new(1, 4096).unwrap();
+        let mut b = pool.get().await;
+        b.as_mut_capacity()[..5].copy_from_slice(b"fixed");
+        b.set_len(5);
+        assert_eq!(f.write_at_dsync(b, 10_000).await.0.unwrap(), 5);
+        f.write_all_at_dsync(&b"tail"[..], 10_005).await.0.unwrap();
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(&got[..10_000], &a[..]);
+        assert_eq!(&got[10_000..], b"fixedtail");
+        // A descriptor open for reading only: the write's error.
+        let ro = ringkit::fs::File::open(&path).await.unwrap();
+        let (e, _) = ro.write_at_dsync(vec![1u8; 10], 0).await;
+        assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    }
+
+    async fn write_at_dsync_faults_are_made_as_the_kernel_makes_them() {
+        // A short write writes (and syncs) its first bytes; a failed sync
+        // leaves the write in the file and reports the error; a failed
+        // write issues nothing. Each is seen by the hook after.
+        struct Plant(std::cell::RefCell<Vec<String>>);
+        impl FsHook for Plant {
+            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+                match op {
+                    FsOp::WriteDsync { offset: 0, .. } => Some(Fault::Short(4096)),
+                    FsOp::WriteDsync { offset: 8192, .. } => Some(Fault::FailSync(
+                        std::io::Error::from_raw_os_error(libc::EIO),
+                    )),
+                    FsOp::WriteDsync { offset: 16384, .. } => Some(Fault::Fail(
+                        std::io::Error::from_raw_os_error(libc::ENOSPC),
+                    )),
+                    _ => None,
+                }
+            }
+            fn after(&self, op: &FsOp<'_>, res: &std::io::Result<u64>) {
+                if let FsOp::WriteDsync { offset, data, .. } = op {
+                    let n = res.as_ref().ok();
+                    self.0.borrow_mut().push(format!("{offset} {} {n:?}", data.len()));
+                }
+            }
+        }
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("hooked");
+        let f = OpenOptions::new().read(true).write(true).create(true).open(&path).await.unwrap();
+        let plant = Rc::new(Plant(Default::default()));
+        let prev = ringkit::fs::hook::set_hook(Some(plant.clone()));
+        let data = pattern(8192, 7);
+        let short = f.write_at_dsync(data.clone(), 0).await.0;
+        let failed_sync = f.write_at_dsync(data.clone(), 8192).await.0;
+        let failed = f.write_at_dsync(data.clone(), 16384).await.0;
+        ringkit::fs::hook::set_hook(prev);
+        assert_eq!(short.unwrap(), 4096);
+        assert_eq!(failed_sync.unwrap_err().raw_os_error(), Some(libc::EIO));
+        assert_eq!(failed.unwrap_err().raw_os_error(), Some(libc::ENOSPC));
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 16384, "the failed write issued nothing");
+        assert_eq!(&got[..4096], &data[..4096]);
+        assert!(got[4096..8192].iter().all(|&b| b == 0));
+        assert_eq!(&got[8192..], &data[..], "the write under the failed sync");
+        assert_eq!(
+            *plant.0.borrow(),
+            ["0 4096 Some(4096)", "8192 8192 None"],
+            "a failed write is not seen after"
+        );
     }
 
     async fn allocate_reserves_zeroed_space() {
@@ -308,7 +382,12 @@ fn child_short_write() {
         let n = n.unwrap();
         assert_eq!(n, 6000, "a short write must be reported short");
         println!("short write: {n} of {}", buf.bytes_init());
-        let (r, _) = f.write_all_at_sync(buf, 0).await;
+        let (r, buf) = f.write_all_at_sync(buf, 0).await;
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EFBIG));
+        // RWF_DSYNC: the short write is reported short (and what it wrote
+        // is durable); the rest fails with the limit's error.
+        assert_eq!(f.write_at_dsync(buf.clone(), 0).await.0.unwrap(), 6000);
+        let (r, _) = f.write_all_at_dsync(buf, 0).await;
         assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EFBIG));
     });
     let f = std::fs::File::open(&path).unwrap();

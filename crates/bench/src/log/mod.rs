@@ -91,6 +91,10 @@ pub struct LogBenchConfig {
     /// ringkit-log's batches in flight (1: the serial commit; 2: the next
     /// batch written while one syncs). The peers keep one.
     pub batches_in_flight: u32,
+    /// ringkit-log's `Options::dsync_writes`: a batch with none before it
+    /// in flight goes as one `RWF_DSYNC` write. The peers keep
+    /// write+`fdatasync`.
+    pub dsync_writes: bool,
 }
 
 /// What one run measured.
@@ -224,6 +228,7 @@ fn run_ringkit(cfg: &LogBenchConfig, backend: Backend) -> io::Result<LogBenchRes
             segment_size: cfg.file_size,
             max_batch: cfg.max_batch,
             batches_in_flight: cfg.batches_in_flight,
+            dsync_writes: cfg.dsync_writes,
             ..ringkit_log::Options::default()
         };
         let log = ringkit_log::Log::open(&cfg.dir, opts).await?;

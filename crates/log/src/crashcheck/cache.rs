@@ -60,6 +60,13 @@ impl DiskView {
         }
     }
 
+    /// The write at event `at` of `node` is on the disk (`RWF_DSYNC`).
+    pub fn synced_write(&mut self, node: Node, at: usize) {
+        if let Some(v) = self.unsynced.get_mut(&node) {
+            v.retain(|&(w, ..)| w != at);
+        }
+    }
+
     /// A sync of `node` failed: every write not yet synced stays in the
     /// cache only.
     pub fn failed(&mut self, node: Node) {

@@ -130,9 +130,12 @@ pub struct Report {
     /// Of those, the ones that struck inside a linked write+sync: its
     /// write in the page cache, its sync never run.
     pub kill_splits: u64,
-    /// Linked writes and syncs that went as one operation
-    /// (`write_at_sync`, as in production).
+    /// Writes that carried their own sync, as in production: a write
+    /// linked to an `fdatasync` (`write_at_sync`) or an `RWF_DSYNC` write
+    /// (`write_at_dsync`).
     pub linked: u64,
+    /// Of those, the `RWF_DSYNC` writes.
+    pub dsync_writes: u64,
     /// Whether a log of the run wrote from registered buffers
     /// (`WRITE_FIXED` on io_uring, as in production).
     pub registered: bool,
@@ -156,6 +159,7 @@ pub fn options(direct: bool) -> Options {
         registered_buffers: false,
         first_lsn: 1,
         batches_in_flight: 2,
+        dsync_writes: true,
     }
 }
 
@@ -207,7 +211,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     let outcome = workload(cfg, &root.join("log"), &rec, &mut report).await;
     ringkit::fs::hook::set_hook(prev);
     report.fault_fired = rec.fired();
-    report.linked = rec.linked();
+    (report.linked, report.dsync_writes) = rec.linked();
     report.crashes = rec.crashes();
     report.kill_splits = rec.kill.splits();
     (report.lost_ranges, report.disk_reads) = rec.cache_split();
@@ -273,6 +277,9 @@ async fn workload(
             // Registered buffers as in production (`WRITE_FIXED`); the
             // judge's many recoveries do without.
             o.registered_buffers = true;
+            // Batches made durable either way: one `RWF_DSYNC` write (the
+            // default) or a write linked to an `fdatasync`.
+            o.dsync_writes = rng.below(2) == 0;
             if step > 0 && rng.below(2) == 0 {
                 o.max_batch = [8 << 10, 12 << 10, 16 << 10][rng.below(3) as usize];
                 o.direct = cfg.direct ^ (rng.below(3) == 0);
@@ -556,12 +563,15 @@ fn acknowledged(e: Edit) -> Edit {
 fn overlapped(events: &[Event]) -> u64 {
     let mut n = 0;
     for (i, e) in events.iter().enumerate() {
-        if let Event::SyncFile { node, upto } = e {
-            let later = events[*upto..i]
-                .iter()
-                .any(|w| matches!(w, Event::Write { node: m, .. } if m == node));
-            n += u64::from(later);
-        }
+        let (node, from) = match e {
+            Event::SyncFile { node, upto } => (node, *upto),
+            Event::SyncWrite { node, write } => (node, write + 1),
+            _ => continue,
+        };
+        let later = events[from..i]
+            .iter()
+            .any(|w| matches!(w, Event::Write { node: m, .. } if m == node));
+        n += u64::from(later);
     }
     n
 }
@@ -601,6 +611,11 @@ fn check_poison(cfg: &Config, events: &[Event], report: &mut Report) {
             Event::SyncFile { node, upto } => {
                 if let Some(v) = unsynced.get_mut(node) {
                     v.retain(|&(at, _)| at >= *upto);
+                }
+            }
+            Event::SyncWrite { node, write } => {
+                if let Some(v) = unsynced.get_mut(node) {
+                    v.retain(|&(at, _)| at != *write);
                 }
             }
             Event::Rename { from, to, .. } => {

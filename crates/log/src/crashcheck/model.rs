@@ -269,6 +269,19 @@ impl Model {
                     }
                 }
             }
+            // Its own range only: durable wherever it lies among the
+            // pending changes (later ones may still land over it). Not a
+            // write a failed sync put in limbo: a sync that returns after
+            // a writeback error of the file was reported elsewhere may
+            // succeed over pages the kernel dropped.
+            Event::SyncWrite { node, write } => {
+                let n = self.node(*node);
+                for ((_, f), &i) in n.pending.iter_mut().zip(&n.pending_at) {
+                    if i == *write && *f == Fate::Pending {
+                        *f = Fate::Durable;
+                    }
+                }
+            }
             Event::Faulted {
                 what,
                 node: Some(node),

@@ -15,6 +15,9 @@ use ringkit::fs::hook::{Fault, FsHook, FsOp};
 
 use super::cache::{self, DiskView};
 
+mod linked;
+use linked::Linked;
+
 /// A file or directory, numbered in order of creation (0: the root).
 pub type Node = usize;
 
@@ -44,6 +47,9 @@ pub enum Event {
     /// cover it (two batches in flight: the second's write completes while
     /// the first's sync runs).
     SyncFile { node: Node, upto: usize },
+    /// An `RWF_DSYNC` write returned: the bytes of its write (event
+    /// `write`) are durable, and nothing else of the file.
+    SyncWrite { node: Node, write: usize },
     /// `fsync` of a directory returned: its names changed before event
     /// `upto` are durable.
     SyncDir { node: Node, upto: usize },
@@ -136,7 +142,7 @@ impl OpKind {
         Some(match op {
             FsOp::Open { .. } => OpKind::Open,
             FsOp::Read { .. } => OpKind::Read,
-            FsOp::Write { .. } | FsOp::WriteSync { .. } => OpKind::Write,
+            FsOp::Write { .. } | FsOp::WriteSync { .. } | FsOp::WriteDsync { .. } => OpKind::Write,
             FsOp::Sync { .. } => OpKind::Sync,
             FsOp::Allocate { .. } => OpKind::Alloc,
             FsOp::Rename { .. } => OpKind::Rename,
@@ -176,8 +182,10 @@ struct State {
     /// index of their write's event (recorded when issued) and where their
     /// sync was counted as started.
     linked: HashMap<(RawFd, u64), Linked>,
-    /// Linked writes and syncs that returned.
+    /// Writes with their own sync that returned.
     linked_done: u64,
+    /// Of those, `RWF_DSYNC` writes.
+    dsync_done: u64,
     /// The disk apart from the page cache.
     disk: DiskView,
     /// Crashes the workload went through.
@@ -185,20 +193,6 @@ struct State {
     /// The disk's bytes under each write in flight, by descriptor and
     /// offset, taken when it was issued.
     pre: HashMap<(RawFd, u64), Vec<u8>>,
-}
-
-/// A linked write and sync in flight.
-#[derive(Debug, Clone, Copy)]
-struct Linked {
-    /// The index of its write's event.
-    write: usize,
-    /// The bytes it asked to write: fewer written is a short write, whose
-    /// sync the kernel cancelled.
-    len: usize,
-    /// Where its sync was counted as started (`sync_starts`), if it runs.
-    start: Option<usize>,
-    /// Whether its sync was failed by fault injection.
-    sync_failed: bool,
 }
 
 /// Records every change under `root` (which must exist and be empty).
@@ -240,9 +234,11 @@ impl Recorder {
         self.st.borrow().violations.clone()
     }
 
-    /// How many linked writes and syncs returned.
-    pub fn linked(&self) -> u64 {
-        self.st.borrow().linked_done
+    /// How many writes with their own sync returned, and how many of
+    /// those were `RWF_DSYNC` writes.
+    pub fn linked(&self) -> (u64, u64) {
+        let st = self.st.borrow();
+        (st.linked_done, st.dsync_done)
     }
 
     /// Writes a failed sync left in the cache only, and `O_DIRECT` reads
@@ -340,6 +336,7 @@ impl Recorder {
             FsOp::Read { fd, .. }
             | FsOp::Write { fd, .. }
             | FsOp::WriteSync { fd, .. }
+            | FsOp::WriteDsync { fd, .. }
             | FsOp::Sync { fd, .. }
             | FsOp::Allocate { fd, .. }
             | FsOp::Close { fd } => st.fds.contains_key(fd),
@@ -351,6 +348,7 @@ impl Recorder {
             FsOp::Read { fd, .. }
             | FsOp::Write { fd, .. }
             | FsOp::WriteSync { fd, .. }
+            | FsOp::WriteDsync { fd, .. }
             | FsOp::Sync { fd, .. }
             | FsOp::Allocate { fd, .. } => st.fds.get(fd).copied(),
             _ => None,
@@ -366,14 +364,15 @@ impl FsHook for Recorder {
         if let Some(n) = self.watch.news() {
             self.note(Event::Edit(Edit::StateSaved { n }));
         }
-        if let FsOp::WriteSync { fd, offset, data } = op {
+        let dsync = matches!(op, FsOp::WriteDsync { .. });
+        if let FsOp::WriteSync { fd, offset, data } | FsOp::WriteDsync { fd, offset, data } = op {
             if self.ours(&self.st.borrow(), op) && self.kill.splits_linked() {
-                return self.linked_killed(*fd, *offset, data);
+                return self.linked_killed(*fd, *offset, data, dsync);
             }
         }
         let fault = self.fault_for(op);
-        if let FsOp::WriteSync { fd, offset, data } = op {
-            return self.linked_before(*fd, *offset, data, fault);
+        if let FsOp::WriteSync { fd, offset, data } | FsOp::WriteDsync { fd, offset, data } = op {
+            return self.linked_before(*fd, *offset, data, fault, dsync);
         }
         if let (None, FsOp::Sync { fd, .. }) = (&fault, op) {
             self.sync_started(*fd);
@@ -406,8 +405,8 @@ impl FsHook for Recorder {
         if !matches!(op, FsOp::Close { .. } | FsOp::Read { .. }) {
             self.kill.completed();
         }
-        if let FsOp::WriteSync { fd, offset, data } = op {
-            Self::linked_after(st, *fd, *offset, data, res);
+        if let FsOp::WriteSync { fd, offset, .. } | FsOp::WriteDsync { fd, offset, .. } = op {
+            Self::linked_after(st, *fd, *offset, res);
             return;
         }
         // Where the sync now returning was issued. Syncs of one descriptor
@@ -454,128 +453,6 @@ impl Recorder {
         }
     }
 
-    /// A linked write and sync is issued: its write is recorded now (the
-    /// kernel may write any of it from here on), as much of it as the
-    /// planted fault lets through; a failed sync is recorded after it.
-    fn linked_before(
-        &self,
-        fd: RawFd,
-        offset: u64,
-        data: &[u8],
-        fault: Option<Fault>,
-    ) -> Option<Fault> {
-        let (written, sync_failed) = match &fault {
-            None => (data.len(), false),
-            Some(Fault::Short(n)) => (*n, false),
-            Some(Fault::FailSync(_)) => (data.len(), true),
-            Some(Fault::Fail(_)) => return fault,
-        };
-        let mut st = self.st.borrow_mut();
-        let Some(&node) = st.fds.get(&fd) else {
-            return fault;
-        };
-        // The failed sync's event was pushed by `fault_for`: the write goes
-        // before it, so that the sync's failure covers it.
-        let at = st.events.len() - usize::from(sync_failed);
-        let old = st.disk.before_write(fd, node, offset, written);
-        st.disk.wrote(node, at, offset, old);
-        if sync_failed {
-            st.disk.failed(node);
-        }
-        st.events.insert(
-            at,
-            Event::Write {
-                node,
-                offset,
-                data: data[..written].to_vec(),
-            },
-        );
-        // The sync runs (a failed one too) unless the write came up short.
-        let start = (written == data.len()).then_some(st.events.len());
-        st.linked.insert(
-            (fd, offset),
-            Linked {
-                write: at,
-                len: data.len(),
-                start,
-                sync_failed,
-            },
-        );
-        drop(st);
-        if start.is_some() {
-            self.sync_started(fd);
-        }
-        fault
-    }
-
-    /// A linked write+sync the kill splits: the write is recorded (it
-    /// reaches the page cache), its sync is never issued and not recorded.
-    fn linked_killed(&self, fd: RawFd, offset: u64, data: &[u8]) -> Option<Fault> {
-        let mut st = self.st.borrow_mut();
-        if let Some(&node) = st.fds.get(&fd) {
-            let at = st.events.len();
-            let old = st.disk.before_write(fd, node, offset, data.len());
-            st.disk.wrote(node, at, offset, old);
-            st.events.push(Event::Write {
-                node,
-                offset,
-                data: data.to_vec(),
-            });
-            st.linked.insert(
-                (fd, offset),
-                Linked {
-                    write: at,
-                    len: data.len(),
-                    start: None,
-                    sync_failed: true,
-                },
-            );
-        }
-        Some(Fault::FailSync(io::Error::from_raw_os_error(libc::EIO)))
-    }
-
-    /// A linked write and sync returned: the sync, if it ran and succeeded,
-    /// covers everything recorded before the pair was issued and its own
-    /// write (not what completed beside it).
-    fn linked_after(st: &mut State, fd: RawFd, offset: u64, data: &[u8], res: &io::Result<u64>) {
-        let Some(l) = st.linked.remove(&(fd, offset)) else {
-            return;
-        };
-        let node = st.fds[&fd];
-        st.linked_done += 1;
-        if let (Some(start), Some(q)) = (l.start, st.sync_starts.get_mut(&fd)) {
-            if let Some(i) = q.iter().position(|&s| s == start) {
-                q.remove(i);
-            }
-        }
-        let _ = data;
-        match res {
-            Ok(n) if *n as usize == l.len && !l.sync_failed => {
-                st.disk.synced(node, l.write + 1);
-                st.events.push(Event::SyncFile {
-                    node,
-                    upto: l.write + 1,
-                });
-            }
-            // Short: what the kernel wrote, nothing synced.
-            Ok(n) => {
-                if let Event::Write { data: d, .. } = &mut st.events[l.write] {
-                    d.truncate(*n as usize);
-                }
-            }
-            Err(_) if l.sync_failed => {}
-            // A sync failure of the disk's own: what it covered is in limbo.
-            Err(e) => {
-                st.disk.failed(node);
-                st.events.push(Event::Faulted {
-                    what: format!("fdatasync fd {fd} (linked, {e})"),
-                    node: Some(node),
-                    data: Vec::new(),
-                });
-            }
-        }
-    }
-
     /// The fault planned for `op`, if this is its turn (counted either way).
     fn fault_for(&self, op: &FsOp<'_>) -> Option<Fault> {
         let mut st = self.st.borrow_mut();
@@ -590,11 +467,15 @@ impl Recorder {
         }
         let n = bump(&mut st, kind);
         let plan = st.fault?;
-        let is_write = matches!(op, FsOp::Write { .. } | FsOp::WriteSync { .. });
+        let is_write = matches!(
+            op,
+            FsOp::Write { .. } | FsOp::WriteSync { .. } | FsOp::WriteDsync { .. }
+        );
         if st.fired || plan.kind != kind || plan.nth != n {
-            // A linked write's sync counts as a sync (issued only after the
-            // write: never when the write is faulted).
-            if let FsOp::WriteSync { fd, .. } = op {
+            // A linked write's sync, or an `RWF_DSYNC` write's, counts as a
+            // sync (issued only after the write: never when the write is
+            // faulted).
+            if let FsOp::WriteSync { fd, .. } | FsOp::WriteDsync { fd, .. } = op {
                 let m = bump(&mut st, OpKind::Sync);
                 if !st.fired && plan.kind == OpKind::Sync && plan.nth == m {
                     st.fired = true;
@@ -621,7 +502,9 @@ impl Recorder {
             op.to_string()
         };
         let data = match op {
-            FsOp::Write { data, .. } | FsOp::WriteSync { data, .. } => data.to_vec(),
+            FsOp::Write { data, .. }
+            | FsOp::WriteSync { data, .. }
+            | FsOp::WriteDsync { data, .. } => data.to_vec(),
             _ => Vec::new(),
         };
         if let (FsOp::Sync { .. }, Some(n)) = (op, node) {
@@ -632,7 +515,12 @@ impl Recorder {
             // A short write to a file ends where the kernel stopped copying:
             // at a page boundary of the file (the page it could not get
             // fails whole). With none inside the write, nothing is written.
-            (None, FsOp::Write { data, offset, .. } | FsOp::WriteSync { data, offset, .. }) => {
+            (
+                None,
+                FsOp::Write { data, offset, .. }
+                | FsOp::WriteSync { data, offset, .. }
+                | FsOp::WriteDsync { data, offset, .. },
+            ) => {
                 let cut = (offset + data.len() as u64 / 2) / 4096 * 4096;
                 if cut > *offset {
                     Fault::Short((cut - offset) as usize)
@@ -756,7 +644,7 @@ impl Recorder {
             FsOp::Close { fd } => {
                 st.fds.remove(fd);
             }
-            FsOp::Read { .. } | FsOp::WriteSync { .. } => {}
+            FsOp::Read { .. } | FsOp::WriteSync { .. } | FsOp::WriteDsync { .. } => {}
         }
     }
 }

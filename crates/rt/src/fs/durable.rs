@@ -109,6 +109,70 @@ impl File {
         (self.sync_data().await, buf)
     }
 
+    /// Write `buf` at `offset` with `RWF_DSYNC`, one operation: when it
+    /// returns `Ok(n)` the first `n` bytes are written **and durable**, as
+    /// if `fdatasync` had run over that range (on an `O_DIRECT` file the
+    /// kernel sends a FUA write where the device has one, else a cache
+    /// flush after the write). A short write makes durable what it wrote.
+    /// An error: the bytes may have been written and are not known
+    /// durable. Unlike [`write_at_sync`](Self::write_at_sync) this vouches
+    /// for this write's range only, not for earlier writes to the file.
+    /// io_uring: a `WRITE` (`WRITE_FIXED`) with `RWF_DSYNC`; epoll:
+    /// `pwritev2(2)`.
+    pub async fn write_at_dsync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
+        let fd = self.fd;
+        let fault = hook::before(&FsOp::WriteDsync {
+            fd,
+            offset,
+            data: buf.init_slice(),
+        });
+        let (res, buf) = match fault {
+            Ok(()) => self.write_op(buf, offset, true).await,
+            Err(Fault::Short(n)) => {
+                // The kernel writes (and syncs) only the first `n` bytes.
+                let part = buf.init_slice()[..n.min(buf.bytes_init())].to_vec();
+                (self.write_op(part, offset, true).await.0, buf)
+            }
+            Err(Fault::FailSync(e)) => {
+                // The write reaches the page cache; its sync fails.
+                let part = buf.init_slice().to_vec();
+                let _ = self.write_op(part, offset, false).await;
+                (Err(e), buf)
+            }
+            Err(Fault::Fail(e)) => return (Err(e), buf),
+        };
+        let data = match &res {
+            Ok(n) => &buf.init_slice()[..*n],
+            Err(_) => buf.init_slice(),
+        };
+        hook::after(&FsOp::WriteDsync { fd, offset, data }, &res, |&n| n as u64);
+        (res, buf)
+    }
+
+    /// Write all of `buf` at `offset` with `RWF_DSYNC`
+    /// ([`write_at_dsync`](Self::write_at_dsync)): `Ok(())` once every
+    /// byte is written and durable. After a short write the rest goes the
+    /// same way.
+    pub async fn write_all_at_dsync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
+        let len = buf.bytes_init();
+        let (res, buf) = self.write_at_dsync(buf, offset).await;
+        let mut done = match res {
+            Ok(n) if n == len => return (Ok(()), buf),
+            Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+            Ok(n) => n,
+            Err(e) => return (Err(e), buf),
+        };
+        while done < len {
+            let rest = buf.init_slice()[done..].to_vec();
+            match self.write_at_dsync(rest, offset + done as u64).await.0 {
+                Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
+                Ok(n) => done += n,
+                Err(e) => return (Err(e), buf),
+            }
+        }
+        (Ok(()), buf)
+    }
+
     /// Reserve `len` bytes from `offset` (`fallocate(2)`, mode 0): the
     /// blocks are allocated and the size grows to cover them, so later
     /// writes there cannot fail for want of space (on filesystems that do

@@ -82,6 +82,19 @@ pub enum FsOp<'a> {
         /// The bytes.
         data: &'a [u8],
     },
+    /// A write with `RWF_DSYNC` ([`super::File::write_at_dsync`]): durable
+    /// as it returns, over its own range only. Before: the bytes asked to
+    /// be written. After: `Ok(n)`, the first `n` bytes were written and
+    /// are durable; an error: the bytes may have been written (`data` is
+    /// all of them) and are not known durable.
+    WriteDsync {
+        /// The descriptor.
+        fd: RawFd,
+        /// File offset.
+        offset: u64,
+        /// The bytes.
+        data: &'a [u8],
+    },
     /// `fsync` (`data_only`: `fdatasync`) of a file or a directory.
     Sync {
         /// The descriptor.
@@ -132,8 +145,9 @@ pub enum Fault {
     /// For a write: write only this many bytes (a short write); for any
     /// other operation the same as failing with `EIO`.
     Short(usize),
-    /// For a linked write and sync: the write is issued for real, then
-    /// the sync fails with this error (its pages were not written back).
+    /// For a linked write and sync, or an `RWF_DSYNC` write: the write is
+    /// issued for real, then the sync fails with this error (its pages
+    /// were not written back).
     /// For any other operation the same as [`Fault::Fail`].
     FailSync(io::Error),
 }
@@ -230,6 +244,9 @@ impl fmt::Display for FsOp<'_> {
             FsOp::Write { fd, offset, data } => write!(f, "write fd {fd} {}@{offset}", data.len()),
             FsOp::WriteSync { fd, offset, data } => {
                 write!(f, "write+fdatasync fd {fd} {}@{offset}", data.len())
+            }
+            FsOp::WriteDsync { fd, offset, data } => {
+                write!(f, "write RWF_DSYNC fd {fd} {}@{offset}", data.len())
             }
             FsOp::Sync { fd, data_only } => {
                 write!(

@@ -395,27 +395,11 @@ impl File {
             data: buf.init_slice(),
         });
         let (res, buf) = match fault {
-            Ok(()) => {
-                let buf_index = buf.fixed_index();
-                Op::new(WriteAt {
-                    fd,
-                    buf,
-                    offset,
-                    buf_index,
-                })
-                .await
-            }
+            Ok(()) => self.write_op(buf, offset, false).await,
             Err(Fault::Short(n)) => {
                 // Write only the first `n` bytes, for real.
                 let part = buf.init_slice()[..n.min(buf.bytes_init())].to_vec();
-                let (res, _) = Op::new(WriteAt {
-                    fd,
-                    buf: part,
-                    offset,
-                    buf_index: None,
-                })
-                .await;
-                (res, buf)
+                (self.write_op(part, offset, false).await.0, buf)
             }
             Err(Fault::Fail(e) | Fault::FailSync(e)) => return (Err(e), buf),
         };
@@ -425,6 +409,25 @@ impl File {
         };
         hook::after(&FsOp::Write { fd, offset, data }, &res, |&n| n as u64);
         (res, buf)
+    }
+
+    /// One positional write, `RWF_DSYNC` when `dsync`; a registered
+    /// [`FixedBuf`] goes as `WRITE_FIXED`.
+    pub(crate) async fn write_op<B: IoBuf>(
+        &self,
+        buf: B,
+        offset: u64,
+        dsync: bool,
+    ) -> (io::Result<usize>, B) {
+        let buf_index = buf.fixed_index();
+        Op::new(WriteAt {
+            fd: self.fd,
+            buf,
+            offset,
+            buf_index,
+            dsync,
+        })
+        .await
     }
 
     /// Write all of `buf` at `offset` (copies the tail on a short write).

@@ -1,5 +1,8 @@
 //! `pwrite(2)`: io_uring `IORING_OP_WRITE` at an offset (`IORING_OP_WRITE_FIXED`
-//! from a registered buffer); epoll: `pwrite` inline.
+//! from a registered buffer); epoll: `pwrite` inline. With `dsync` the
+//! write carries `RWF_DSYNC` (`pwritev2(2)` on epoll): the kernel makes
+//! the bytes it wrote durable before it answers, as `fdatasync` of that
+//! range would (on `O_DIRECT`, a FUA write where the device has one).
 
 use std::io;
 use std::os::fd::RawFd;
@@ -16,6 +19,17 @@ pub(crate) struct WriteAt<B> {
     pub(crate) offset: u64,
     /// io_uring: the registered buffer `buf` lies in (`WRITE_FIXED`).
     pub(crate) buf_index: Option<u16>,
+    /// `RWF_DSYNC`: the bytes written are durable when it completes.
+    pub(crate) dsync: bool,
+}
+
+/// `RWF_DSYNC` when `dsync`, else no flags.
+pub(crate) fn rw_flags(dsync: bool) -> i32 {
+    if dsync {
+        libc::RWF_DSYNC
+    } else {
+        0
+    }
 }
 
 /// The SQE of a positional write of `len` bytes at `ptr`: `WRITE_FIXED`
@@ -26,21 +40,36 @@ pub(crate) fn write_entry(
     len: u32,
     offset: u64,
     buf_index: Option<u16>,
+    rw_flags: i32,
 ) -> Entry {
     match buf_index {
         Some(i) => opcode::WriteFixed::new(Target::Fd(fd), ptr, len, i)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
         None => opcode::Write::new(Target::Fd(fd), ptr, len)
             .offset(offset)
+            .rw_flags(rw_flags)
             .build(),
     }
 }
 
-/// `pwrite(2)` of `buf`'s bytes, inline (epoll).
-pub(crate) fn pwrite<B: IoBuf>(fd: RawFd, buf: &B, offset: u64) -> io::Result<u32> {
-    // SAFETY: the buffer holds `bytes_init` initialised bytes.
-    cvt(unsafe { libc::pwrite(fd, buf.stable_ptr().cast(), buf.bytes_init(), offset as i64) })
+/// `pwrite(2)` of `buf`'s bytes, inline (epoll); `pwritev2(2)` with
+/// `rw_flags` when there are any.
+pub(crate) fn pwrite<B: IoBuf>(fd: RawFd, buf: &B, offset: u64, rw_flags: i32) -> io::Result<u32> {
+    if rw_flags == 0 {
+        // SAFETY: the buffer holds `bytes_init` initialised bytes.
+        return cvt(unsafe {
+            libc::pwrite(fd, buf.stable_ptr().cast(), buf.bytes_init(), offset as i64)
+        });
+    }
+    let iov = libc::iovec {
+        iov_base: buf.stable_ptr() as *mut libc::c_void,
+        iov_len: buf.bytes_init(),
+    };
+    // SAFETY: one iovec over the buffer's `bytes_init` initialised bytes,
+    // which the kernel only reads.
+    cvt(unsafe { libc::pwritev2(fd, &iov, 1, offset as i64, rw_flags) })
 }
 
 impl<B: IoBuf> OpCode for WriteAt<B> {
@@ -54,6 +83,7 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
             len,
             self.offset,
             self.buf_index,
+            rw_flags(self.dsync),
         )
     }
 
@@ -62,7 +92,7 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        pwrite(self.fd, &self.buf, self.offset)
+        pwrite(self.fd, &self.buf, self.offset, rw_flags(self.dsync))
     }
 
     fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {

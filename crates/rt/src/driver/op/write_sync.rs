@@ -54,6 +54,7 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
             len,
             self.offset,
             self.buf_index,
+            0,
         )]
     }
 
@@ -73,7 +74,7 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        let n = pwrite(self.fd, &self.buf, self.offset)?;
+        let n = pwrite(self.fd, &self.buf, self.offset, 0)?;
         if n as usize == self.buf.bytes_init() {
             // SAFETY: a plain syscall on a file descriptor.
             cvt(unsafe { libc::fdatasync(self.fd) } as isize)?;
