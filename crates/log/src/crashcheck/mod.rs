@@ -387,6 +387,15 @@ async fn workload(
                         report.edits += 1;
                     }
                 },
+                // Nothing planted (no fault, no kill): nothing may fail. A
+                // bug the log's own assertions catch in a task fails the
+                // batch rather than the test; this is where it shows.
+                Ok(Err(e)) if !kill && !rec.fired() => {
+                    return Err(format!(
+                        "step {step}: {op:?} failed without a fault: {e} {}",
+                        replay()
+                    ));
+                }
                 Ok(Err(_)) => {
                     if let Op::Edit(e) = op {
                         unsettled.push(e);
@@ -440,6 +449,7 @@ async fn workload(
 }
 
 /// What the workload awaits: an append (its payload number) or an edit.
+#[derive(Debug)]
 enum Op {
     Append(u64),
     Edit(Edit),
