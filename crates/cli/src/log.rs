@@ -88,10 +88,11 @@ pub struct LogOpts {
     /// now on; a segment keeps the depth it was made with).
     #[arg(long, default_value_t = 2)]
     batches_in_flight: u32,
-    /// Make a batch durable with one `RWF_DSYNC` write (when none before
-    /// it is in flight) rather than a write linked to an `fdatasync`.
+    /// Make each batch durable with a write linked to an `fdatasync`
+    /// rather than one `RWF_DSYNC` write (the default); in `bench`, the
+    /// peers (`--engine`) too.
     #[arg(long)]
-    dsync_writes: bool,
+    linked_sync: bool,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     pub(crate) backend: Backend,
@@ -104,7 +105,7 @@ impl LogOpts {
             segment_size: self.segment_mib << 20,
             max_batch: self.max_batch_kib << 10,
             batches_in_flight: self.batches_in_flight,
-            dsync_writes: self.dsync_writes,
+            dsync_writes: !self.linked_sync,
             ..Options::default()
         }
     }

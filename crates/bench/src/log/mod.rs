@@ -92,8 +92,9 @@ pub struct LogBenchConfig {
     /// batch written while one syncs). The peers keep one.
     pub batches_in_flight: u32,
     /// ringkit-log's `Options::dsync_writes`: a batch with none before it
-    /// in flight goes as one `RWF_DSYNC` write. The peers keep
-    /// write+`fdatasync`.
+    /// in flight goes as one `RWF_DSYNC` write. The peers then write with
+    /// `RWF_DSYNC` too (glommio: an `O_DSYNC` file), else write then
+    /// `fdatasync`.
     pub dsync_writes: bool,
 }
 

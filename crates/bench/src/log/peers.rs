@@ -1,7 +1,8 @@
 //! The log design of `ringkit-log` (group commit, the same framing, one
-//! write and one `fdatasync` per batch, `O_DIRECT` rewriting the partial
-//! block) on tokio and on std threads: the peers of the log study (glommio
-//! is in `glommio_peer.rs`).
+//! `RWF_DSYNC` write per batch, or a write and an `fdatasync` as
+//! ringkit-log's `--linked-sync`, `O_DIRECT` rewriting the partial block)
+//! on tokio and on std threads: the peers of the log study (glommio is in
+//! `glommio_peer.rs`).
 //!
 //! Both write files zero-filled as ringkit-log's segments are: the first
 //! before the window opens, the next one in the background once the
@@ -152,9 +153,39 @@ pub(super) fn zero_filled(dir: &Path, n: u32, size: u64) -> io::Result<std::path
     Ok(path)
 }
 
-fn write_and_sync(f: &File, buf: &Aligned, off: u64, len: usize) -> io::Result<()> {
-    f.write_all_at(&buf.bytes()[..len], off)?;
-    f.sync_data()
+/// Write a batch and make it durable: `pwritev2(2)` with `RWF_DSYNC`
+/// (`dsync`), else `pwrite` then `fdatasync`.
+fn write_and_sync(f: &File, buf: &Aligned, off: u64, len: usize, dsync: bool) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if !dsync {
+        f.write_all_at(&buf.bytes()[..len], off)?;
+        return f.sync_data();
+    }
+    let mut done = 0;
+    while done < len {
+        let rest = &buf.bytes()[done..len];
+        let iov = libc::iovec {
+            iov_base: rest.as_ptr() as *mut libc::c_void,
+            iov_len: rest.len(),
+        };
+        // SAFETY: one iovec over `rest`, which outlives the call and which
+        // the kernel only reads.
+        let n = unsafe {
+            libc::pwritev2(
+                f.as_raw_fd(),
+                &iov,
+                1,
+                (off + done as u64) as libc::off_t,
+                libc::RWF_DSYNC,
+            )
+        };
+        match n {
+            n if n < 0 => return Err(io::Error::last_os_error()),
+            0 => return Err(io::ErrorKind::WriteZero.into()),
+            n => done += n as usize,
+        }
+    }
+    Ok(())
 }
 
 /// The tokio peer.
@@ -167,6 +198,7 @@ pub(super) fn run_tokio(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     rt.block_on(async {
         let (tx, mut rx) = mpsc::unbounded_channel::<(Vec<u8>, oneshot::Sender<()>)>();
         let (direct, size, max) = (cfg.direct, cfg.file_size, cfg.max_batch);
+        let dsync = cfg.dsync_writes;
         let dir = cfg.dir.clone();
         let mut f = file.clone();
         let committer = tokio::spawn(async move {
@@ -204,10 +236,11 @@ pub(super) fn run_tokio(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
                 let mut b = buf.take().expect("one batch at a time");
                 let (off, len) = framer.frame(&payloads, &mut b);
                 let fc = f.clone();
-                let (res, b) =
-                    tokio::task::spawn_blocking(move || (write_and_sync(&fc, &b, off, len), b))
-                        .await
-                        .map_err(io::Error::other)?;
+                let (res, b) = tokio::task::spawn_blocking(move || {
+                    (write_and_sync(&fc, &b, off, len, dsync), b)
+                })
+                .await
+                .map_err(io::Error::other)?;
                 buf = Some(b);
                 res?;
                 if spare.is_none() && framer.past_half() {
@@ -302,6 +335,7 @@ pub(super) fn run_std(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
             let shared = shared.clone();
             let (data, max) = (payload(cfg.record), cfg.max_batch);
             let (dir, size, direct) = (cfg.dir.clone(), cfg.file_size, cfg.direct);
+            let dsync = cfg.dsync_writes;
             std::thread::spawn(move || -> io::Result<hdrhistogram::Histogram<u64>> {
                 let (lock, cv) = &*shared;
                 let mut h = histogram();
@@ -350,7 +384,7 @@ pub(super) fn run_std(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
                         let (off, len) = st.framer.frame(&batch, &mut buf);
                         let file = st.file.clone();
                         drop(st);
-                        let res = write_and_sync(&file, &buf, off, len);
+                        let res = write_and_sync(&file, &buf, off, len, dsync);
                         st = lock.lock().expect("no panics under the lock");
                         if st.spare.is_none() && st.framer.past_half() {
                             let (d, n) = (dir.clone(), st.files + 1);
