@@ -2,11 +2,14 @@
 //! and 64 concurrent writers, 4 KiB records, buffered and `O_DIRECT`:
 //! ringkit-log on io_uring and on epoll, the same design on tokio, on std
 //! threads and (`O_DIRECT` only) on glommio's `DmaFile` (each a `ringkit
-//! log bench` child pinned to the server CPU,
-//! its whole CPU counted), and fio writing the same batch size with an
-//! `fdatasync` after every write (`--rw=write --fdatasync=1`, io_uring and
-//! psync engines, on a file zero-filled first): the device's limit for
-//! synced writes. Rounds interleaved and rotated; ratios paired per round.
+//! log bench` child pinned to the server CPU, its whole CPU counted; every
+//! one makes a batch durable with an `RWF_DSYNC` write, and
+//! `ringkit-uring-linked` with a write linked to an `fdatasync`), and fio
+//! writing the same batch size with an `fdatasync` after every write
+//! (`--rw=write --fdatasync=1`, io_uring and psync engines) and with
+//! `O_DSYNC` writes (`--sync=dsync`, io_uring), on a file zero-filled
+//! first: the device's limit for synced writes. Rounds interleaved and
+//! rotated; ratios paired per round.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -21,13 +24,15 @@ use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::CpuTimes;
 
-/// The log contenders (`ringkit log bench --engine`, `--backend`).
-const LOGS: [(&str, &str, &str); 5] = [
-    ("ringkit-uring", "ringkit", "uring"),
-    ("ringkit-epoll", "ringkit", "epoll"),
-    ("tokio", "tokio", "auto"),
-    ("std", "std", "auto"),
-    ("glommio", "glommio", "auto"),
+/// The log contenders (`ringkit log bench --engine`, `--backend`, and
+/// whether `--linked-sync`).
+const LOGS: [(&str, &str, &str, bool); 6] = [
+    ("ringkit-uring", "ringkit", "uring", false),
+    ("ringkit-uring-linked", "ringkit", "uring", true),
+    ("ringkit-epoll", "ringkit", "epoll", false),
+    ("tokio", "tokio", "auto", false),
+    ("std", "std", "auto", false),
+    ("glommio", "glommio", "auto", false),
 ];
 
 /// Whether contender `name` runs in this mode (glommio's `DmaFile` is
@@ -36,8 +41,13 @@ fn runs(name: &str, direct: bool) -> bool {
     direct || name != "glommio"
 }
 
-/// fio's engines.
-const FIOS: [&str; 2] = ["io_uring", "psync"];
+/// fio's runs: (name after `fio-`, engine, `--sync=dsync` rather than
+/// `--fdatasync=1`).
+const FIOS: [(&str, &str, bool); 3] = [
+    ("io_uring", "io_uring", false),
+    ("psync", "psync", false),
+    ("io_uring-dsync", "io_uring", true),
+];
 
 /// Record size.
 const RECORD: usize = 4096;
@@ -104,7 +114,7 @@ fn plan(opts: &StudyOpts) -> Plan {
 fn run_log(
     opts: &StudyOpts,
     dir: &Path,
-    (engine, backend): (&str, &str),
+    (engine, backend, linked): (&str, &str, bool),
     writers: usize,
     direct: bool,
     p: &Plan,
@@ -120,6 +130,9 @@ fn run_log(
         .args(["--cpu", &opts.server_cpu.to_string()]);
     if direct {
         cmd.arg("--direct");
+    }
+    if linked {
+        cmd.arg("--linked-sync");
     }
     let out = cmd.output()?;
     let text = String::from_utf8_lossy(&out.stdout);
@@ -151,17 +164,23 @@ fn zero_file(path: &Path, size: u64) -> io::Result<()> {
     f.sync_all()
 }
 
-/// fio writing `bs` bytes then `fdatasync`, over and over, for the window.
+/// fio writing `bs` bytes then `fdatasync` (or each write `O_DSYNC`, with
+/// `dsync`), over and over, for the window.
 fn run_fio(
     opts: &StudyOpts,
     file: &Path,
-    engine: &str,
+    (engine, dsync): (&str, bool),
     bs: u64,
     direct: bool,
     p: &Plan,
 ) -> io::Result<(f64, f64, f64, f64, f64, f64)> {
     let mut cmd = Command::new("fio");
-    cmd.args(["--name=log", "--rw=write", "--fdatasync=1", "--iodepth=1"])
+    let sync = if dsync {
+        "--sync=dsync"
+    } else {
+        "--fdatasync=1"
+    };
+    cmd.args(["--name=log", "--rw=write", sync, "--iodepth=1"])
         .arg(format!("--filename={}", file.display()))
         .arg(format!("--size={}", p.file_size))
         .arg(format!("--bs={bs}"))
@@ -186,7 +205,8 @@ fn run_fio(
     let pct = |x: &serde_json::Value, q: &str| {
         x["lat_ns"]["percentile"][q].as_f64().unwrap_or(f64::NAN) / 1e3
     };
-    let sync = &job["sync"];
+    // The sync's latency; a `--sync=dsync` write's own.
+    let sync = if dsync { w } else { &job["sync"] };
     // (syncs/s, MB/s, sync p50 µs, sync p99 µs, sync p99.9 µs, CPU µs per sync)
     Ok((
         ios / secs.max(1e-9),
@@ -211,7 +231,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         .is_ok_and(|o| o.status.success());
     let mut names: Vec<String> = LOGS.iter().map(|l| l.0.to_string()).collect();
     if fio {
-        names.extend(FIOS.iter().map(|e| format!("fio-{e}")));
+        names.extend(FIOS.iter().map(|e| format!("fio-{}", e.0)));
     }
     let mut samples = Vec::new();
     for direct in [false, true] {
@@ -224,7 +244,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             let cal = run_log(
                 opts,
                 &base.join("cal"),
-                ("ringkit", "auto"),
+                ("ringkit", "auto", false),
                 writers,
                 direct,
                 &p,
@@ -244,8 +264,10 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                     let dir = base.join(name);
                     let s = if let Some(e) = name.strip_prefix("fio-") {
                         let file = base.join("fio.dat");
+                        let (_, engine, dsync) =
+                            *FIOS.iter().find(|f| f.0 == e).expect("a fio run");
                         zero_file(&file, p.file_size)
-                            .and_then(|()| run_fio(opts, &file, e, bs, direct, &p))
+                            .and_then(|()| run_fio(opts, &file, (engine, dsync), bs, direct, &p))
                             .map(|(rate, mb, p50, p99, p999, cpu)| Sample {
                                 contender: name.clone(),
                                 direct,
@@ -262,9 +284,9 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                                 error: None,
                             })
                     } else {
-                        let (_, engine, backend) = LOGS[i];
-                        run_log(opts, &dir, (engine, backend), writers, direct, &p).map(|r| {
-                            Sample {
+                        let (_, engine, backend, linked) = LOGS[i];
+                        run_log(opts, &dir, (engine, backend, linked), writers, direct, &p).map(
+                            |r| Sample {
                                 contender: name.clone(),
                                 direct,
                                 writers,
@@ -278,8 +300,8 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                                 p999_us: r.p999_us,
                                 cpu_us_per_commit: r.cpu_us_per_commit(),
                                 error: None,
-                            }
-                        })
+                            },
+                        )
                     };
                     samples.push(s.unwrap_or_else(|e| {
                         Sample::failed(name, direct, writers, round, e.to_string())
@@ -310,6 +332,8 @@ struct Row {
     vs_glommio: Stat,
     /// Written MB/s over fio io_uring's at the same batch size.
     mb_vs_fio: Stat,
+    /// The same over fio io_uring's with `O_DSYNC` writes.
+    mb_vs_fio_dsync: Stat,
     ok: usize,
 }
 
@@ -364,13 +388,14 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
                     vs_std: paired(c, "std", |s| s.commits_per_s),
                     vs_glommio: paired(c, "glommio", |s| s.commits_per_s),
                     mb_vs_fio: paired(c, "fio-io_uring", |s| s.mb_per_s),
+                    mb_vs_fio_dsync: paired(c, "fio-io_uring-dsync", |s| s.mb_per_s),
                     ok: g.len(),
                 });
             }
         }
     }
     let mut table = format!(
-        "{:<9} {:>3} {:<16} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9}\n",
+        "{:<9} {:>3} {:<20} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
         "mode",
         "w",
         "contender",
@@ -385,23 +410,28 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
         "vs tokio",
         "vs std",
         "vs glom",
-        "MB vs fio"
+        "MB vs fio",
+        "vs dsync"
     );
     let mut md = format!(
         "## Durable log: commits/s and commit latency\n\n\
          - {RECORD} B records; each writer appends one record and waits until it is durable, then the next; \
          {} rounds of {} s per row, contenders interleaved and rotated; every process pinned to CPU {}\n\
          - ringkit-log (`ringkit log bench`) on io_uring and epoll; the same design (group commit, the same framing, \
-         one write and one `fdatasync` per batch, segments zero-filled ahead in the background) on tokio \
-         (batch I/O in `spawn_blocking`), on std threads (a group-commit mutex) and, `O_DIRECT` only, on glommio \
-         (a committer task, `DmaFile::write_at` from its registered I/O memory, then `DmaFile::fdatasync`); \
-         {} MiB segments\n\
+         one `RWF_DSYNC` write per batch, segments zero-filled ahead in the background) on tokio \
+         (batch I/O in `spawn_blocking`, `pwritev2`), on std threads (a group-commit mutex, `pwritev2`) and, \
+         `O_DIRECT` only, on glommio (a committer task, `DmaFile::write_at` from its registered I/O memory to a \
+         file opened `O_DSYNC`); `ringkit-uring-linked`: ringkit-log with each batch's write linked to an \
+         `fdatasync` (`--linked-sync`); {} MiB segments\n\
          - fio: `--rw=write --bs=<ringkit-log's batch size in that row> --fdatasync=1`, one write then one sync, \
-         on a file zero-filled first: for fio, commits/s = syncs/s and the latency columns are its fdatasync's\n\
+         and `fio-io_uring-dsync` with `--sync=dsync` instead, each write `O_DSYNC`, \
+         on a file zero-filled first: for fio, commits/s = syncs/s and the latency columns are its sync's \
+         (its write's with `O_DSYNC`)\n\
          - CPU: µs per commit of the whole process (every thread); ratios paired per round (higher is better): \
-         commits/s over tokio's, std's and glommio's, written MB/s over fio io_uring's at the same batch size\n\n\
-         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | vs glommio | MB/s vs fio-io_uring | ok |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         commits/s over tokio's, std's and glommio's, written MB/s over fio io_uring's at the same batch size \
+         (with `fdatasync`, and with `O_DSYNC`)\n\n\
+         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | vs glommio | MB/s vs fio-io_uring | vs fio-io_uring-dsync | ok |\n\
+         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         p.rounds, p.secs, opts.server_cpu, p.file_size >> 20
     );
     let ratio = |s: &Stat| {
@@ -413,17 +443,18 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
     };
     for r in &rows {
         table += &format!(
-            "{:<9} {:>3} {:<16} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>8} {:>9}\n",
+            "{:<9} {:>3} {:<20} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.mb_per_s.median, r.syncs_per_s.median,
             r.batch_bytes.median, r.p50_us.median, r.p99_us.median, r.p999_us.median, r.cpu_us_per_commit.median,
-            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio), ratio(&r.mb_vs_fio)
+            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio), ratio(&r.mb_vs_fio),
+            ratio(&r.mb_vs_fio_dsync)
         );
         md += &format!(
-            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {} | {}/{} |\n",
+            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {}/{} |\n",
             r.mode, r.writers, r.contender, r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max,
             r.mb_per_s.median, r.syncs_per_s.median, r.batch_bytes.median, r.p50_us.median, r.p99_us.median,
             r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio),
-            ratio(&r.mb_vs_fio), r.ok, p.rounds
+            ratio(&r.mb_vs_fio), ratio(&r.mb_vs_fio_dsync), r.ok, p.rounds
         );
     }
     if !fio {
