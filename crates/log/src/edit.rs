@@ -18,9 +18,11 @@
 //! never between.
 //!
 //! **Purge** removes the records before an LSN: the manifest's first LSN
-//! is raised (by rename: durable and atomic), then the segments wholly
-//! before it are deleted. Recovery skips (read-write: deletes) segments a
-//! purge cut short left behind. Purging past the end first appends a hole
+//! is raised (by rename: durable and atomic), and the purge resolves; the
+//! segments wholly before it are deleted after that, in a task of their
+//! own, so the appends behind the purge do not wait for the file system
+//! to free them. Recovery skips (read-write: deletes) segments a purge
+//! cut short left behind. Purging past the end first appends a hole
 //! up to it, so the next append gets the purge's LSN.
 //!
 //! **State** is a small blob (at most [`MAX_STATE`] bytes) beside the log,
@@ -402,19 +404,44 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
             .count();
         st.segments.drain(..n).map(|s| s.first).collect()
     };
-    // Unlinking a whole segment frees its extents inside this edit (46 ms
-    // for 64 MiB on ext4 here, no append written meanwhile). Freeing them
-    // later (a hole punched a step at a time in the unlinked file) zeroed
-    // what readers still holding the file, and hard links to it, saw; a
-    // close handed to the driver freed them on the loop thread all the
-    // same. So the unlink stays here.
-    for &first in &gone {
-        remove_if_there(&inner.dir.join(segment::name(first))).await?;
-    }
+    // The purge is durable with the manifest; the unlinks are cleanup (a
+    // crash before them leaves segments wholly below the first LSN, which
+    // the next read-write open deletes). Unlinking a whole segment frees
+    // its extents (46 ms for 64 MiB on ext4 here): inside this edit no
+    // append behind it was written meanwhile. So they run in a task of
+    // their own after the purge resolves: on io_uring `UNLINKAT` goes to
+    // a kernel worker while the appends go on; on epoll it is an inline
+    // syscall on the loop all the same. (Freeing the extents a step at a
+    // time, by punching holes in the unlinked file, zeroed what readers
+    // still holding it, and hard links to it, saw.)
     if !gone.is_empty() {
-        ringkit::fs::sync_dir(&inner.dir).await?;
+        // One after the other: a purge's removals wait for the last one's.
+        let before = inner.st.borrow_mut().removing.take();
+        let task = ringkit::spawn(remove_segments(inner.dir.clone(), gone, before));
+        inner.st.borrow_mut().removing = Some(task);
     }
     Ok(below)
+}
+
+/// Unlink purged segments `gone` of the log in `dir` (after the removals
+/// `before`), then sync `dir`. A failure is logged: the next read-write
+/// open deletes what is left.
+async fn remove_segments(
+    dir: std::path::PathBuf,
+    gone: Vec<u64>,
+    before: Option<ringkit::JoinHandle<()>>,
+) {
+    if let Some(h) = before {
+        let _ = h.await;
+    }
+    for first in gone {
+        if let Err(e) = remove_if_there(&dir.join(segment::name(first))).await {
+            tracing::warn!("purged segment left in place (the next open removes it): {e}");
+        }
+    }
+    if let Err(e) = ringkit::fs::sync_dir(&dir).await {
+        tracing::warn!("syncing {} after a purge: {e}", dir.display());
+    }
 }
 
 /// Save `state` (the flusher, nothing in flight).

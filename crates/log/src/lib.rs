@@ -1,17 +1,20 @@
 //! A durable append log on ringkit.
 //!
 //! [`Log::append`] resolves with the record's LSN once the record is on
-//! disk and `fdatasync` has returned. **Group commit**: appends that arrive
+//! disk and its sync has returned. **Group commit**: appends that arrive
 //! while a batch is being written go into the next batch, so a log with
-//! many writers makes one write and one `fdatasync` per batch, not per
-//! record. **Pipelined**: two batches are in flight at once
+//! many writers makes one durable write per batch, not per record.
+//! **Pipelined**: two batches are in flight at once
 //! ([`Options::batches_in_flight`]): the next is framed and written while
 //! the one before it syncs; syncs never overlap, and appends resolve in
-//! LSN order. On io_uring a batch with none before it in flight is one
-//! submission (a `WRITE_FIXED` from a registered buffer, linked to the
-//! `FSYNC`); a short write is never acknowledged (see
-//! `ringkit::fs::File::write_at_sync`). On epoll a write and its sync run
-//! inline on the loop, so batches do not overlap there.
+//! LSN order. A batch with none before it in flight is one operation: an
+//! `RWF_DSYNC` write ([`Options::dsync_writes`], the default; on io_uring
+//! a `WRITE_FIXED` from a registered buffer) or a write linked to an
+//! `FSYNC`; a short write is never acknowledged (see
+//! `ringkit::fs::File::write_at_dsync` and `write_at_sync`). A batch
+//! written while one is in flight is followed by an `fdatasync` once that
+//! one's sync returned. On epoll a write and its sync run inline on the
+//! loop, so batches do not overlap there.
 //!
 //! # On disk
 //! A directory: `MANIFEST` (the log's id and first LSN, written once by

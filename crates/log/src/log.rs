@@ -99,6 +99,8 @@ pub(crate) struct State {
     pub(crate) bufs: Vec<BatchBuf>,
     pub(crate) _pool: Option<FixedBufPool>,
     pub(crate) spare: Option<JoinHandle<io::Result<PathBuf>>>,
+    /// Deleting the segments the last purge left behind (`edit::purge`).
+    pub(crate) removing: Option<JoinHandle<()>>,
     pub(crate) stats: Stats,
     /// Whether a batch is in flight.
     pub(crate) flushing: bool,
@@ -207,10 +209,11 @@ impl Log {
     /// becomes `below` (a `below` at or before it does nothing). Past the
     /// end of the log, the LSNs up to `below` are skipped (a hole), so the
     /// next append gets `below`; more than `u32::MAX` past it is
-    /// `InvalidInput`. Resolves with the log's first LSN. Whole
-    /// segments are deleted; the first segment kept may still hold some
-    /// purged records on disk, which are never read again. Queued like an
-    /// append.
+    /// `InvalidInput`. Resolves with the log's first LSN, durably. Whole
+    /// segments are deleted just after, in the background (a crash first
+    /// leaves them to the next open, which deletes them); the first
+    /// segment kept may still hold some purged records on disk, which are
+    /// never read again. Queued like an append.
     pub fn purge(&self, below: u64) -> Commit {
         if let Some(c) = self.writable() {
             return c;
@@ -373,7 +376,8 @@ impl Log {
         Ok(out)
     }
 
-    /// Wait until every append made so far has resolved.
+    /// Wait until every append made so far has resolved, and the segments
+    /// a purge deletes are gone.
     pub async fn close(self) {
         poll_fn(|cx| {
             let mut st = self.inner.st.borrow_mut();
@@ -384,7 +388,11 @@ impl Log {
                 Poll::Pending
             }
         })
-        .await
+        .await;
+        let removing = self.inner.st.borrow_mut().removing.take();
+        if let Some(h) = removing {
+            let _ = h.await;
+        }
     }
 }
 

@@ -394,6 +394,7 @@ fn build(
             bufs,
             _pool: pool,
             spare: None,
+            removing: None,
             stats,
             flushing: false,
             idle_waiters: Vec::new(),

@@ -202,11 +202,15 @@ fn run_fio(
     let w = &job["write"];
     let secs = w["runtime"].as_f64().unwrap_or(p.secs * 1e3) / 1e3;
     let ios = w["total_ios"].as_f64().unwrap_or(0.0);
-    let pct = |x: &serde_json::Value, q: &str| {
-        x["lat_ns"]["percentile"][q].as_f64().unwrap_or(f64::NAN) / 1e3
+    // The sync's latency; a `--sync=dsync` write's own (fio gives a
+    // write's percentiles as completion latency, a sync's as latency).
+    let (sync, lat) = if dsync {
+        (w, "clat_ns")
+    } else {
+        (&job["sync"], "lat_ns")
     };
-    // The sync's latency; a `--sync=dsync` write's own.
-    let sync = if dsync { w } else { &job["sync"] };
+    let pct =
+        |x: &serde_json::Value, q: &str| x[lat]["percentile"][q].as_f64().unwrap_or(f64::NAN) / 1e3;
     // (syncs/s, MB/s, sync p50 µs, sync p99 µs, sync p99.9 µs, CPU µs per sync)
     Ok((
         ios / secs.max(1e-9),

@@ -13,7 +13,8 @@
 //!
 //! For storage engines: [`File::write_at_sync`] (a write and its
 //! `fdatasync` as one submission, a short write never acknowledged),
-//! [`File::allocate`] (`fallocate`), [`File::read_many_at`] (many ranges
+//! [`File::write_at_dsync`] (one `RWF_DSYNC` write, durable over its own
+//! range as it returns), [`File::allocate`] (`fallocate`), [`File::read_many_at`] (many ranges
 //! in one submission).
 //!
 //! ```
