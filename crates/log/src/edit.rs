@@ -425,13 +425,24 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
 
 /// Unlink purged segments `gone` of the log in `dir` (after the removals
 /// `before`), then sync `dir`. A failure is logged: the next read-write
-/// open deletes what is left.
+/// open deletes what is left. Aborted when the log is dropped.
 async fn remove_segments(
     dir: std::path::PathBuf,
     gone: Vec<u64>,
     before: Option<ringkit::JoinHandle<()>>,
 ) {
-    if let Some(h) = before {
+    /// The removals before these end with them (a dropped handle would
+    /// let them run on).
+    struct Before(Option<ringkit::JoinHandle<()>>);
+    impl Drop for Before {
+        fn drop(&mut self) {
+            if let Some(h) = &self.0 {
+                h.abort();
+            }
+        }
+    }
+    let mut before = Before(before);
+    if let Some(h) = before.0.as_mut() {
         let _ = h.await;
     }
     for first in gone {

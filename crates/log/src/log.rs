@@ -398,8 +398,14 @@ impl Log {
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        // The next segment's maker and the parked flusher end with the log.
+        // The next segment's maker, the purged segments' removal and the
+        // parked flusher end with the log: a dropped log touches no file
+        // (the next open deletes what a purge left; removing by name later
+        // could hit another log made in the same directory meanwhile).
         if let Some(h) = self.st.get_mut().spare.take() {
+            h.abort();
+        }
+        if let Some(h) = self.st.get_mut().removing.take() {
             h.abort();
         }
         if let Some(w) = self.flusher.get_mut().take() {

@@ -4,8 +4,12 @@
 //! and bad input. (Crashes part way are the crash-state explorer's:
 //! `crashcheck.rs`.)
 
+use std::cell::Cell;
 use std::io::ErrorKind;
 use std::path::Path;
+use std::rc::Rc;
+
+use ringkit::fs::hook::{Fault, FsHook, FsOp};
 
 use ringkit_log::{Log, Options};
 
@@ -321,7 +325,57 @@ async fn truncate_after_a_purge_then_salvage() {
     );
 }
 
+/// Counts the removals issued once `after_drop` is set.
+struct Removals {
+    after_drop: Cell<bool>,
+    seen: Cell<u32>,
+}
+
+impl FsHook for Removals {
+    fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+        if matches!(op, FsOp::Remove { .. }) && self.after_drop.get() {
+            self.seen.set(self.seen.get() + 1);
+        }
+        None
+    }
+}
+
+/// A dropped log touches no file: the removals a purge left to run in the
+/// background end with it (the next open deletes what is left). Else they
+/// would unlink by name in a directory that may hold another log by then
+/// (removed and made again, a segment starting at the same LSN).
+async fn dropped_log_removes_nothing(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("log");
+    let log = Log::open(&dir, opts(direct)).await.unwrap();
+    fill(&log, "a", 1..301).await;
+    let before = segments(&dir);
+    assert!(before >= 3, "the test wants several segments: {before}");
+    let hook = Rc::new(Removals {
+        after_drop: Cell::new(false),
+        seen: Cell::new(0),
+    });
+    let prev = ringkit::fs::hook::set_hook(Some(hook.clone()));
+    // Two purges: the second's removals wait for the first's.
+    assert_eq!(log.purge(150).await.unwrap(), 150);
+    assert_eq!(log.purge(250).await.unwrap(), 250);
+    drop(log);
+    hook.after_drop.set(true);
+    ringkit::time::sleep(std::time::Duration::from_millis(100)).await;
+    ringkit::fs::hook::set_hook(prev);
+    assert_eq!(hook.seen.get(), 0, "removals issued after the log was dropped");
+    // The next open finishes the purge.
+    let log = Log::open(&dir, opts(direct)).await.unwrap();
+    assert_eq!(log.first_lsn(), 250);
+    assert!(segments(&dir) < before);
+    holds(&dir, direct, log, &[("a", 250..301)]).await;
+}
+
 ringkit::test_all! {
+    async fn a_dropped_log_removes_nothing_after_a_purge() {
+        dropped_log_removes_nothing(false).await;
+        dropped_log_removes_nothing(true).await;
+    }
     async fn a_truncation_after_a_purge_survives_check_and_salvage() {
         truncate_after_a_purge_then_salvage().await;
     }
