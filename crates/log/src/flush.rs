@@ -1,6 +1,8 @@
 //! The flusher: one task per log that takes what is queued as one batch
 //! (a batch header, the records, in direct mode zeros to the next block)
-//! and writes it with its own `fdatasync`. Up to the segment's depth
+//! and writes it with its own sync: one `RWF_DSYNC` write (or a write
+//! linked to an `fdatasync`) when nothing is in flight before it, else a
+//! write and, once the sync before it returned, an `fdatasync`. Up to the segment's depth
 //! (`Options::batches_in_flight`, 2 by default) batches are in flight at
 //! once: the next batch is framed and written while the one before it
 //! syncs. Each append resolves once its batch's sync and every earlier
@@ -8,9 +10,10 @@
 //! next segment is started only when nothing is in flight.
 //!
 //! Why acknowledging this way is safe: a batch is acknowledged when its
-//! own `fdatasync` has returned, and that sync was issued after the
-//! batch's write completed (linked on io_uring; in order on epoll), so it
-//! covers the batch's bytes; every earlier batch was acknowledged first,
+//! own sync has returned, and that sync covers the batch's bytes (an
+//! `RWF_DSYNC` write's covers its own range; an `fdatasync` was issued
+//! after the batch's write completed: linked on io_uring, in order on
+//! epoll); every earlier batch was acknowledged first,
 //! each on its own sync. No sync is relied on for a write it did not
 //! follow. Syncs never overlap: a batch's write may run beside the sync
 //! before it, but its own sync is issued only once that one has returned.
@@ -271,10 +274,10 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     );
     let writer = st.writer.clone().expect("a log open for writing");
     let syncing = st.syncing.clone();
+    let dsync = st.dsync.clone();
     drop(st);
     let before = flight.back_mut().and_then(|f| f.synced.take());
     let (synced_tx, synced) = oneshot::channel();
-    let dsync = inner.opts.dsync_writes;
     let task = ringkit::spawn(write_and_sync(
         writer, buf, start, before, dsync, synced_tx, syncing,
     ));
@@ -300,14 +303,23 @@ async fn write_and_sync(
     buf: BatchBuf,
     start: u64,
     before: Option<oneshot::Receiver<()>>,
-    dsync: bool,
+    dsync: Rc<Cell<bool>>,
     synced: oneshot::Sender<()>,
     syncing: Rc<Cell<bool>>,
 ) -> (io::Result<()>, BatchBuf) {
     let out = match before {
-        None if dsync => {
+        None if dsync.get() => {
             let _one = OneSync::enter(&syncing);
-            writer.write_all_at_dsync(buf, start).await
+            match writer.write_all_at_dsync(buf, start).await {
+                // The kernel (or a sandbox) refuses the flag, before
+                // writing anything: write and `fdatasync` from now on.
+                (Err(e), buf) if refused(&e) => {
+                    tracing::warn!("RWF_DSYNC refused ({e}): batches go as write and fdatasync");
+                    dsync.set(false);
+                    writer.write_all_at_sync(buf, start).await
+                }
+                out => out,
+            }
         }
         None => {
             let _one = OneSync::enter(&syncing);
@@ -326,6 +338,11 @@ async fn write_and_sync(
     };
     let _ = synced.send(());
     out
+}
+
+/// Whether `e` says the kernel does not take `RWF_DSYNC` at all.
+fn refused(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS))
 }
 
 /// A sync of the segment in flight: at most one at a time (Linux reports
@@ -361,8 +378,9 @@ fn complete(
             st.bufs.push(buf);
             res
         }
-        // The task cannot panic; if it is ever lost, so is its buffer,
-        // and the log refuses appends (it has no buffer to spare).
+        // The task panics only on a broken rule of the log's own (a debug
+        // assertion: two syncs in flight); then its buffer is lost, and
+        // the log refuses appends (it has no buffer to spare).
         Err(e) => Err(io::Error::other(format!("the batch's write task: {e}"))),
     };
     match (res, st.failed.is_some()) {

@@ -72,6 +72,9 @@ pub(crate) struct State {
     /// Set while a sync of the last segment is in flight: at most one at
     /// a time (checked in debug builds, `flush::OneSync`).
     pub(crate) syncing: Rc<std::cell::Cell<bool>>,
+    /// Whether batches go as `RWF_DSYNC` writes: `Options::dsync_writes`,
+    /// until the kernel refuses the flag (then write and `fdatasync`).
+    pub(crate) dsync: Rc<std::cell::Cell<bool>>,
     /// The last segment, opened for the log's writes (`O_DIRECT` if asked);
     /// `None` when opened read-only.
     pub(crate) writer: Option<Rc<File>>,

@@ -373,6 +373,7 @@ fn build(
         registered_buffer: bufs.first().is_some_and(|b| b.is_registered()),
         ..Stats::default()
     };
+    let dsync_writes = opts.dsync_writes;
     let inner = Rc::new(Inner {
         dir,
         _lock: lock,
@@ -380,6 +381,7 @@ fn build(
         log_id: manifest.log_id,
         st: RefCell::new(State {
             syncing: Rc::default(),
+            dsync: Rc::new(std::cell::Cell::new(dsync_writes)),
             segments,
             writer: writer.map(Rc::new),
             seg_size,

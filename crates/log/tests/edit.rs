@@ -363,7 +363,11 @@ async fn dropped_log_removes_nothing(direct: bool) {
     hook.after_drop.set(true);
     ringkit::time::sleep(std::time::Duration::from_millis(100)).await;
     ringkit::fs::hook::set_hook(prev);
-    assert_eq!(hook.seen.get(), 0, "removals issued after the log was dropped");
+    assert_eq!(
+        hook.seen.get(),
+        0,
+        "removals issued after the log was dropped"
+    );
     // The next open finishes the purge.
     let log = Log::open(&dir, opts(direct)).await.unwrap();
     assert_eq!(log.first_lsn(), 250);

@@ -59,7 +59,38 @@ async fn check_all(log: &Log, lsns: &[u64], from_seed: u64) {
     }
 }
 
+/// Refuses every `RWF_DSYNC` write as a kernel without the flag does
+/// (`EOPNOTSUPP`, nothing written), and counts them.
+struct NoDsync(std::cell::Cell<u32>);
+
+impl ringkit::fs::hook::FsHook for NoDsync {
+    fn before(&self, op: &ringkit::fs::hook::FsOp<'_>) -> Option<ringkit::fs::hook::Fault> {
+        if let ringkit::fs::hook::FsOp::WriteDsync { .. } = op {
+            self.0.set(self.0.get() + 1);
+            let e = std::io::Error::from_raw_os_error(libc::EOPNOTSUPP);
+            return Some(ringkit::fs::hook::Fault::Fail(e));
+        }
+        None
+    }
+}
+
 ringkit::test_all! {
+    async fn a_kernel_that_refuses_rwf_dsync_gets_write_and_fdatasync() {
+        for direct in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let hook = std::rc::Rc::new(NoDsync(Default::default()));
+            let prev = ringkit::fs::hook::set_hook(Some(hook.clone()));
+            let log = Log::open(t.path(), Options { direct, ..small() }).await.unwrap();
+            let lsns = append_many(&log, 0, 200).await;
+            assert_eq!(lsns, (1..=200).collect::<Vec<_>>());
+            log.close().await;
+            ringkit::fs::hook::set_hook(prev);
+            assert_eq!(hook.0.get(), 1, "asked once, then write and fdatasync");
+            let log = Log::open(t.path(), small()).await.unwrap();
+            check_all(&log, &lsns, 0).await;
+        }
+    }
+
     async fn append_read_reopen_and_group_commit() {
         let t = tempfile::tempdir().unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();

@@ -19,6 +19,12 @@
 //!   `O_SYNC`, or with `RWF_DSYNC`, is durable at once: its bytes, and
 //!   the size up to its end (bytes between the old durable size and the
 //!   write that were never synced are then zeros after a loss, a hole).
+//!   But the kernel follows a buffered `RWF_DSYNC` (or `O_DSYNC`) write to
+//!   a FUSE file with an `FSYNC` request, which carries no range, so here
+//!   such a write makes the whole file durable: more than Linux promises
+//!   on a local file system, where it covers its own range only. A test
+//!   of what such a write leaves out is the crash-state explorer's
+//!   (`ringkit-log`'s `crashcheck`), not this file system's.
 //!   Only the pages changed since the last sync are kept twice, so a sync
 //!   costs what was written since the one before, not the file's size.
 //! - **Directory**: current entries and durable entries. A change of

@@ -88,6 +88,9 @@ ringkit::test_all! {
         }
     }
 
+    /// (An `RWF_DSYNC` write reaches FUSE as a write and an `FSYNC` of
+    /// the whole file: here it cannot show that the sync covers its own
+    /// range only; that is the crash-state explorer's to model.)
     async fn write_at_dsync_survives_a_power_loss() {
         let Some(m) = Mounted::new() else { return };
         let dir = m.path().to_path_buf();

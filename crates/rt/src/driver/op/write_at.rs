@@ -99,3 +99,22 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
         (res.map(|n| n as usize), self.buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `RWF_DSYNC` reaches the SQE for both forms of the write: the crash
+    /// explorer trusts the op's kind, so only this shows the kernel is
+    /// asked for the sync.
+    #[test]
+    fn dsync_is_in_the_sqe() {
+        let buf = [0u8; 8];
+        for index in [None, Some(0)] {
+            let e = write_entry(3, buf.as_ptr(), 8, 4096, index, rw_flags(true));
+            assert_eq!(e.sqe().op_flags, libc::RWF_DSYNC as u32, "{index:?}");
+            let e = write_entry(3, buf.as_ptr(), 8, 4096, index, rw_flags(false));
+            assert_eq!(e.sqe().op_flags, 0, "{index:?}");
+        }
+    }
+}
