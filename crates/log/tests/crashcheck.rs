@@ -140,11 +140,18 @@ ringkit::test_all! {
     }
 }
 
-/// One run of `steps` steps with `plan`, 4 states per point: no
-/// violation.
-async fn fault_run(steps: usize, seed: u64, direct: bool, plan: FaultPlan) -> crashcheck::Report {
+/// One run of `steps` steps with `plan`, 4 states per point, batches made
+/// durable as `dsync` says (`None`: drawn at each open): no violation.
+async fn fault_run(
+    steps: usize,
+    seed: u64,
+    direct: bool,
+    dsync: Option<bool>,
+    plan: FaultPlan,
+) -> crashcheck::Report {
     let mut cfg = Config::new(steps, seed, scratch());
     cfg.direct = direct;
+    cfg.dsync = dsync;
     cfg.budget = 4;
     cfg.fault = Some(plan);
     let r = crashcheck::explore(&cfg).await.unwrap();
@@ -172,7 +179,8 @@ async fn faults(direct: bool) {
             for error in errors {
                 let seed = 100 + i as u64 * 10 + nth;
                 // 40 steps: a segment roll and a reopen or two happen.
-                let r = fault_run(40, seed, direct, FaultPlan { kind, nth, error }).await;
+                let plan = FaultPlan { kind, nth, error };
+                let r = fault_run(40, seed, direct, None, plan).await;
                 runs += 1;
                 fired += u32::from(r.fault_fired);
             }
@@ -191,15 +199,22 @@ ringkit::test_all! {
 }
 
 /// Dense sweeps: every position from 1 to 32 of a sync failing with `EIO`
-/// and of a short write (the linked write and sync among them), on two
-/// seeds (one buffered, one `O_DIRECT`). A bug that shows only when the
+/// and of a short write (the linked write and sync, and the `RWF_DSYNC`
+/// write, among them), on two seeds (one buffered, one `O_DIRECT`), each
+/// with batches made durable both ways. A bug that shows only when the
 /// fault lands in one window (two syncs in flight, a short write taken as
 /// complete) is hit on every run, not by chance.
 async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
     let (mut runs, mut fired, mut disk_reads) = (0, 0, 0);
-    for (seed, direct) in [(201, false), (202, true)] {
+    for (seed, direct, dsync) in [
+        (201, false, false),
+        (202, true, false),
+        (201, false, true),
+        (202, true, true),
+    ] {
         for nth in 1..=32 {
-            let r = fault_run(30, seed, direct, FaultPlan { kind, nth, error }).await;
+            let plan = FaultPlan { kind, nth, error };
+            let r = fault_run(30, seed, direct, Some(dsync), plan).await;
             runs += 1;
             fired += u32::from(r.fault_fired);
             disk_reads += r.disk_reads;

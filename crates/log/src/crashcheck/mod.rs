@@ -77,6 +77,10 @@ pub struct Config {
     /// crash state of the trace so far in place and recover from it
     /// (`crash.rs`).
     pub crashes: bool,
+    /// How each log makes its batches durable: `Some(true)` one
+    /// `RWF_DSYNC` write, `Some(false)` a write linked to an `fdatasync`,
+    /// `None` drawn at every open (`Options::dsync_writes`).
+    pub dsync: Option<bool>,
 }
 
 impl Config {
@@ -91,6 +95,7 @@ impl Config {
             fault: None,
             print_trace: false,
             crashes: true,
+            dsync: None,
         }
     }
 }
@@ -283,7 +288,8 @@ async fn workload(
             o.registered_buffers = true;
             // Batches made durable either way: one `RWF_DSYNC` write (the
             // default) or a write linked to an `fdatasync`.
-            o.dsync_writes = rng.below(2) == 0;
+            let drawn = rng.below(2) == 0;
+            o.dsync_writes = cfg.dsync.unwrap_or(drawn);
             if step > 0 && rng.below(2) == 0 {
                 o.max_batch = [8 << 10, 12 << 10, 16 << 10][rng.below(3) as usize];
                 o.direct = cfg.direct ^ (rng.below(3) == 0);
