@@ -35,6 +35,11 @@ pub struct CrashcheckArgs {
     /// Print the trace (every recorded event) to stderr.
     #[arg(long)]
     trace: bool,
+    /// How the log makes batches durable: dsync (one RWF_DSYNC write),
+    /// linked (a write linked to an fdatasync), or drawn at each open
+    /// (the default).
+    #[arg(long, value_parser = ["dsync", "linked"])]
+    sync: Option<String>,
     /// auto | uring | epoll.
     #[arg(long, default_value = "auto")]
     backend: Backend,
@@ -80,6 +85,7 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
     cfg.budget = a.budget.max(2);
     cfg.fault = a.fault;
     cfg.print_trace = a.trace;
+    cfg.dsync = a.sync.as_deref().map(|s| s == "dsync");
     let rt = ringkit::Builder::new().backend(a.backend).build()?;
     let t = std::time::Instant::now();
     let r = rt.block_on(crashcheck::explore(&cfg))?;

@@ -270,8 +270,8 @@ async fn workload(
     let mut unsettled = Vec::new();
     let replay = || {
         format!(
-            "(replay: seed {}, ops {}, direct {})",
-            cfg.seed, cfg.ops, cfg.direct
+            "(replay: seed {}, ops {}, direct {}, dsync {:?})",
+            cfg.seed, cfg.ops, cfg.direct, cfg.dsync
         )
     };
     for step in 0..cfg.ops {
@@ -757,12 +757,17 @@ async fn explore_trace(
             if let Err(v) = check_state(cfg, &files, &seen, &state_dir, &mut cache).await? {
                 report.violations.push(format!(
                     "after event {i} ({}), state [{}]: {v} (replay: ringkit log crashcheck --seed {} \
-                     --ops {}{})",
+                     --ops {}{}{})",
                     short(e),
                     choice.describe(),
                     cfg.seed,
                     cfg.ops,
-                    if cfg.direct { " --direct" } else { "" }
+                    if cfg.direct { " --direct" } else { "" },
+                    match cfg.dsync {
+                        Some(true) => " --sync dsync",
+                        Some(false) => " --sync linked",
+                        None => "",
+                    }
                 ));
                 if report.violations.len() >= 20 {
                     report.distinct = cache.len() as u64;
