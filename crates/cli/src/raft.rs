@@ -59,6 +59,10 @@ pub struct NodeArgs {
     /// small segments roll and purge often.
     #[arg(long, conflicts_with = "segment_mib")]
     pub segment_kib: Option<u64>,
+    /// Unlink the log segments a snapshot's purge leaves rather than
+    /// reuse them as later segments (the log's default before recycling).
+    #[arg(long)]
+    pub no_recycle: bool,
     /// Heartbeat interval, ms (elections after 3 to 6 of them).
     #[arg(long, default_value_t = 100)]
     pub heartbeat_ms: u64,
@@ -100,6 +104,9 @@ impl NodeArgs {
         ];
         if self.direct {
             v.push("--direct".into());
+        }
+        if self.no_recycle {
+            v.push("--no-recycle".into());
         }
         if let Some(c) = self.cpu {
             v.push(format!("--cpu={c}"));
@@ -152,6 +159,7 @@ fn serve_node(a: ServeArgs) -> io::Result<()> {
     let mut cfg = NodeConfig::new(a.id, a.listen, &a.dir);
     cfg.log.direct = a.node.direct;
     cfg.log.segment_size = a.node.segment_bytes();
+    cfg.log.recycle_segments = !a.node.no_recycle;
     // A batch must fit a segment with room to spare: at most a quarter of
     // one (the log's default, 1 MiB, for segments of 4 MiB and more).
     cfg.log.max_batch = cfg.log.max_batch.min(cfg.log.segment_size as usize / 4);

@@ -86,6 +86,12 @@ pub fn bench(mut a: BenchArgs) -> io::Result<()> {
                     "--direct: the tokio peer's log file is buffered (fsync per batch)",
                 ));
             }
+            if a.node.no_recycle {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "--no-recycle: the tokio peer's log is one append file, with no segments",
+                ));
+            }
             match a.peer_bin.clone() {
                 Some(p) => Some(p),
                 None => {

@@ -288,6 +288,7 @@ pub fn run(cfg: &RaftTorture, log: &mut dyn FnMut(&str)) -> io::Result<Report> {
         direct: false,
         segment_mib: 1,
         segment_kib: Some(256),
+        no_recycle: false,
         heartbeat_ms: 50,
         snapshot_every: 300,
         committed_every_ms: 50,

@@ -402,7 +402,20 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
             .skip(1)
             .take_while(|s| s.first <= below)
             .count();
-        st.segments.drain(..n).map(|s| s.first).collect()
+        let mut gone: Vec<_> = st
+            .segments
+            .drain(..n)
+            .map(|s| (s.first, s.reader))
+            .collect();
+        // The newest are kept to be recycled as the next spares (only now
+        // that the manifest that purges them is durable): no extents freed.
+        if inner.opts.recycle_segments {
+            while st.recyclable.len() < MAX_RECYCLABLE {
+                let Some(seg) = gone.pop() else { break };
+                st.recyclable.push(seg);
+            }
+        }
+        gone.into_iter().map(|(first, _)| first).collect()
     };
     // The purge is durable with the manifest; the unlinks are cleanup (a
     // crash before them leaves segments wholly below the first LSN, which
@@ -423,10 +436,15 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
     Ok(below)
 }
 
+/// The most purged segments kept to be recycled; a purge unlinks the
+/// rest. Two: a log rolls one segment at a time, and a purge may free one
+/// while the spare for the next roll is being made.
+const MAX_RECYCLABLE: usize = 2;
+
 /// Unlink purged segments `gone` of the log in `dir` (after the removals
 /// `before`), then sync `dir`. A failure is logged: the next read-write
 /// open deletes what is left. Aborted when the log is dropped.
-async fn remove_segments(
+pub(crate) async fn remove_segments(
     dir: std::path::PathBuf,
     gone: Vec<u64>,
     before: Option<ringkit::JoinHandle<()>>,

@@ -46,6 +46,7 @@ use crate::open::window;
 use crate::record::{self, HEADER};
 use crate::recover;
 use crate::segment;
+use crate::spare;
 
 /// A batch written (or being written) and not yet acknowledged.
 struct InFlight {
@@ -406,10 +407,9 @@ fn complete(
             st.stats.records += lsns;
             let half = st.seg_size / 2;
             if st.spare.is_none() && st.end > half {
+                let dead = take_recyclable(inner, &mut st);
                 let (dir, size) = (inner.dir.clone(), inner.opts.segment_size);
-                st.spare = Some(ringkit::spawn(async move {
-                    segment::make_spare(&dir, size).await
-                }));
+                st.spare = Some(ringkit::spawn(spare::ready(dir, size, dead)));
             }
             drop(st);
             for (i, p) in f.batch.into_iter().enumerate() {
@@ -530,8 +530,20 @@ fn fail_queue(inner: &Inner, err: &io::Error) {
     }
 }
 
-/// Start the next segment at the next LSN: the spare made in the
-/// background if it is ready and sound, else one made now.
+/// A purged segment to recycle as the next spare (`spare::recycle`), if
+/// one is free: no read of this log holds it (a read in flight keeps its
+/// bytes; the segment waits for a later spare).
+fn take_recyclable(inner: &Inner, st: &mut State) -> Option<(std::path::PathBuf, Rc<File>)> {
+    let i = st
+        .recyclable
+        .iter()
+        .position(|(_, f)| Rc::strong_count(f) == 1)?;
+    let (first, f) = st.recyclable.remove(i);
+    Some((inner.dir.join(segment::name(first)), f))
+}
+
+/// Start the next segment at the next LSN: the spare got ready in the
+/// background if it is ready and sound, else one got ready now.
 async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     let spare = inner.st.borrow_mut().spare.take();
     let made = match spare {
@@ -540,12 +552,16 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
             .unwrap_or_else(|e| Err(io::Error::other(e.to_string()))),
         None => Err(io::Error::other("no spare yet")),
     };
-    if made.is_err() {
-        segment::make_spare(&inner.dir, inner.opts.segment_size).await?;
-    }
+    let recycled = match made {
+        Ok(recycled) => recycled,
+        Err(_) => {
+            let dead = take_recyclable(inner, &mut inner.st.borrow_mut());
+            spare::ready(inner.dir.clone(), inner.opts.segment_size, dead).await?
+        }
+    };
     // Open the spare before it takes a segment's name (the descriptors
     // survive the rename): a failure here leaves no segment behind.
-    let spare = inner.dir.join(segment::SPARE);
+    let spare = inner.dir.join(spare::SPARE);
     let reader = OpenOptions::new()
         .read(true)
         .write(true)
@@ -571,7 +587,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     // The segment, then the manifest naming it as the newest: a crash
     // between leaves a segment newer than the manifest says (allowed);
     // never a manifest naming a segment that is not there.
-    let installed = match segment::install_spare(&inner.dir, &reader, &header).await {
+    let installed = match spare::install(&inner.dir, &reader, &header).await {
         Ok(_) => recover::write_manifest(&inner.dir, &manifest).await,
         Err(e) => Err(e),
     };
@@ -599,5 +615,6 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     st.seg_depth = inner.opts.batches_in_flight;
     st.end = SEGMENT_HEADER;
     st.stats.segments_made += 1;
+    st.stats.segments_recycled += u64::from(recycled);
     Ok(())
 }

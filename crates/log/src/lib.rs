@@ -103,6 +103,7 @@ mod open;
 pub mod record;
 mod recover;
 mod segment;
+mod spare;
 
 use std::io;
 
@@ -139,11 +140,19 @@ pub struct Options {
     /// worker for the sync. A batch written while the one before it syncs
     /// still waits for that sync and issues its own `fdatasync`.
     pub dsync_writes: bool,
+    /// Reuse segments a purge leaves as later segments, zeroed in place
+    /// (`FALLOC_FL_ZERO_RANGE`), rather than unlink them and zero-fill new
+    /// files: no extents freed, no zeros written. A segment is reused only
+    /// when the log holds its one name and no read of the log holds it;
+    /// a read-only open in another process reading purged records may
+    /// then see them fail their checks.
+    pub recycle_segments: bool,
 }
 
 impl Default for Options {
     /// Buffered, 64 MiB segments, batches up to 1 MiB, registered buffers,
-    /// new logs start at LSN 1, two batches in flight, `RWF_DSYNC` writes.
+    /// new logs start at LSN 1, two batches in flight, `RWF_DSYNC` writes,
+    /// purged segments recycled.
     fn default() -> Options {
         Options {
             direct: false,
@@ -153,6 +162,7 @@ impl Default for Options {
             first_lsn: 1,
             batches_in_flight: 2,
             dsync_writes: true,
+            recycle_segments: true,
         }
     }
 }

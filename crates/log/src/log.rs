@@ -101,7 +101,12 @@ pub(crate) struct State {
     /// Batch buffers not in flight (one per batch that may be).
     pub(crate) bufs: Vec<BatchBuf>,
     pub(crate) _pool: Option<FixedBufPool>,
-    pub(crate) spare: Option<JoinHandle<io::Result<PathBuf>>>,
+    /// Getting the next segment ready (`spare::ready`; `true`: recycled).
+    pub(crate) spare: Option<JoinHandle<io::Result<bool>>>,
+    /// Purged segments kept to be recycled as a later spare, by first LSN,
+    /// with this log's descriptor (a read in flight holds a clone). Still
+    /// under their names: the next open deletes any left.
+    pub(crate) recyclable: Vec<(u64, Rc<File>)>,
     /// Deleting the segments the last purge left behind (`edit::purge`).
     pub(crate) removing: Option<JoinHandle<()>>,
     pub(crate) stats: Stats,
@@ -122,6 +127,9 @@ pub struct Stats {
     pub bytes_written: u64,
     /// Segments made.
     pub segments_made: u64,
+    /// Of those, segments a purge left that were reused
+    /// ([`Options::recycle_segments`](crate::Options::recycle_segments)).
+    pub segments_recycled: u64,
     /// Whether the batch buffer is registered with the ring (`WRITE_FIXED`).
     pub registered_buffer: bool,
 }
@@ -371,7 +379,11 @@ impl Log {
                 _ => {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("record {lsn} does not check: the log was damaged on disk"),
+                        format!(
+                            "record {lsn} does not check: the log was damaged on disk (or, \
+                             in a log opened read-only, the writer purged it and reused its \
+                             segment since)"
+                        ),
                     ))
                 }
             }
@@ -380,7 +392,7 @@ impl Log {
     }
 
     /// Wait until every append made so far has resolved, and the segments
-    /// a purge deletes are gone.
+    /// a purge deletes are gone (those kept to be recycled too).
     pub async fn close(self) {
         poll_fn(|cx| {
             let mut st = self.inner.st.borrow_mut();
@@ -392,10 +404,12 @@ impl Log {
             }
         })
         .await;
-        let removing = self.inner.st.borrow_mut().removing.take();
-        if let Some(h) = removing {
-            let _ = h.await;
-        }
+        let (removing, kept) = {
+            let mut st = self.inner.st.borrow_mut();
+            let kept: Vec<u64> = st.recyclable.drain(..).map(|(first, _)| first).collect();
+            (st.removing.take(), kept)
+        };
+        crate::edit::remove_segments(self.inner.dir.clone(), kept, removing).await;
     }
 }
 

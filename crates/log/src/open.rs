@@ -17,6 +17,7 @@ use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER};
 use crate::log::{Inner, Log, Segment, State, Stats};
 use crate::recover::{self, Found, Layout, MANIFEST_TMP};
 use crate::segment;
+use crate::spare;
 use crate::Options;
 
 /// The most bytes a log written with `opts` may have unsynced at once:
@@ -237,7 +238,7 @@ impl Log {
 /// Remove what a cut-short segment or manifest making left.
 async fn remove_strays(dir: &Path) -> io::Result<()> {
     for stray in [
-        segment::SPARE,
+        spare::SPARE,
         MANIFEST_TMP,
         edit::TRUNCATE_TMP,
         edit::STATE_TMP,
@@ -287,11 +288,11 @@ async fn make_dir(dir: &Path) -> io::Result<()> {
 /// Make a new log in `dir`: its first segment, then its manifest (a
 /// manifest always has a segment beside it).
 async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Result<()> {
-    segment::make_spare(dir, opts.segment_size).await?;
+    spare::make(dir, opts.segment_size).await?;
     let spare = OpenOptions::new()
         .read(true)
         .write(true)
-        .open(dir.join(segment::SPARE))
+        .open(dir.join(spare::SPARE))
         .await?;
     let header = SegmentHeader {
         log_id,
@@ -300,7 +301,7 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
         size: opts.segment_size,
         depth: opts.batches_in_flight,
     };
-    segment::install_spare(dir, &spare, &header).await?;
+    spare::install(dir, &spare, &header).await?;
     let m = Manifest {
         log_id,
         start,
@@ -396,6 +397,7 @@ fn build(
             bufs,
             _pool: pool,
             spare: None,
+            recyclable: Vec::new(),
             removing: None,
             stats,
             flushing: false,

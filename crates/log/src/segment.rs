@@ -1,18 +1,15 @@
-//! Segment files: `<first LSN, 20 digits>.seg`, each zero-filled to its full
-//! size when made, so a later `fdatasync` has no size or extent change to
-//! write (only data), and so that recovery can tell where records end.
-//!
-//! A segment is made under a temporary name, filled and synced, then given
-//! its header (synced), then renamed and the directory synced: a crash never
-//! leaves a half-made segment under a segment's name.
+//! Segment files: `<first LSN, 20 digits>.seg`, each reading as zeros past
+//! its records (made so by [`crate::spare`]), so that recovery can tell
+//! where records end: the names, reading a segment, and the rules of its
+//! scan.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ringkit::buf::AlignedBuf;
 use ringkit::fs::{File, OpenOptions};
 
-use crate::frame::{BatchHeader, SegmentHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER};
+use crate::frame::{BatchHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER};
 use crate::record::{self, Found};
 
 /// Name of the segment whose first record is `first`.
@@ -28,9 +25,6 @@ pub fn parse_name(name: &str) -> Option<u64> {
         .flatten()
 }
 
-/// The temporary name a new segment is filled under.
-pub const SPARE: &str = "spare.seg.tmp";
-
 /// Open flags of a segment: writes may be `O_DIRECT`.
 pub async fn open_write(path: &Path, direct: bool) -> io::Result<File> {
     OpenOptions::new()
@@ -39,94 +33,6 @@ pub async fn open_write(path: &Path, direct: bool) -> io::Result<File> {
         .direct(direct)
         .open(path)
         .await
-}
-
-/// Make a zero-filled segment of `size` bytes at `dir/SPARE`, synced.
-/// On failure (a full disk) the partial file is removed.
-///
-/// The zeros are written with `O_DIRECT` where the filesystem allows it:
-/// they then go from one zeroed buffer to the device without being copied
-/// into the page cache (which cost as much CPU as the log's own writes).
-pub async fn make_spare(dir: &Path, size: u64) -> io::Result<PathBuf> {
-    let path = dir.join(SPARE);
-    let res = async {
-        let f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .await?;
-        // Reserve first: a full disk fails here, before any writing.
-        f.allocate(0, size).await?;
-        // Then write the zeros, so the extents are written (not merely
-        // allocated) and the log's fdatasync never converts them.
-        // O_DIRECT on this same descriptor (no second open by path: a
-        // stale task must never touch another log's file of that name).
-        set_direct(&f);
-        const CHUNK: usize = 1 << 20;
-        let mut zeros = AlignedBuf::new(CHUNK, 4096);
-        zeros.set_len(CHUNK);
-        let mut zeros = Some(zeros);
-        let mut off = 0u64;
-        while off < size {
-            let n = (size - off).min(CHUNK as u64) as usize;
-            let mut z = zeros.take().expect("one write at a time");
-            z.set_len(n);
-            let (r, z) = f.write_all_at(z, off).await;
-            zeros = Some(z);
-            r?;
-            off += n as u64;
-            // On epoll a file write runs inline and completes at once, so
-            // without a yield the whole segment (256 MiB in the log study:
-            // 130 ms) would be written in one poll, with every append of
-            // the loop waiting behind it. One chunk at a time instead.
-            ringkit::yield_now().await;
-        }
-        f.sync_all().await?;
-        f.close().await
-    }
-    .await;
-    match res {
-        Ok(()) => Ok(path),
-        Err(e) => {
-            let _ = ringkit::fs::remove_file(&path).await;
-            Err(e)
-        }
-    }
-}
-
-/// Turn on `O_DIRECT` for `f` where the filesystem allows it (else the
-/// writes stay buffered).
-fn set_direct(f: &File) {
-    use std::os::fd::AsRawFd;
-    let fd = f.as_raw_fd();
-    // SAFETY: fcntl on a descriptor `f` owns; F_GETFL/F_SETFL touch only
-    // its status flags.
-    unsafe {
-        let flags = libc::fcntl(fd, libc::F_GETFL);
-        if flags >= 0 {
-            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_DIRECT);
-        }
-    }
-}
-
-/// Give the spare (open as `spare`) its header and make it the segment
-/// starting at `header.first`: header written and synced, renamed, the
-/// directory synced.
-pub async fn install_spare(
-    dir: &Path,
-    spare: &File,
-    header: &SegmentHeader,
-) -> io::Result<PathBuf> {
-    let mut b = AlignedBuf::new(SEGMENT_HEADER as usize, 4096);
-    b.set_len(SEGMENT_HEADER as usize);
-    b.as_mut_slice().fill(0);
-    header.encode_into(b.as_mut_slice());
-    spare.write_all_at_sync(b, 0).await.0?;
-    let to = dir.join(name(header.first));
-    ringkit::fs::rename(dir.join(SPARE), &to).await?;
-    ringkit::fs::sync_dir(dir).await?;
-    Ok(to)
 }
 
 /// Reads a file in aligned 1 MiB chunks (so it works with `O_DIRECT`),

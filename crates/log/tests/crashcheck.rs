@@ -27,7 +27,7 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
     println!(
         "seed {seed} direct {direct} on {:?}: {} events, {} points, {} states ({} distinct), \
          {} acked, {} edits acked, {} syncs with a later batch in flight, {} writes with \
-         their own sync ({} RWF_DSYNC), registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills ({} inside a linked write+sync)",
+         their own sync ({} RWF_DSYNC), registered buffers {}, {} crashes recovered and appended to ({} torn), {} kills ({} inside a linked write+sync), {} segments recycled",
         ringkit::backend_report().expect("inside a runtime").chosen,
         r.events,
         r.points,
@@ -42,7 +42,8 @@ async fn explore(ops: usize, seed: u64, direct: bool, budget: usize) -> crashche
         r.crashes,
         r.torn_crashes,
         r.kills,
-        r.kill_splits
+        r.kill_splits,
+        r.recycled
     );
     assert!(r.violations.is_empty(), "{:#?}", r.violations);
     // The production path ran: the write linked to its sync, and on

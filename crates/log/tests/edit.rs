@@ -161,9 +161,11 @@ fn deleted_segments_open() -> usize {
 }
 
 /// A purge removes names only: a read-only log opened before it, and a
-/// hard-linked copy of the segments, keep every byte (a purge that
-/// punched holes in the unlinked files zeroed both).
-async fn purge_leaves_other_holders_whole(direct: bool) {
+/// hard-linked copy of the segments (with `links`), keep every byte,
+/// though the log goes on through segments enough to reuse the purged
+/// ones (a purge that punched holes in the unlinked files zeroed both; a
+/// recycled segment would be zeroed too).
+async fn purge_leaves_other_holders_whole(direct: bool, links: bool) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("log");
     let bak = t.path().join("bak");
@@ -173,7 +175,7 @@ async fn purge_leaves_other_holders_whole(direct: bool) {
     let mut linked = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "seg") {
+        if links && p.extension().is_some_and(|x| x == "seg") {
             let to = bak.join(p.file_name().unwrap());
             std::fs::hard_link(&p, &to).unwrap();
             linked.push((to.clone(), std::fs::read(&to).unwrap()));
@@ -182,22 +184,88 @@ async fn purge_leaves_other_holders_whole(direct: bool) {
     let ro = Log::open_read_only(&dir, opts(direct)).await.unwrap();
     assert_eq!(ro.read(5).await.unwrap(), rec("a", 5));
     assert_eq!(log.purge(200).await.unwrap(), 200);
+    fill(&log, "b", 301..700).await;
+    let made = log.stats().segments_made;
+    assert!(made >= 3, "{made} segments made after the purge");
+    assert_eq!(
+        log.stats().segments_recycled,
+        0,
+        "a held segment was reused"
+    );
     ringkit::time::sleep(std::time::Duration::from_millis(300)).await;
     assert_eq!(ro.read(5).await.unwrap(), rec("a", 5), "read-only log");
     assert_eq!(ro.read_from(100, 10).await.unwrap().len(), 10);
+    // The purged segments' copies (the live ones were appended to).
     for (p, bytes) in linked {
-        assert!(
-            std::fs::read(&p).unwrap() == bytes,
-            "{} changed",
-            p.display()
-        );
+        if !dir.join(p.file_name().unwrap()).exists() {
+            assert!(
+                std::fs::read(&p).unwrap() == bytes,
+                "{} changed",
+                p.display()
+            );
+        }
     }
 }
 
-async fn purge_prefix(direct: bool) {
+/// The inode number of each segment file in `dir`.
+fn segment_inodes(dir: &Path) -> Vec<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let mut v: Vec<u64> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "seg"))
+        .map(|p| std::fs::metadata(p).unwrap().ino())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Segments a purge leaves, held by nothing else, become later segments
+/// (the same files, zeroed in place), and the log reads back whole,
+/// before and after a reopen; `close` removes any kept for later.
+async fn purged_segments_are_recycled(direct: bool) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
     let log = Log::open(dir, opts(direct)).await.unwrap();
+    fill(&log, "a", 1..301).await;
+    let old = segment_inodes(dir);
+    assert_eq!(log.purge(250).await.unwrap(), 250);
+    fill(&log, "b", 301..700).await;
+    let recycled = log.stats().segments_recycled;
+    assert!(recycled >= 1, "{:?}", log.stats());
+    let reused = segment_inodes(dir)
+        .iter()
+        .filter(|i| old.contains(i))
+        .count();
+    // The segment of LSN 250 is kept, and each recycled one is an old file.
+    assert!(
+        reused as u64 > recycled,
+        "{reused} old files, {recycled} recycled"
+    );
+    let log = holds(dir, direct, log, &[("a", 250..301), ("b", 301..700)]).await;
+    // Purge again: the purged segments are kept for later, then closing
+    // removes them (only the log's live segments stay).
+    let before = segment_inodes(dir).len();
+    assert_eq!(log.purge(650).await.unwrap(), 650);
+    log.close().await;
+    let after = segment_inodes(dir).len();
+    assert!(
+        after < before,
+        "{after} segments after close, {before} before"
+    );
+    let log = Log::open(dir, opts(direct)).await.unwrap();
+    drop(holds(dir, direct, log, &[("b", 650..700)]).await);
+}
+
+/// With `recycle_segments` off, as past the segments kept for reuse.
+async fn purge_prefix(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = Options {
+        recycle_segments: false,
+        ..opts(direct)
+    };
+    let log = Log::open(dir, o).await.unwrap();
     fill(&log, "a", 1..301).await;
     let before = segments(dir);
     assert!(before >= 3, "the test wants several segments: {before}");
@@ -392,8 +460,14 @@ ringkit::test_all! {
         truncate_in_queue_order(true).await;
     }
     async fn a_purge_leaves_readers_and_hard_links_whole() {
-        purge_leaves_other_holders_whole(false).await;
-        purge_leaves_other_holders_whole(true).await;
+        for links in [true, false] {
+            purge_leaves_other_holders_whole(false, links).await;
+            purge_leaves_other_holders_whole(true, links).await;
+        }
+    }
+    async fn purged_segments_become_later_segments() {
+        purged_segments_are_recycled(false).await;
+        purged_segments_are_recycled(true).await;
     }
     async fn purge_removes_the_prefix_and_may_skip_past_the_end() {
         purge_prefix(false).await;

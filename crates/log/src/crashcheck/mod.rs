@@ -141,6 +141,8 @@ pub struct Report {
     pub linked: u64,
     /// Of those, the `RWF_DSYNC` writes.
     pub dsync_writes: u64,
+    /// Purged segments recycled as a new segment's spare (renamed to it).
+    pub recycled: u64,
     /// Whether a log of the run wrote from registered buffers
     /// (`WRITE_FIXED` on io_uring, as in production).
     pub registered: bool,
@@ -165,6 +167,7 @@ pub fn options(direct: bool) -> Options {
         first_lsn: 1,
         batches_in_flight: 2,
         dsync_writes: true,
+        recycle_segments: true,
     }
 }
 
@@ -226,6 +229,14 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     }
     let events = rec.events();
     report.events = events.len();
+    report.recycled = events
+        .iter()
+        .filter(|e| {
+            matches!(e, Event::Rename { from, to, .. }
+                if to == crate::spare::SPARE
+                    && from.to_str().and_then(crate::segment::parse_name).is_some())
+        })
+        .count() as u64;
     if cfg.print_trace {
         for (i, e) in events.iter().enumerate() {
             eprintln!("{i:5} {}", short(e));

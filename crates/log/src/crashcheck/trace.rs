@@ -18,6 +18,11 @@ use super::cache::{self, DiskView};
 mod linked;
 use linked::Linked;
 
+/// The `fallocate` mode that zeroes a range inside a file
+/// (`FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE`), modelled as a write of
+/// zeros.
+const ZERO_RANGE: i32 = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
+
 /// A file or directory, numbered in order of creation (0: the root).
 pub type Node = usize;
 
@@ -377,11 +382,26 @@ impl FsHook for Recorder {
         if let (None, FsOp::Sync { fd, .. }) = (&fault, op) {
             self.sync_started(*fd);
         }
-        if let (None | Some(Fault::Short(_)), FsOp::Write { fd, offset, data }) = (&fault, op) {
+        let written = match (&fault, op) {
+            (None | Some(Fault::Short(_)), FsOp::Write { fd, offset, data }) => {
+                Some((*fd, *offset, data.len()))
+            }
+            (
+                None,
+                &FsOp::Allocate {
+                    fd,
+                    mode,
+                    offset,
+                    len,
+                },
+            ) if mode == ZERO_RANGE => Some((fd, offset, len as usize)),
+            _ => None,
+        };
+        if let Some((fd, offset, len)) = written {
             let mut st = self.st.borrow_mut();
-            if let Some(&node) = st.fds.get(fd) {
-                let old = st.disk.before_write(*fd, node, *offset, data.len());
-                st.pre.insert((*fd, *offset), old);
+            if let Some(&node) = st.fds.get(&fd) {
+                let old = st.disk.before_write(fd, node, offset, len);
+                st.pre.insert((fd, offset), old);
             }
         }
         fault
@@ -431,6 +451,18 @@ impl FsHook for Recorder {
 }
 
 impl Recorder {
+    /// A write of `data` at `offset` of `fd` completed (whole, or the
+    /// part a short write wrote).
+    fn wrote(st: &mut State, fd: RawFd, offset: u64, data: Vec<u8>) {
+        let node = st.fds[&fd];
+        if let Some(mut old) = st.pre.remove(&(fd, offset)) {
+            old.truncate(data.len());
+            let at = st.events.len();
+            st.disk.wrote(node, at, offset, old);
+        }
+        st.events.push(Event::Write { node, offset, data });
+    }
+
     /// A sync of `fd` is issued now: flag it if another is in flight.
     fn sync_started(&self, fd: RawFd) {
         {
@@ -568,19 +600,16 @@ impl Recorder {
                     Self::create(st, rel, true);
                 }
             }
-            FsOp::Write { fd, offset, data } => {
-                let node = st.fds[fd];
-                if let Some(mut old) = st.pre.remove(&(*fd, *offset)) {
-                    old.truncate(data.len());
-                    let at = st.events.len();
-                    st.disk.wrote(node, at, *offset, old);
-                }
-                st.events.push(Event::Write {
-                    node,
-                    offset: *offset,
-                    data: data.to_vec(),
-                });
-            }
+            FsOp::Write { fd, offset, data } => Self::wrote(st, *fd, *offset, data.to_vec()),
+            // Zeroing a range inside the file (a recycled segment): its
+            // bytes read as zeros, and a crash before a sync may leave any
+            // of its sectors old or zero, as after a write of zeros.
+            &FsOp::Allocate {
+                fd,
+                mode,
+                offset,
+                len,
+            } if mode == ZERO_RANGE => Self::wrote(st, fd, offset, vec![0; len as usize]),
             FsOp::Sync { fd, .. } => {
                 let node = st.fds[fd];
                 let upto = upto.unwrap_or(st.events.len());
@@ -604,10 +633,11 @@ impl Recorder {
                         end: offset + len,
                     });
                 } else {
-                    // Punched holes and zeroed ranges change bytes the
+                    // Punched holes and other modes change bytes the
                     // model would not see: say so rather than go blind.
                     st.violations.push(format!(
-                        "fallocate mode {mode:#x}: the explorer models only mode 0"
+                        "fallocate mode {mode:#x}: the explorer models only mode 0 and a \
+                         zeroed range"
                     ));
                 }
             }

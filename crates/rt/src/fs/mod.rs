@@ -226,6 +226,10 @@ impl Metadata {
             SystemTime::UNIX_EPOCH - Duration::from_secs(t.tv_sec.unsigned_abs()) + nanos
         }
     }
+    /// Names the file has (hard links).
+    pub fn nlink(&self) -> u32 {
+        self.stx.stx_nlink
+    }
     /// Inode number.
     pub fn ino(&self) -> u64 {
         self.stx.stx_ino
