@@ -90,7 +90,7 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
     let t = std::time::Instant::now();
     let r = rt.block_on(crashcheck::explore(&cfg))?;
     println!(
-        "seed {} ops {} {} on {:?}{}: {} events, {} points, {} crash states explored ({} distinct, each recovered) in {:.1} s, {} records and {} edits (truncate, purge, state) acknowledged",
+        "seed {} ops {} {} on {:?}{}: {} events, {} points, {} crash states explored ({} distinct, each recovered) in {:.1} s, {} records and {} edits (truncate, purge, state) acknowledged, {} purged segments recycled",
         a.seed,
         a.ops,
         if a.direct { "O_DIRECT" } else { "buffered" },
@@ -105,7 +105,8 @@ pub fn run(a: CrashcheckArgs) -> io::Result<()> {
         r.distinct,
         t.elapsed().as_secs_f64(),
         r.acked,
-        r.edits
+        r.edits,
+        r.recycled
     );
     if r.violations.is_empty() {
         println!("no violation");
