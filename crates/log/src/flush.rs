@@ -38,6 +38,7 @@ use futures_channel::oneshot;
 use ringkit::fs::{File, OpenOptions};
 use ringkit::JoinHandle;
 
+use crate::ack::Ack;
 use crate::batch::{BatchBuf, ALIGN};
 use crate::edit::{self, Control};
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
@@ -413,7 +414,7 @@ fn complete(
             }
             drop(st);
             for (i, p) in f.batch.into_iter().enumerate() {
-                let _ = p.done.send(Ok(f.first + i as u64));
+                p.done.send(Ok(f.first + i as u64));
             }
         }
         (Err(e), false) => {
@@ -421,7 +422,7 @@ fn complete(
             drop(st);
             tracing::error!("ringkit-log: {}: write failed: {e}", inner.dir.display());
             for p in f.batch {
-                let _ = p.done.send(Err(io::Error::new(
+                p.done.send(Err(io::Error::new(
                     e.kind(),
                     format!("log write failed: {e}"),
                 )));
@@ -435,8 +436,7 @@ fn complete(
             let err = failed(&st).expect("failed");
             drop(st);
             for p in f.batch {
-                let _ = p
-                    .done
+                p.done
                     .send(Err(io::Error::new(err.kind(), err.to_string())));
             }
         }
@@ -483,7 +483,7 @@ async fn edit(inner: &Rc<Inner>) {
             // u64::MAX would leave no LSN to append at).
             let next = st.next_lsn;
             drop(st);
-            let _ = p.done.send(Err(io::Error::new(
+            p.done.send(Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "purge below LSN {below}: at most {} past the next LSN ({next})",
@@ -494,13 +494,12 @@ async fn edit(inner: &Rc<Inner>) {
         }
         if below > st.next_lsn {
             let gap = below - st.next_lsn;
-            let (done, _) = oneshot::channel();
             st.queue.push_front(p);
             st.queue.push_front(Pending {
                 payload: Vec::new(),
                 hole: gap,
                 ctl: None,
-                done,
+                done: Ack::nobody(),
             });
             return;
         }
@@ -517,15 +516,14 @@ async fn edit(inner: &Rc<Inner>) {
             tracing::error!("ringkit-log: {}: edit failed: {e}", inner.dir.display());
         }
     }
-    let _ = p.done.send(res);
+    p.done.send(res);
 }
 
 /// Fail every queued append with `err`.
 fn fail_queue(inner: &Inner, err: &io::Error) {
     let queue = std::mem::take(&mut inner.st.borrow_mut().queue);
     for p in queue {
-        let _ = p
-            .done
+        p.done
             .send(Err(io::Error::new(err.kind(), err.to_string())));
     }
 }

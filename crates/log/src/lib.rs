@@ -91,6 +91,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+mod ack;
 mod batch;
 mod check;
 pub mod crashcheck;

@@ -12,8 +12,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-use futures_channel::oneshot;
 use ringkit::fs::{File, FixedBufPool};
+
+use crate::ack::{self, Ack, Acks};
 use ringkit::JoinHandle;
 
 use crate::batch::BatchBuf;
@@ -40,6 +41,8 @@ pub(crate) struct Inner {
     pub(crate) st: RefCell<State>,
     /// The flusher, waiting for appends.
     pub(crate) flusher: RefCell<Option<Waker>>,
+    /// Each append's acknowledgement slot (`ack.rs`).
+    pub(crate) acks: ack::Table,
 }
 
 #[derive(Debug)]
@@ -63,7 +66,7 @@ pub(crate) struct Pending {
     pub(crate) hole: u64,
     /// Not a record: an edit (truncate, purge, state; see `edit.rs`).
     pub(crate) ctl: Option<Control>,
-    pub(crate) done: oneshot::Sender<io::Result<u64>>,
+    pub(crate) done: Ack,
 }
 
 #[derive(Debug)]
@@ -174,18 +177,18 @@ impl Log {
         if let Some(err) = failed(&st) {
             return Commit::ready(Err(err));
         }
-        let (tx, rx) = oneshot::channel();
+        let (done, seq) = Acks::slot(&self.inner.acks);
         st.queue.push_back(Pending {
             payload,
             hole,
             ctl,
-            done: tx,
+            done,
         });
         drop(st);
         if let Some(w) = self.inner.flusher.borrow_mut().take() {
             w.wake();
         }
-        Commit(CommitState::Waiting(rx))
+        Commit(CommitState::Waiting(self.inner.acks.clone(), seq))
     }
 
     fn writable(&self) -> Option<Commit> {
@@ -467,7 +470,8 @@ pub struct Commit(CommitState);
 #[derive(Debug)]
 enum CommitState {
     Ready(Option<io::Result<u64>>),
-    Waiting(oneshot::Receiver<io::Result<u64>>),
+    /// Slot `.1` of the log's acknowledgements.
+    Waiting(ack::Table, u64),
 }
 
 impl Commit {
@@ -482,13 +486,21 @@ impl Future for Commit {
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<u64>> {
         match &mut self.0 {
             CommitState::Ready(r) => Poll::Ready(r.take().expect("Commit polled after completion")),
-            CommitState::Waiting(rx) => Pin::new(rx).poll(cx).map(|r| {
-                r.unwrap_or_else(|_| {
-                    Err(io::Error::other(
-                        "the log was closed before the record was durable",
-                    ))
-                })
-            }),
+            CommitState::Waiting(t, seq) => {
+                let r = t.borrow_mut().poll(*seq, cx);
+                if r.is_ready() {
+                    self.0 = CommitState::Ready(None);
+                }
+                r
+            }
+        }
+    }
+}
+
+impl Drop for Commit {
+    fn drop(&mut self) {
+        if let CommitState::Waiting(t, seq) = &self.0 {
+            t.borrow_mut().forget(*seq);
         }
     }
 }

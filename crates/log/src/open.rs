@@ -404,6 +404,7 @@ fn build(
             idle_waiters: Vec::new(),
         }),
         flusher: RefCell::new(None),
+        acks: Default::default(),
     });
     if writing {
         ringkit::spawn(flusher(Rc::downgrade(&inner)));
