@@ -42,7 +42,7 @@ use crate::ack::Ack;
 use crate::batch::{BatchBuf, ALIGN};
 use crate::edit::{self, Control};
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
-use crate::log::{failed, Inner, Pending, Segment, State};
+use crate::log::{failed, Inner, Item, Pending, Segment, State};
 use crate::open::window;
 use crate::record::{self, HEADER};
 use crate::recover;
@@ -155,13 +155,13 @@ fn can_start(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> bool {
         return true;
     }
     // An edit waits for every batch before it.
-    if front.ctl.is_some() {
+    if front.is_edit() {
         return false;
     }
     if flight.len() >= st.seg_depth as usize || st.bufs.is_empty() {
         return false;
     }
-    let first = HEADER + front.payload.len();
+    let first = HEADER + front.payload().len();
     first <= batch_limit(inner, st, flight) && fits(inner, st, tail(st, flight), first)
 }
 
@@ -178,7 +178,7 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
         .borrow()
         .queue
         .front()
-        .is_some_and(|p| p.ctl.is_some());
+        .is_some_and(Pending::is_edit);
     if is_edit {
         debug_assert!(flight.is_empty());
         edit(inner).await;
@@ -189,7 +189,7 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     // nothing in flight: `can_start`).
     let needs_roll = {
         let st = inner.st.borrow();
-        let first = HEADER + st.queue.front().expect("queue not empty").payload.len();
+        let first = HEADER + st.queue.front().expect("queue not empty").payload().len();
         first > batch_limit(inner, &st, flight) || !fits(inner, &st, tail(&st, flight), first)
     };
     if needs_roll {
@@ -210,21 +210,21 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
     let mut batch = Vec::new();
     while let Some(p) = st.queue.front() {
         // A hole goes alone, in a batch of its own; an edit waits.
-        if p.ctl.is_some() || (!batch.is_empty() && p.hole > 0) {
+        if p.is_edit() || (!batch.is_empty() && p.hole() > 0) {
             break;
         }
-        let need = HEADER + p.payload.len();
+        let need = HEADER + p.payload().len();
         if !batch.is_empty() && (bytes + need > limit || !fits(inner, &st, start, bytes + need)) {
             break;
         }
         bytes += need;
-        let hole = p.hole > 0;
+        let hole = p.hole() > 0;
         batch.push(st.queue.pop_front().expect("front exists"));
         if hole {
             break;
         }
     }
-    let hole = batch.first().map_or(0, |p: &Pending| p.hole);
+    let hole = batch.first().map_or(0, Pending::hole);
     let mut buf = st
         .bufs
         .pop()
@@ -235,8 +235,8 @@ async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
         if hole > 0 {
             break;
         }
-        let n = HEADER + p.payload.len();
-        record::encode_into(lsn, &p.payload, &mut space[at..at + n]);
+        let n = HEADER + p.payload().len();
+        record::encode_into(lsn, p.payload(), &mut space[at..at + n]);
         at += n;
     }
     let align = if inner.opts.direct { ALIGN } else { 1 };
@@ -400,7 +400,7 @@ fn complete(
             } else {
                 for p in &f.batch {
                     seg.offsets.push(off as u32);
-                    off += (HEADER + p.payload.len()) as u64;
+                    off += (HEADER + p.payload().len()) as u64;
                 }
             }
             st.end = f.start + f.len;
@@ -475,7 +475,9 @@ pub(crate) fn no_straddle(start: u64, len: usize) -> usize {
 /// log fails as after a failed write.
 async fn edit(inner: &Rc<Inner>) {
     let p = inner.st.borrow_mut().queue.pop_front().expect("an edit");
-    let ctl = p.ctl.as_ref().expect("an edit");
+    let Item::Edit(ctl) = &p.item else {
+        unreachable!("an edit at the front")
+    };
     if let Control::Purge(below) = *ctl {
         let mut st = inner.st.borrow_mut();
         if below - st.next_lsn.min(below) > u64::from(u32::MAX) {
@@ -496,19 +498,17 @@ async fn edit(inner: &Rc<Inner>) {
             let gap = below - st.next_lsn;
             st.queue.push_front(p);
             st.queue.push_front(Pending {
-                payload: Vec::new(),
-                hole: gap,
-                ctl: None,
+                item: Item::Hole(gap),
                 done: Ack::nobody(),
             });
             return;
         }
     }
-    let res = match p.ctl {
-        Some(Control::Truncate(from)) => edit::truncate(inner, from).await,
-        Some(Control::Purge(below)) => edit::purge(inner, below).await,
-        Some(Control::State(state)) => edit::save_state(inner, state).await,
-        None => unreachable!("checked above"),
+    let res = match p.item {
+        Item::Edit(Control::Truncate(from)) => edit::truncate(inner, from).await,
+        Item::Edit(Control::Purge(below)) => edit::purge(inner, below).await,
+        Item::Edit(Control::State(state)) => edit::save_state(inner, state).await,
+        _ => unreachable!("checked above"),
     };
     if let Err(e) = &res {
         if e.kind() != io::ErrorKind::InvalidInput {

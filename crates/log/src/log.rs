@@ -59,14 +59,46 @@ pub(crate) struct Segment {
     pub(crate) holes: Vec<(u64, u64)>,
 }
 
+/// What the flusher is asked to do, in queue order.
+#[derive(Debug)]
+pub(crate) enum Item {
+    /// Append this record.
+    Record(Vec<u8>),
+    /// Mark this many LSNs lost, in a batch of its own with no records
+    /// (`salvage`, or a purge past the end).
+    Hole(u64),
+    /// An edit: truncate, purge, state (`edit.rs`), with nothing in
+    /// flight.
+    Edit(Control),
+}
+
+/// One queued item and its acknowledgement.
 #[derive(Debug)]
 pub(crate) struct Pending {
-    pub(crate) payload: Vec<u8>,
-    /// Not a record: a hole of this many LSNs (see `salvage`); 0 for a record.
-    pub(crate) hole: u64,
-    /// Not a record: an edit (truncate, purge, state; see `edit.rs`).
-    pub(crate) ctl: Option<Control>,
+    pub(crate) item: Item,
     pub(crate) done: Ack,
+}
+
+impl Pending {
+    /// The record's payload (empty for a hole or an edit).
+    pub(crate) fn payload(&self) -> &[u8] {
+        match &self.item {
+            Item::Record(p) => p,
+            _ => &[],
+        }
+    }
+
+    /// The LSNs a hole marks lost (0 for a record or an edit).
+    pub(crate) fn hole(&self) -> u64 {
+        match self.item {
+            Item::Hole(n) => n,
+            _ => 0,
+        }
+    }
+
+    pub(crate) fn is_edit(&self) -> bool {
+        matches!(self.item, Item::Edit(_))
+    }
 }
 
 #[derive(Debug)]
@@ -168,22 +200,17 @@ impl Log {
                 ),
             )));
         }
-        self.enqueue(payload, 0, None)
+        self.enqueue(Item::Record(payload))
     }
 
     /// Queue an append, a hole or an edit for the flusher.
-    fn enqueue(&self, payload: Vec<u8>, hole: u64, ctl: Option<Control>) -> Commit {
+    fn enqueue(&self, item: Item) -> Commit {
         let mut st = self.inner.st.borrow_mut();
         if let Some(err) = failed(&st) {
             return Commit::ready(Err(err));
         }
         let (done, seq) = Acks::slot(&self.inner.acks);
-        st.queue.push_back(Pending {
-            payload,
-            hole,
-            ctl,
-            done,
-        });
+        st.queue.push_back(Pending { item, done });
         drop(st);
         if let Some(w) = self.inner.flusher.borrow_mut().take() {
             w.wake();
@@ -216,7 +243,7 @@ impl Log {
         if let Some(c) = self.writable() {
             return c;
         }
-        self.enqueue(Vec::new(), 0, Some(Control::Truncate(from)))
+        self.enqueue(Item::Edit(Control::Truncate(from)))
     }
 
     /// Remove the records before LSN `below`, durably: `first_lsn()`
@@ -232,7 +259,7 @@ impl Log {
         if let Some(c) = self.writable() {
             return c;
         }
-        self.enqueue(Vec::new(), 0, Some(Control::Purge(below)))
+        self.enqueue(Item::Edit(Control::Purge(below)))
     }
 
     /// Replace the log's state (a blob of at most 64 KiB kept beside the
@@ -250,7 +277,7 @@ impl Log {
                 format!("state of {} bytes: at most {MAX_STATE}", state.len()),
             )));
         }
-        self.enqueue(Vec::new(), 0, Some(Control::State(state)))
+        self.enqueue(Item::Edit(Control::State(state)))
     }
 
     /// The state last saved durably ([`Log::save_state`]), if any.
@@ -271,7 +298,7 @@ impl Log {
     /// resolves with the first. For `salvage`, which keeps every LSN it
     /// copies and must never let a later append reuse one that was lost.
     pub(crate) fn append_hole(&self, count: u64) -> Commit {
-        self.enqueue(Vec::new(), count.clamp(1, u64::from(u32::MAX)), None)
+        self.enqueue(Item::Hole(count.clamp(1, u64::from(u32::MAX))))
     }
 
     /// The largest payload one record may have.
