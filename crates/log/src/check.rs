@@ -10,6 +10,7 @@ use ringkit::fs::File;
 use crate::frame::{
     BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER,
 };
+use crate::manifest;
 use crate::record::{self, Found};
 use crate::recover;
 use crate::segment::{self, Reader, Tail};
@@ -49,7 +50,7 @@ pub struct CheckReport {
 /// segment and what recovery would do. Must run inside a ringkit runtime.
 pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
     let dir = dir.as_ref();
-    let (firsts, has_manifest) = recover::list(dir)?;
+    let (firsts, has_manifest) = manifest::list(dir)?;
     let manifest = if has_manifest {
         recover::read_manifest(dir).await.ok()
     } else {
@@ -185,7 +186,7 @@ pub async fn salvage(
             ),
         ));
     }
-    let (firsts, has_manifest) = recover::list(dir)?;
+    let (firsts, has_manifest) = manifest::list(dir)?;
     let manifest = if has_manifest {
         recover::read_manifest(dir).await.ok()
     } else {

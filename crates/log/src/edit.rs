@@ -25,7 +25,7 @@
 //! cut short left behind. Purging past the end first appends a hole
 //! up to it, so the next append gets the purge's LSN.
 //!
-//! **State** is a small blob (at most [`MAX_STATE`] bytes) beside the log,
+//! **State** is a small blob (at most [`crate::log::MAX_STATE`] bytes) beside the log,
 //! replaced atomically by rename: a Raft store keeps its vote and
 //! committed index there.
 
@@ -35,16 +35,9 @@ use std::rc::Rc;
 
 use crate::frame::{BatchHeader, Manifest, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::Inner;
-use crate::recover;
+use crate::manifest;
 use crate::segment::{self, Overlay, Reader};
-
-/// An edit queued with the appends.
-#[derive(Debug)]
-pub(crate) enum Control {
-    Truncate(u64),
-    Purge(u64),
-    State(Vec<u8>),
-}
+use crate::spare::{remove_if_there, MAX_RECYCLABLE};
 
 /// The truncation intent's name, and its name before the rename
 /// (`ringkit::fs::write_replace` writes `NAME.tmp`).
@@ -53,8 +46,6 @@ pub const TRUNCATE_TMP: &str = "TRUNCATE.tmp";
 /// The state's name, and its name before the rename.
 pub const STATE: &str = "STATE";
 pub const STATE_TMP: &str = "STATE.tmp";
-/// The largest state [`crate::Log::save_state`] takes.
-pub const MAX_STATE: usize = 64 << 10;
 
 const TRUNCATE_MAGIC: &[u8; 8] = b"RKLOGTRC";
 const STATE_MAGIC: &[u8; 8] = b"RKLOGSTA";
@@ -216,12 +207,12 @@ pub async fn finish_truncation(dir: &Path, t: &Truncation, m: Manifest) -> io::R
             newest: t.segment,
             ..m
         };
-        recover::write_manifest(dir, &m).await?;
+        manifest::write_manifest(dir, &m).await?;
         m
     } else {
         m
     };
-    let (firsts, _) = recover::list(dir)?;
+    let (firsts, _) = manifest::list(dir)?;
     let later: Vec<u64> = firsts.into_iter().filter(|&f| f > t.segment).collect();
     for &first in &later {
         remove_if_there(&dir.join(segment::name(first))).await?;
@@ -247,13 +238,6 @@ pub async fn finish_truncation(dir: &Path, t: &Truncation, m: Manifest) -> io::R
     remove_if_there(&dir.join(TRUNCATE)).await?;
     ringkit::fs::sync_dir(dir).await?;
     Ok(m)
-}
-
-async fn remove_if_there(path: &Path) -> io::Result<()> {
-    match ringkit::fs::remove_file(path).await {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-        _ => Ok(()),
-    }
 }
 
 fn invalid_input(msg: String) -> io::Error {
@@ -392,7 +376,7 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
         start: below,
         newest,
     };
-    recover::write_manifest(&inner.dir, &m).await?;
+    manifest::write_manifest(&inner.dir, &m).await?;
     let gone: Vec<u64> = {
         let mut st = inner.st.borrow_mut();
         st.start = below;
@@ -430,47 +414,14 @@ pub(crate) async fn purge(inner: &Rc<Inner>, below: u64) -> io::Result<u64> {
     if !gone.is_empty() {
         // One after the other: a purge's removals wait for the last one's.
         let before = inner.st.borrow_mut().removing.take();
-        let task = ringkit::spawn(remove_segments(inner.dir.clone(), gone, before));
+        let task = ringkit::spawn(crate::spare::remove_segments(
+            inner.dir.clone(),
+            gone,
+            before,
+        ));
         inner.st.borrow_mut().removing = Some(task);
     }
     Ok(below)
-}
-
-/// The most purged segments kept to be recycled; a purge unlinks the
-/// rest. Two: a log rolls one segment at a time, and a purge may free one
-/// while the spare for the next roll is being made.
-const MAX_RECYCLABLE: usize = 2;
-
-/// Unlink purged segments `gone` of the log in `dir` (after the removals
-/// `before`), then sync `dir`. A failure is logged: the next read-write
-/// open deletes what is left. Aborted when the log is dropped.
-pub(crate) async fn remove_segments(
-    dir: std::path::PathBuf,
-    gone: Vec<u64>,
-    before: Option<ringkit::JoinHandle<()>>,
-) {
-    /// The removals before these end with them (a dropped handle would
-    /// let them run on).
-    struct Before(Option<ringkit::JoinHandle<()>>);
-    impl Drop for Before {
-        fn drop(&mut self) {
-            if let Some(h) = &self.0 {
-                h.abort();
-            }
-        }
-    }
-    let mut before = Before(before);
-    if let Some(h) = before.0.as_mut() {
-        let _ = h.await;
-    }
-    for first in gone {
-        if let Err(e) = remove_if_there(&dir.join(segment::name(first))).await {
-            tracing::warn!("purged segment left in place (the next open removes it): {e}");
-        }
-    }
-    if let Err(e) = ringkit::fs::sync_dir(&dir).await {
-        tracing::warn!("syncing {} after a purge: {e}", dir.display());
-    }
 }
 
 /// Save `state` (the flusher, nothing in flight).

@@ -40,12 +40,11 @@ use ringkit::JoinHandle;
 
 use crate::ack::Ack;
 use crate::batch::{BatchBuf, ALIGN};
-use crate::edit::{self, Control};
+use crate::edit;
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
-use crate::log::{failed, Inner, Item, Pending, Segment, State};
-use crate::open::window;
+use crate::log::{failed, Control, Inner, Item, Pending, Segment, State};
+use crate::manifest;
 use crate::record::{self, HEADER};
-use crate::recover;
 use crate::segment;
 use crate::spare;
 
@@ -568,7 +567,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     let writer = segment::open_write(&spare, inner.opts.direct).await?;
     let size = reader.metadata().await?.len();
     let first = inner.st.borrow().next_lsn;
-    let window = window(&inner.opts);
+    let window = inner.opts.window();
     let header = SegmentHeader {
         log_id: inner.log_id,
         first,
@@ -586,7 +585,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     // between leaves a segment newer than the manifest says (allowed);
     // never a manifest naming a segment that is not there.
     let installed = match spare::install(&inner.dir, &reader, &header).await {
-        Ok(_) => recover::write_manifest(&inner.dir, &manifest).await,
+        Ok(_) => manifest::write_manifest(&inner.dir, &manifest).await,
         Err(e) => Err(e),
     };
     if let Err(e) = installed {

@@ -100,6 +100,7 @@ mod edit;
 mod flush;
 mod frame;
 mod log;
+mod manifest;
 mod open;
 pub mod record;
 mod recover;
@@ -169,6 +170,15 @@ impl Default for Options {
 }
 
 impl Options {
+    /// The most bytes a log written with these options may have unsynced at once:
+    /// its batches in flight, each with its header, records and padding (at
+    /// most what the segment header's 32 bits hold: the flusher keeps the
+    /// batches in flight within it).
+    pub(crate) fn window(&self) -> u64 {
+        let one = (frame::BATCH_HEADER + self.max_batch + batch::ALIGN) as u64;
+        (one * u64::from(self.batches_in_flight)).min(u64::from(u32::MAX))
+    }
+
     fn check(&self) -> io::Result<()> {
         let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
         if self.segment_size < 64 << 10

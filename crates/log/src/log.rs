@@ -18,7 +18,6 @@ use crate::ack::{self, Ack, Acks};
 use ringkit::JoinHandle;
 
 use crate::batch::BatchBuf;
-use crate::edit::{Control, MAX_STATE};
 use crate::record::{self, Found, HEADER};
 use crate::Options;
 
@@ -58,6 +57,17 @@ pub(crate) struct Segment {
     /// LSNs lost to damage that `salvage` left as holes: (first, count).
     pub(crate) holes: Vec<(u64, u64)>,
 }
+
+/// An edit queued with the appends.
+#[derive(Debug)]
+pub(crate) enum Control {
+    Truncate(u64),
+    Purge(u64),
+    State(Vec<u8>),
+}
+
+/// The largest state [`crate::Log::save_state`] takes.
+pub const MAX_STATE: usize = 64 << 10;
 
 /// What the flusher is asked to do, in queue order.
 #[derive(Debug)]
@@ -439,7 +449,7 @@ impl Log {
             let kept: Vec<u64> = st.recyclable.drain(..).map(|(first, _)| first).collect();
             (st.removing.take(), kept)
         };
-        crate::edit::remove_segments(self.inner.dir.clone(), kept, removing).await;
+        crate::spare::remove_segments(self.inner.dir.clone(), kept, removing).await;
     }
 }
 

@@ -15,19 +15,11 @@ use crate::edit;
 use crate::flush::flusher;
 use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER};
 use crate::log::{Inner, Log, Segment, State, Stats};
-use crate::recover::{self, Found, Layout, MANIFEST_TMP};
+use crate::manifest::{self, MANIFEST_TMP};
+use crate::recover::{self, Found, Layout};
 use crate::segment;
 use crate::spare;
 use crate::Options;
-
-/// The most bytes a log written with `opts` may have unsynced at once:
-/// its batches in flight, each with its header, records and padding (at
-/// most what the segment header's 32 bits hold: the flusher keeps the
-/// batches in flight within it).
-pub(crate) fn window(opts: &Options) -> u64 {
-    let one = (BATCH_HEADER + opts.max_batch + ALIGN) as u64;
-    (one * u64::from(opts.batches_in_flight)).min(u64::from(u32::MAX))
-}
 
 impl Log {
     /// Open the log in `dir` for appending, making it if `dir` holds none
@@ -78,7 +70,7 @@ impl Log {
                     start: h.first,
                     newest: h.first,
                 };
-                recover::write_manifest(&dir, &m).await?;
+                manifest::write_manifest(&dir, &m).await?;
                 recover::recover(&dir, true).await?
             }
             log => {
@@ -129,7 +121,7 @@ impl Log {
                 ..manifest
             };
             remove_strays(&dir).await?;
-            recover::write_manifest(&dir, &m).await?;
+            manifest::write_manifest(&dir, &m).await?;
         }
         let w = OpenOptions::new()
             .read(true)
@@ -297,7 +289,7 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
     let header = SegmentHeader {
         log_id,
         first: start,
-        window: window(opts) as u32,
+        window: opts.window() as u32,
         size: opts.segment_size,
         depth: opts.batches_in_flight,
     };
@@ -307,7 +299,7 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
         start,
         newest: start,
     };
-    recover::write_manifest(dir, &m).await
+    manifest::write_manifest(dir, &m).await
 }
 
 /// Direct mode after a buffered one left the records ending mid-block: an

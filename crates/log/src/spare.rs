@@ -205,3 +205,48 @@ pub async fn install(dir: &Path, spare: &File, header: &SegmentHeader) -> io::Re
     ringkit::fs::sync_dir(dir).await?;
     Ok(to)
 }
+
+/// The most purged segments kept to be recycled; a purge unlinks the
+/// rest. Two: a log rolls one segment at a time, and a purge may free one
+/// while the spare for the next roll is being made.
+pub(crate) const MAX_RECYCLABLE: usize = 2;
+
+/// Unlink purged segments `gone` of the log in `dir` (after the removals
+/// `before`), then sync `dir`. A failure is logged: the next read-write
+/// open deletes what is left. Aborted when the log is dropped.
+pub(crate) async fn remove_segments(
+    dir: std::path::PathBuf,
+    gone: Vec<u64>,
+    before: Option<ringkit::JoinHandle<()>>,
+) {
+    /// The removals before these end with them (a dropped handle would
+    /// let them run on).
+    struct Before(Option<ringkit::JoinHandle<()>>);
+    impl Drop for Before {
+        fn drop(&mut self) {
+            if let Some(h) = &self.0 {
+                h.abort();
+            }
+        }
+    }
+    let mut before = Before(before);
+    if let Some(h) = before.0.as_mut() {
+        let _ = h.await;
+    }
+    for first in gone {
+        if let Err(e) = remove_if_there(&dir.join(segment::name(first))).await {
+            tracing::warn!("purged segment left in place (the next open removes it): {e}");
+        }
+    }
+    if let Err(e) = ringkit::fs::sync_dir(&dir).await {
+        tracing::warn!("syncing {} after a purge: {e}", dir.display());
+    }
+}
+
+/// Remove `path`; gone already is fine.
+pub(crate) async fn remove_if_there(path: &Path) -> io::Result<()> {
+    match ringkit::fs::remove_file(path).await {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}

@@ -12,9 +12,11 @@
 use std::collections::HashMap;
 use std::os::fd::RawFd;
 
-use super::trace::Node;
-
 pub const PAGE: u64 = 4096;
+
+/// A file or directory of the trace, numbered in order of creation (0:
+/// the root).
+pub type Node = usize;
 
 /// Per node, the writes no sync has covered yet, and the ranges lost to a
 /// failed writeback.

@@ -39,6 +39,7 @@
 mod cache;
 mod crash;
 mod judge;
+mod kill;
 pub mod model;
 pub mod trace;
 mod watch;
@@ -381,7 +382,7 @@ async fn workload(
         // batches) in flight. Half are process kills, struck by the
         // recorder once a few more of the log's file operations completed,
         // or inside the next linked write+sync (its write done, its sync
-        // never run: `crash::Kill`).
+        // never run: `kill::Kill`).
         let crash_after = (crashes && crash_rng.below(6) == 0)
             .then(|| crash_rng.below(commits.len() as u64 + 1) as usize);
         let kill = crash_after.is_some() && crash_rng.below(2) == 0;

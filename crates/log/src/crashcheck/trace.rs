@@ -23,8 +23,7 @@ use linked::Linked;
 /// zeros.
 const ZERO_RANGE: i32 = libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE;
 
-/// A file or directory, numbered in order of creation (0: the root).
-pub type Node = usize;
+pub use super::cache::Node;
 
 /// One change, in the order the kernel saw it.
 #[derive(Debug, Clone)]
@@ -207,7 +206,7 @@ pub struct Recorder {
     root: RefCell<PathBuf>,
     st: RefCell<State>,
     /// A process kill, armed by the workload.
-    pub kill: super::crash::Kill,
+    pub kill: super::kill::Kill,
     /// The live log's state, asked at every operation.
     pub watch: super::watch::Watch,
 }
