@@ -11,20 +11,22 @@
 //!   is writing the whole segment once before the log writes it.
 //! - **Recycled** ([`recycle`]): a segment a purge left behind, renamed to
 //!   the spare's name and zeroed in place with `FALLOC_FL_ZERO_RANGE`.
-//!   On ext4 and XFS that marks its extents unwritten (they read as
-//!   zeros) without writing data or freeing blocks; where the file system
-//!   has no such mode (tmpfs), zeros are written over it. Unlinking a
+//!   On ext4 that marks its extents unwritten (they read as zeros)
+//!   without writing data or freeing blocks (XFS instead frees and
+//!   allocates them again); where the file system has no such mode
+//!   (tmpfs), zeros are written over it. Unlinking a
 //!   purged 64 MiB segment instead frees its extents in a journal commit
 //!   that every sync on the file system waits behind: in a three-node
 //!   raft cluster on one disk that was the worst commit latency
 //!   (`docs/results/log-recycle-2026-11-30/`). The price: a log write into
 //!   an unwritten extent makes its sync commit the extent's conversion too.
 //!
-//! A segment is recycled only when nothing else can see it: the log holds
-//! its one name, no read of the log holds it (`flush::take_recyclable`),
-//! and no other descriptor is open on it in any process (a read-only log
-//! opened before the purge). Else it is unlinked, and its holders keep
-//! every byte.
+//! A segment is recycled only when nothing else is seen to hold it: the
+//! log holds its one name, no read of the log holds it
+//! (`flush::take_recyclable`), and no other descriptor is open on it in
+//! any process when it is checked, under its spare's name (a read-only
+//! log opened before the purge; see [`alone`] for the one window left).
+//! Else it is unlinked, and its holders keep every byte.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -129,22 +131,47 @@ pub async fn recycle(dir: &Path, dead: &Path, size: u64) -> io::Result<()> {
 }
 
 /// Whether `f` is the only open descriptor of its file, in any process:
-/// a write lease is granted only then (`fcntl(2)`, `F_SETLEASE`). It is
-/// let go at once; the file has no segment's name any more, so no reader
-/// of the log opens it after this.
+/// a write lease is granted only then (`fcntl(2)`, `F_SETLEASE`), and
+/// still held a moment later only if nobody opened the file meanwhile. It
+/// is let go at once.
+///
+/// Another process opening the file while the lease is held breaks it,
+/// and the kernel signals this process: `SIGIO` by default, whose default
+/// action ends the process. So the signal is set to `SIGURG` first
+/// (`F_SETSIG`), which is ignored by default; a program that handles
+/// `SIGURG` may see a spurious one.
+///
+/// An opener whose path lookup ran before the rename to the spare's name
+/// can still get the file after the lease is let go; it then reads a
+/// segment being zeroed or reused, whose records fail their checks (each
+/// check covers the log id and the LSN), never records of another LSN.
 fn alone(f: &File) -> io::Result<()> {
     use std::os::fd::AsRawFd;
+    /// `F_SETSIG` of Linux's `fcntl.h` (not in the `libc` crate).
+    const F_SETSIG: libc::c_int = 10;
     let fd = f.as_raw_fd();
-    // SAFETY: fcntl on a descriptor `f` owns; F_SETLEASE takes an int.
-    if unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) } != 0 {
+    let os = |what: &str| {
         let e = io::Error::last_os_error();
-        return Err(io::Error::new(
-            e.kind(),
-            format!("open elsewhere, or no lease to tell ({e})"),
+        io::Error::new(e.kind(), format!("{what}: {e}"))
+    };
+    // SAFETY: fcntl on a descriptor `f` owns; each command takes an int.
+    if unsafe { libc::fcntl(fd, F_SETSIG, libc::SIGURG) } != 0 {
+        return Err(os("F_SETSIG"));
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) } != 0 {
+        return Err(os("open elsewhere, or no lease to tell (F_SETLEASE)"));
+    }
+    // SAFETY: as above; F_GETLEASE takes no argument.
+    let held = unsafe { libc::fcntl(fd, libc::F_GETLEASE) };
+    // SAFETY: as above; F_UNLCK lets go of the lease (or what a break
+    // left of it).
+    unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
+    if held != libc::F_WRLCK {
+        return Err(io::Error::other(
+            "opened elsewhere while the lease was held",
         ));
     }
-    // SAFETY: as above; F_UNLCK lets go of the lease just taken.
-    unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
     Ok(())
 }
 

@@ -160,12 +160,13 @@ fn deleted_segments_open() -> usize {
         .count()
 }
 
-/// A purge removes names only: a read-only log opened before it, and a
-/// hard-linked copy of the segments (with `links`), keep every byte,
-/// though the log goes on through segments enough to reuse the purged
-/// ones (a purge that punched holes in the unlinked files zeroed both; a
-/// recycled segment would be zeroed too).
-async fn purge_leaves_other_holders_whole(direct: bool, links: bool) {
+/// A purge removes names only: a read-only log opened before it (with
+/// `reader`), and a hard-linked copy of the segments (with `links`), keep
+/// every byte, though the log goes on through segments enough to reuse
+/// the purged ones (a purge that punched holes in the unlinked files
+/// zeroed both; a recycled segment would be zeroed too). Each alone, so
+/// neither check hides the other.
+async fn purge_leaves_other_holders_whole(direct: bool, links: bool, reader: bool) {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path().join("log");
     let bak = t.path().join("bak");
@@ -181,8 +182,13 @@ async fn purge_leaves_other_holders_whole(direct: bool, links: bool) {
             linked.push((to.clone(), std::fs::read(&to).unwrap()));
         }
     }
-    let ro = Log::open_read_only(&dir, opts(direct)).await.unwrap();
-    assert_eq!(ro.read(5).await.unwrap(), rec("a", 5));
+    let ro = if reader {
+        let ro = Log::open_read_only(&dir, opts(direct)).await.unwrap();
+        assert_eq!(ro.read(5).await.unwrap(), rec("a", 5));
+        Some(ro)
+    } else {
+        None
+    };
     assert_eq!(log.purge(200).await.unwrap(), 200);
     fill(&log, "b", 301..700).await;
     let made = log.stats().segments_made;
@@ -193,8 +199,10 @@ async fn purge_leaves_other_holders_whole(direct: bool, links: bool) {
         "a held segment was reused"
     );
     ringkit::time::sleep(std::time::Duration::from_millis(300)).await;
-    assert_eq!(ro.read(5).await.unwrap(), rec("a", 5), "read-only log");
-    assert_eq!(ro.read_from(100, 10).await.unwrap().len(), 10);
+    if let Some(ro) = ro {
+        assert_eq!(ro.read(5).await.unwrap(), rec("a", 5), "read-only log");
+        assert_eq!(ro.read_from(100, 10).await.unwrap().len(), 10);
+    }
     // The purged segments' copies (the live ones were appended to).
     for (p, bytes) in linked {
         if !dir.join(p.file_name().unwrap()).exists() {
@@ -205,6 +213,47 @@ async fn purge_leaves_other_holders_whole(direct: bool, links: bool) {
             );
         }
     }
+}
+
+/// Another process's open of the spare while it is being recycled (a
+/// backup, `grep -r`) breaks the lease that proves the spare is the log's
+/// alone: that must cost the recycling, never the process (a lease break
+/// is signalled, and `SIGIO`'s default action ends a process).
+async fn opens_of_the_spare_harm_nothing(direct: bool) {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().to_path_buf();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opener = {
+        let (dir, stop) = (dir.clone(), stop.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut opened = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(dir.join("spare.seg.tmp"))
+                    .is_ok()
+                {
+                    opened += 1;
+                }
+            }
+            opened
+        })
+    };
+    let log = Log::open(&dir, opts(direct)).await.unwrap();
+    let mut next = 1;
+    for _ in 0..20 {
+        fill(&log, "a", next..next + 150).await;
+        next += 150;
+        log.purge(next - 40).await.unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let opened = opener.join().unwrap();
+    let s = log.stats();
+    println!("{opened} opens of the spare; {s:?}");
+    assert!(s.segments_made >= 20, "{s:?}");
+    drop(holds(&dir, direct, log, &[("a", next - 40..next)]).await);
 }
 
 /// The inode number of each segment file in `dir`.
@@ -460,10 +509,14 @@ ringkit::test_all! {
         truncate_in_queue_order(true).await;
     }
     async fn a_purge_leaves_readers_and_hard_links_whole() {
-        for links in [true, false] {
-            purge_leaves_other_holders_whole(false, links).await;
-            purge_leaves_other_holders_whole(true, links).await;
+        for (links, reader) in [(true, false), (false, true)] {
+            purge_leaves_other_holders_whole(false, links, reader).await;
+            purge_leaves_other_holders_whole(true, links, reader).await;
         }
+    }
+    async fn opens_of_the_spare_by_others_harm_nothing() {
+        opens_of_the_spare_harm_nothing(false).await;
+        opens_of_the_spare_harm_nothing(true).await;
     }
     async fn purged_segments_become_later_segments() {
         purged_segments_are_recycled(false).await;
