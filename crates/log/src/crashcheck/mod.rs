@@ -142,8 +142,12 @@ pub struct Report {
     pub linked: u64,
     /// Of those, the `RWF_DSYNC` writes.
     pub dsync_writes: u64,
-    /// Purged segments recycled as a new segment's spare (renamed to it).
+    /// Purged segments recycled as a new segment (the logs' own count).
     pub recycled: u64,
+    /// Ranges zeroed in place with `FALLOC_FL_ZERO_RANGE` (a recycled
+    /// segment on a file system that has it; tmpfs has not, and gets
+    /// zeros written).
+    pub zeroed_ranges: u64,
     /// Whether a log of the run wrote from registered buffers
     /// (`WRITE_FIXED` on io_uring, as in production).
     pub registered: bool,
@@ -230,14 +234,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     }
     let events = rec.events();
     report.events = events.len();
-    report.recycled = events
-        .iter()
-        .filter(|e| {
-            matches!(e, Event::Rename { from, to, .. }
-                if to == crate::spare::SPARE
-                    && from.to_str().and_then(crate::segment::parse_name).is_some())
-        })
-        .count() as u64;
+    report.zeroed_ranges = rec.zeroed_ranges();
     if cfg.print_trace {
         for (i, e) in events.iter().enumerate() {
             eprintln!("{i:5} {}", short(e));
@@ -288,7 +285,7 @@ async fn workload(
     };
     for step in 0..cfg.ops {
         if log.is_none() || rng.below(15) == 0 {
-            drop(log.take());
+            retire(log.take(), report);
             rec.note(Event::Reopen);
             let fired = rec.fired();
             fired_before_open = fired;
@@ -439,7 +436,7 @@ async fn workload(
             // the dead log's tasks wind down, refused; then the next
             // process reopens in place.
             rec.kill.now();
-            drop(log.take());
+            retire(log.take(), report);
             let mut quiet = (rec.event_count(), rec.kill.refused());
             for _ in 0..50 {
                 ringkit::time::sleep(Duration::from_millis(2)).await;
@@ -455,7 +452,7 @@ async fn workload(
             // The power goes: the log and its appends in flight are
             // dropped, and the workload goes on in a new directory holding
             // a crash state of this point.
-            drop(log.take());
+            retire(log.take(), report);
             generation += 1;
             let root = work.join(format!("gen{generation}"));
             let seed = cfg.seed ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -466,6 +463,7 @@ async fn workload(
         }
     }
     if let Some(l) = log {
+        report.recycled += l.stats().segments_recycled;
         l.close().await;
     }
     Ok(())
@@ -476,6 +474,13 @@ async fn workload(
 enum Op {
     Append(u64),
     Edit(Edit),
+}
+
+/// Drop `log` (if any), counting the segments it recycled.
+fn retire(log: Option<Log>, report: &mut Report) {
+    if let Some(l) = log {
+        report.recycled += l.stats().segments_recycled;
+    }
 }
 
 /// Queue a truncation, a purge or a state save on `l`, chosen by `rng`;

@@ -194,6 +194,8 @@ struct State {
     disk: DiskView,
     /// Crashes the workload went through.
     crashes: u64,
+    /// Ranges zeroed with `FALLOC_FL_ZERO_RANGE`.
+    zeroed_ranges: u64,
     /// The disk's bytes under each write in flight, by descriptor and
     /// offset, taken when it was issued.
     pre: HashMap<(RawFd, u64), Vec<u8>>,
@@ -281,6 +283,11 @@ impl Recorder {
         }
         st.crashes += 1;
         st.events.push(Event::Crash { files: out, choice });
+    }
+
+    /// Ranges zeroed with `FALLOC_FL_ZERO_RANGE` that completed.
+    pub fn zeroed_ranges(&self) -> u64 {
+        self.st.borrow().zeroed_ranges
     }
 
     /// How many crashes the workload went through.
@@ -608,7 +615,10 @@ impl Recorder {
                 mode,
                 offset,
                 len,
-            } if mode == ZERO_RANGE => Self::wrote(st, fd, offset, vec![0; len as usize]),
+            } if mode == ZERO_RANGE => {
+                st.zeroed_ranges += 1;
+                Self::wrote(st, fd, offset, vec![0; len as usize])
+            }
             FsOp::Sync { fd, .. } => {
                 let node = st.fds[fd];
                 let upto = upto.unwrap_or(st.events.len());
