@@ -500,6 +500,12 @@ async fn read_exact_at(f: &File, offset: u64, len: usize) -> io::Result<Vec<u8>>
 }
 
 /// The future of one append: the record's LSN once durable.
+///
+/// It shares the log's acknowledgement table, so it stays on the log's
+/// thread (not `Send`, as the log is not). The table keeps one small slot
+/// (about 32 bytes) for every append from the oldest commit still held
+/// on: drop or await commits, rather than keep one for the life of the
+/// log. Polling it again after it returned panics.
 #[derive(Debug)]
 #[must_use = "the record is queued either way; await this to know it is durable"]
 pub struct Commit(CommitState);
