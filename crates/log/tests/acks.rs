@@ -87,7 +87,11 @@ ringkit::test_all! {
         .await;
         assert!(pending);
         let h = ringkit::spawn(async move { c.await });
-        assert_eq!(h.await.unwrap().unwrap(), 1);
+        // A stale waker (the first task's) would leave it pending for good.
+        let got = ringkit::time::timeout(std::time::Duration::from_secs(10), h)
+            .await
+            .expect("the commit woke the task that awaits it now");
+        assert_eq!(got.unwrap().unwrap(), 1);
     }
 
     async fn a_dropped_commit_at_the_front_leaves_the_next_its_own_lsn() {
