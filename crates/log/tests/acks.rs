@@ -86,7 +86,7 @@ ringkit::test_all! {
         })
         .await;
         assert!(pending);
-        let h = ringkit::spawn(async move { c.await });
+        let h = ringkit::spawn(c);
         // A stale waker (the first task's) would leave it pending for good.
         let got = ringkit::time::timeout(std::time::Duration::from_secs(10), h)
             .await
