@@ -15,7 +15,7 @@ use ringkit::net::TcpStream;
 use ringkit::sync::DrainGuard;
 
 use crate::idle::IdleSlot;
-use crate::thread::ThreadState;
+use crate::state::ThreadState;
 
 /// Keeps a thread's count of open connections and a drain slot.
 struct ConnGuard {

@@ -14,6 +14,7 @@
 
 mod conn;
 mod idle;
+mod state;
 mod thread;
 
 use std::io;
