@@ -73,7 +73,7 @@ use hyper_util::service::TowerToHyperService;
 use ringkit::sync::DrainGuard;
 
 use crate::frames::FrameWalk;
-use crate::server::{ConnLimits, HttpBody, HttpService};
+use crate::service::{ConnLimits, HttpBody, HttpService};
 use crate::{HyperIo, LocalExec};
 
 /// Bytes before a request that a connection may receive over the thread's

@@ -41,6 +41,7 @@ pub mod hello;
 mod io;
 mod rt;
 mod server;
+mod service;
 #[cfg(feature = "tls")]
 pub mod tls;
 
@@ -57,4 +58,5 @@ pub enum TlsConfig {}
 
 pub use io::HyperIo;
 pub use rt::{LocalExec, RingkitSleep, RingkitTimer};
-pub use server::{serve, serve_listener, ConnLimits, HttpBody, HttpService, ServeConfig};
+pub use server::{serve, serve_listener, ServeConfig};
+pub use service::{ConnLimits, HttpBody, HttpService};

@@ -24,9 +24,6 @@ use std::pin::pin;
 use std::rc::Rc;
 use std::time::Duration;
 
-use http_body::Body;
-use hyper::body::Incoming;
-use hyper::{Request, Response};
 use hyper_util::server::conn::auto;
 use ringkit::net::TcpListener;
 use ringkit::sync::Drain;
@@ -35,42 +32,11 @@ use ringkit::{Backend, LaunchConfig};
 #[cfg(feature = "tls")]
 use crate::tls::TlsIo;
 use crate::TlsConfig;
-use crate::{HyperIo, LocalExec, RingkitTimer};
+use crate::{ConnLimits, HttpBody, HttpService, HyperIo, LocalExec, RingkitTimer};
 
 /// HTTP/2 keep-alive: a ping this often while a stream is open, and the
 /// connection closed when one goes unanswered this long.
 const H2_PING_EVERY: Duration = Duration::from_secs(20);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// A response body [`serve`] can send (any `http_body::Body` whose error
-/// converts to a boxed error; axum's `Body` is one).
-pub trait HttpBody: Body<Error: Into<BoxError>> + 'static {}
-
-impl<B: Body<Error: Into<BoxError>> + 'static> HttpBody for B {}
-
-/// A tower service [`serve`] can run (an axum `Router` is one): hyper
-/// requests in, responses with an [`HttpBody`] out; cloned per connection,
-/// so it need not be `Send`.
-pub trait HttpService<B: HttpBody>:
-    tower_service::Service<
-        Request<Incoming>,
-        Response = Response<B>,
-        Error: Into<BoxError>,
-        Future: 'static,
-    > + Clone
-    + 'static
-{
-}
-
-impl<S, B> HttpService<B> for S
-where
-    B: HttpBody,
-    S: tower_service::Service<Request<Incoming>, Response = Response<B>> + Clone + 'static,
-    S::Error: Into<BoxError>,
-    S::Future: 'static,
-{
-}
 
 /// Where and how [`serve`] runs.
 #[derive(Debug, Clone)]
@@ -155,24 +121,6 @@ impl ServeConfig {
             ..ServeConfig::new(a.addr_or(default_addr))
         }
     }
-}
-
-/// The per-connection limits of [`serve_listener`]; the default is
-/// [`ServeConfig::new`]'s.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnLimits {
-    /// See [`ServeConfig::send_timeout`].
-    pub send_timeout: Duration,
-    /// See [`ServeConfig::header_timeout`].
-    pub header_timeout: Duration,
-    /// See [`ServeConfig::idle_timeout`].
-    pub idle_timeout: Duration,
-    /// See [`ServeConfig::max_buffered_bytes`].
-    pub max_buffered_bytes: usize,
-    /// See [`ServeConfig::max_connections`].
-    pub max_connections: usize,
-    /// See [`ServeConfig::grace`].
-    pub grace: Duration,
 }
 
 impl Default for ConnLimits {
