@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use ringkit::Backend;
 use ringkit_bench::log::{LogBenchConfig, LogEngine};
-use ringkit_log::{Log, Options};
+use ringkit_log::Log;
+
+use crate::log_opts::LogOpts;
 
 /// The durable append log.
 #[derive(Subcommand, Debug)]
@@ -65,50 +67,6 @@ pub struct SalvageArgs {
     /// ran is unknown; give one past every LSN ever acknowledged.
     #[arg(long)]
     next_lsn: Option<u64>,
-}
-
-/// How the log is written (shared by the commands).
-#[derive(Args, Debug, Clone)]
-pub struct LogOpts {
-    /// The log's directory (`serve` makes it if missing; `bench` wants a
-    /// path that does not exist, and removes what it made there).
-    #[arg(long)]
-    pub(crate) dir: PathBuf,
-    /// Write with O_DIRECT.
-    #[arg(long)]
-    direct: bool,
-    /// Segment size, MiB.
-    #[arg(long, default_value_t = 64)]
-    segment_mib: u64,
-    /// Most bytes per batch (one write and one fdatasync), KiB.
-    #[arg(long, default_value_t = 1024)]
-    max_batch_kib: usize,
-    /// Batches in flight at once, 1 or 2: with 2 the next batch is framed
-    /// and written while the one before it syncs (for segments made from
-    /// now on; a segment keeps the depth it was made with).
-    #[arg(long, default_value_t = 2)]
-    batches_in_flight: u32,
-    /// Make each batch durable with a write linked to an `fdatasync`
-    /// rather than one `RWF_DSYNC` write (the default); in `bench`, the
-    /// peers (`--engine`) too.
-    #[arg(long)]
-    linked_sync: bool,
-    /// auto | uring | epoll.
-    #[arg(long, default_value = "auto")]
-    pub(crate) backend: Backend,
-}
-
-impl LogOpts {
-    pub(crate) fn options(&self) -> Options {
-        Options {
-            direct: self.direct,
-            segment_size: self.segment_mib << 20,
-            max_batch: self.max_batch_kib << 10,
-            batches_in_flight: self.batches_in_flight,
-            dsync_writes: !self.linked_sync,
-            ..Options::default()
-        }
-    }
 }
 
 /// `ringkit log bench`.

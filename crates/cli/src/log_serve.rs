@@ -17,7 +17,7 @@ use ringkit::net::TcpStream;
 use ringkit::LaunchConfig;
 use ringkit_log::Log;
 
-use crate::log::LogOpts;
+use crate::log_opts::LogOpts;
 
 /// `ringkit log serve`.
 #[derive(Args, Debug)]

@@ -9,6 +9,7 @@ mod echo;
 mod hostile;
 mod http;
 mod log;
+mod log_opts;
 mod log_serve;
 mod nemesis;
 mod netns;
@@ -16,6 +17,7 @@ mod probe;
 mod progress;
 mod raft;
 mod raft_bench;
+mod raft_cluster;
 mod studies;
 mod torture;
 mod torture_raft;
@@ -120,6 +122,11 @@ fn main() -> ExitCode {
         Cmd::Bench(BenchCmd::Nop(a)) => studies::bench_nop(a),
         Cmd::Bench(BenchCmd::File(a)) => studies::bench_file(a),
         Cmd::Compare(a) => compare::compare(a),
+        // The battery of hostile clients has a module of its own.
+        Cmd::Torture(a) if a.mode == torture::TortureMode::Hostile => std::env::current_exe()
+            .and_then(|exe| {
+                hostile::hostile(&a, exe, &mut |m: &str| eprintln!("ringkit torture: {m}"))
+            }),
         Cmd::Torture(a) => torture::torture(a),
         Cmd::Log(c) => log::log(c),
         Cmd::Raft(c) => raft::raft(c),

@@ -31,7 +31,7 @@ use std::time::Duration;
 use ringkit_powerfs::PowerFs;
 
 use crate::netns::{Cut, Net};
-use crate::raft::{NodeArgs, NodeProc};
+use crate::raft_cluster::{NodeArgs, NodeProc};
 
 /// A seeded xorshift generator: a run is drawn from its seed.
 #[derive(Debug, Clone)]
@@ -425,7 +425,7 @@ impl Cluster {
     /// answers every read with an error (its Raft core stopped, its
     /// listener still up) is a zombie, a violation.
     async fn zombie_check(&mut self, id: u64) {
-        let mut c = ringkit_raft::client::Client::new(crate::raft::members(&self.nodes));
+        let mut c = ringkit_raft::client::Client::new(crate::raft_cluster::members(&self.nodes));
         c.timeout = Duration::from_millis(500);
         let read = ringkit_raft::wire::Call::Read("zombie-check".into());
         let mut errors = Vec::new();

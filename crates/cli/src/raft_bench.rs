@@ -18,7 +18,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use ringkit_raft::client::{Client, Reply};
 
-use crate::raft::{make_cluster, members, scratch, teardown, NodeArgs, NodeProc};
+use crate::raft_cluster::{make_cluster, members, scratch, teardown, NodeArgs, NodeProc};
 
 /// `ringkit raft bench`.
 #[derive(Args, Debug)]

@@ -33,7 +33,7 @@ pub enum TortureMode {
 #[derive(Args, Debug)]
 pub struct TortureArgs {
     /// echo | http | idle | hostile.
-    mode: TortureMode,
+    pub(crate) mode: TortureMode,
     /// Hostile: the servers to attack: http, serve, serve-tls, axum,
     /// axum-tls, echo, log, nginx, nginx-tls, axum-tokio and
     /// axum-tls-tokio (the same axum app on tokio in the clear and over
@@ -178,9 +178,6 @@ pub fn torture(a: TortureArgs) -> io::Result<()> {
     let mut log = |m: &str| eprintln!("ringkit torture: {m}");
     if a.mode == TortureMode::Idle {
         return idle(&a, cfg.exe.clone(), &mut log);
-    }
-    if a.mode == TortureMode::Hostile {
-        return crate::hostile::hostile(&a, cfg.exe.clone(), &mut log);
     }
     cfg.mode = match a.mode {
         TortureMode::Http => torture::TortureMode::Http,

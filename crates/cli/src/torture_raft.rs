@@ -26,7 +26,7 @@ use ringkit_raft::history::{self, Op, Outcome};
 
 use crate::nemesis::{last_line, Cluster, Fault, Needs, Rng, Schedule};
 use crate::netns::Net;
-use crate::raft::{make_cluster, members, scratch, wait_leader, NodeArgs, NodeProc};
+use crate::raft_cluster::{make_cluster, members, scratch, wait_leader, NodeArgs, NodeProc};
 
 /// What to run.
 #[derive(Debug, Clone)]
