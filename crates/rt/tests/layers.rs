@@ -4,6 +4,11 @@
 //! path outside comments and unit-test modules is an edge from the file's
 //! top-level module to `name`'s, with the crate root's re-exports followed
 //! to the module that defines them.
+//!
+//! And in every crate of the workspace, no circle of files: no file reaches
+//! itself through the `crate::` and `super::` paths files name
+//! (`file_circles`); the circles not yet broken are listed, so a new one
+//! fails and a broken one must come off the list.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -226,5 +231,186 @@ fn the_checker_sees_a_cycle() {
     assert_eq!(
         cycles(&g),
         vec![vec!["driver".to_string(), "runtime".to_string()]]
+    );
+}
+
+/// Every module path a file names after `crate::` or `super::`, as
+/// segments (`super` kept as the first segment), groups expanded
+/// (`crate::a::{b, c::d}` names `a::b` and `a::c::d`).
+fn module_paths(code: &str) -> Vec<Vec<String>> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    // The segments of `rest` (after a `::`), then a group if one follows.
+    fn walk(
+        rest: &str,
+        base: Vec<String>,
+        out: &mut Vec<Vec<String>>,
+        ident: &dyn Fn(&str) -> String,
+    ) {
+        let mut segs = base;
+        let mut rest = rest;
+        loop {
+            if let Some(group) = rest.strip_prefix('{') {
+                let inner = &group[..group.find('}').unwrap_or(group.len())];
+                for part in inner.split(',') {
+                    let part = part.trim();
+                    if !part.is_empty() && part != "self" {
+                        walk(part, segs.clone(), out, ident);
+                    }
+                }
+                return;
+            }
+            let name = ident(rest);
+            if name.is_empty() {
+                break;
+            }
+            rest = &rest[name.len()..];
+            segs.push(name);
+            match rest.strip_prefix("::") {
+                Some(r) => rest = r,
+                None => break,
+            }
+        }
+        out.push(segs);
+    }
+    let mut out = Vec::new();
+    for (prefix, base) in [("crate::", vec![]), ("super::", vec!["super".to_string()])] {
+        for (i, _) in code.match_indices(prefix) {
+            // Not the tail of a longer path (`a::super::b` does not occur;
+            // `crate::` inside `$crate::` is a macro's own).
+            if code[..i].ends_with('$') {
+                continue;
+            }
+            walk(&code[i + prefix.len()..], base.clone(), &mut out, &ident);
+        }
+    }
+    out
+}
+
+/// The module path of a source file under `src/` (`lib.rs`, `main.rs`:
+/// the root, `[]`; `a/mod.rs` and `a.rs`: `[a]`; `a/b.rs`: `[a, b]`).
+fn module_of(rel: &Path) -> Vec<String> {
+    let mut segs: Vec<String> = rel
+        .with_extension("")
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        segs.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        segs.pop();
+    }
+    segs
+}
+
+/// The circles of files in crate `src`: every `crate::` and `super::` path
+/// a file names is an edge to the file of the longest module prefix of
+/// that path (the root, and a file's own module, are no edge). A parent
+/// naming its child by a relative path is not counted: a module owns its
+/// children. Files are named by module path, `a/b`.
+fn file_circles(src: &Path) -> Vec<Vec<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeMap<Vec<String>, std::path::PathBuf> = files
+        .into_iter()
+        .filter(|f| !f.strip_prefix(src).unwrap().starts_with("bin"))
+        .map(|f| (module_of(f.strip_prefix(src).unwrap()), f))
+        .collect();
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, f) in &modules {
+        let code = code_of(&std::fs::read_to_string(f).unwrap());
+        for path in module_paths(&code) {
+            let path = match path.first().map(String::as_str) {
+                Some("super") => {
+                    let mut p = m[..m.len().saturating_sub(1)].to_vec();
+                    p.extend(path[1..].iter().cloned());
+                    p
+                }
+                _ => path,
+            };
+            let target = (1..=path.len())
+                .rev()
+                .map(|n| &path[..n])
+                .find(|p| modules.contains_key(*p));
+            if let Some(t) = target {
+                if t != m.as_slice() {
+                    graph.entry(m.join("/")).or_default().insert(t.join("/"));
+                }
+            }
+        }
+    }
+    cycles(&graph)
+}
+
+/// Circles of files known and not yet broken, by crate: the test fails on
+/// any other, and on any of these once broken (take it off the list).
+const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
+    ("bench", &["echo/load", "echo/open"]),
+    ("bench", &["file/engines", "file/report", "file/study"]),
+    ("bench", &["http/exchange", "http/load", "http/open"]),
+    (
+        "bench",
+        &[
+            "torture/hostile/attack",
+            "torture/hostile/burst",
+            "torture/hostile/floods",
+            "torture/hostile/h2",
+        ],
+    ),
+    (
+        "bench",
+        &["wakeup/readers", "wakeup/report", "wakeup/study"],
+    ),
+];
+
+#[test]
+fn no_circle_of_files_in_any_crate() {
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = BTreeSet::new();
+    let mut names: Vec<_> = std::fs::read_dir(&crates)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("src").is_dir())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "{names:?}");
+    for c in &names {
+        let name = c.file_name().unwrap().to_string_lossy().into_owned();
+        for circle in file_circles(&c.join("src")) {
+            found.insert((name.clone(), circle));
+        }
+    }
+    let known: BTreeSet<(String, Vec<String>)> = KNOWN_CIRCLES
+        .iter()
+        .map(|(c, files)| (c.to_string(), files.iter().map(|f| f.to_string()).collect()))
+        .collect();
+    let new: Vec<_> = found.difference(&known).collect();
+    let broken: Vec<_> = known.difference(&found).collect();
+    assert!(new.is_empty(), "circles of files (break them): {new:?}");
+    assert!(
+        broken.is_empty(),
+        "circles no longer there (take them off KNOWN_CIRCLES): {broken:?}"
+    );
+}
+
+#[test]
+fn the_file_checker_sees_a_circle() {
+    let t = std::env::temp_dir().join(format!("ringkit-circles-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&t);
+    std::fs::create_dir_all(t.join("a")).unwrap();
+    std::fs::write(t.join("lib.rs"), "mod a;\nmod b;\n").unwrap();
+    std::fs::write(t.join("a/mod.rs"), "mod c;\nuse crate::b::X;\n").unwrap();
+    std::fs::write(t.join("a/c.rs"), "use super::Y; // crate::b ignored\n").unwrap();
+    std::fs::write(t.join("b.rs"), "use crate::{a::c::{Z, W}, x};\n").unwrap();
+    let found = file_circles(&t);
+    std::fs::remove_dir_all(&t).unwrap();
+    // b -> a/c -> a -> b (a/c names a by `super`, a names b, b names a/c).
+    assert_eq!(
+        found,
+        vec![vec!["a".to_string(), "a/c".to_string(), "b".to_string()]]
     );
 }
