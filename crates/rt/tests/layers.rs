@@ -361,10 +361,6 @@ const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
             "torture/hostile/h2",
         ],
     ),
-    (
-        "bench",
-        &["wakeup/readers", "wakeup/report", "wakeup/study"],
-    ),
 ];
 
 #[test]

@@ -36,10 +36,12 @@
 
 mod readers;
 pub mod report;
+mod spec;
 mod study;
 
 pub use report::{markdown, section, table};
-pub use study::{
-    config_for, contenders, run, study, verdict, Channel, FlagSet, Reader, WakeConfig,
-    WakeContender, WakeResults, WakeRow, WakeSample, WakeVerdict,
+pub use spec::{
+    contenders, Channel, FlagSet, Reader, WakeConfig, WakeContender, WakeResults, WakeRow,
+    WakeSample, WakeVerdict,
 };
+pub use study::{config_for, run, study, verdict};

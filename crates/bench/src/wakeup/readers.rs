@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use ringkit::Backend;
 use ringkit_uring::{sys, IoUring};
 
-use super::study::{Channel, FlagSet, Reader, WakeConfig, WakeContender, WakeSample};
+use super::spec::{Channel, FlagSet, Reader, WakeConfig, WakeContender, WakeSample};
 use crate::harness::latency::{now_ns, spin_for, LatencySummary};
 use crate::harness::rng::Rng;
 use crate::raw::stamp::StampWait;

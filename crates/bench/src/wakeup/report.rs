@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::study::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
+use super::spec::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::opt;
 use crate::harness::study::Section;
