@@ -350,7 +350,6 @@ fn file_circles(src: &Path) -> Vec<Vec<String>> {
 /// any other, and on any of these once broken (take it off the list).
 const KNOWN_CIRCLES: &[(&str, &[&str])] = &[
     ("bench", &["echo/load", "echo/open"]),
-    ("bench", &["file/engines", "file/report", "file/study"]),
     ("bench", &["http/exchange", "http/load", "http/open"]),
     (
         "bench",

@@ -13,7 +13,7 @@ use ringkit::buf::AlignedBuf;
 use ringkit::Backend;
 
 use super::job::Job;
-use super::study::FileConfig;
+use super::spec::FileConfig;
 use super::testfile::open_std;
 use crate::harness::latency::{now_ns, process_cpu};
 use crate::harness::rng::Rng;

@@ -48,6 +48,7 @@ mod engines;
 pub mod fio;
 pub mod job;
 pub mod report;
+mod spec;
 pub mod study;
 pub mod testfile;
 

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::job::{Engine, Rw};
-use super::study::{FileResults, FileRow, FileSample};
+use super::spec::{FileResults, FileRow, FileSample};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;
