@@ -21,6 +21,7 @@ use ringkit::Backend;
 use serde::{Deserialize, Serialize};
 
 use super::open;
+use super::shared::{fill, Shared};
 use crate::harness::open_loop::Window;
 use crate::harness::phase::Phase;
 use crate::harness::sysinfo::CpuTimes;
@@ -174,26 +175,6 @@ impl EchoLoadResult {
     }
 }
 
-pub(super) struct Shared {
-    phase: Cell<u8>,
-    /// The measured window (open loop).
-    pub(super) win: Window,
-    pub(super) requests: Cell<u64>,
-    pub(super) responses: Cell<u64>,
-    pub(super) connected: Cell<usize>,
-    failed: Cell<u64>,
-    pub(super) mismatches: Cell<u64>,
-    /// Open loop: counted messages unanswered, and never sent, at the end.
-    pub(super) unanswered: Cell<u64>,
-    pub(super) unsent: Cell<u64>,
-    /// Open loop: the most messages in flight on one connection.
-    pub(super) most_in_flight: Cell<usize>,
-    first_error: RefCell<Option<String>>,
-    pub(super) hist: RefCell<Histogram<u64>>,
-    /// Responses of each connection in the window.
-    per_conn: RefCell<Vec<u64>>,
-}
-
 /// Run the load on this thread (which gets its own runtime).
 pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<EchoLoadResult> {
     if cfg.rate.is_some() && cfg.pipeline > 1 {
@@ -311,18 +292,6 @@ pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
             ..EchoLoadResult::default()
         })
     })
-}
-
-pub(super) fn fill(buf: &mut [u8], id: usize, seq: u64) {
-    let mut x =
-        (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seq.wrapping_mul(0xD1B5_4A32_D192_ED03);
-    for chunk in buf.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let b = x.to_le_bytes();
-        chunk.copy_from_slice(&b[..chunk.len()]);
-    }
 }
 
 /// One connection of the generator: write `pipeline` messages, read them

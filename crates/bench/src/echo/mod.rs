@@ -7,6 +7,7 @@ pub mod load;
 mod open;
 pub mod report;
 pub mod results;
+mod shared;
 pub mod study;
 
 pub use load::{fairness, run_load, run_load_threads, EchoClient, EchoLoadConfig, EchoLoadResult};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use ringkit::net::TcpStream;
 use ringkit::sync::{select, Either};
 
-use super::load::{fill, Shared};
+use super::shared::{fill, Shared};
 use crate::harness::open_loop::{settle, InFlight, Schedule};
 
 /// Drive one connection until the window closes; `mine` counts its
