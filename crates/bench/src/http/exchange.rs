@@ -7,9 +7,30 @@ use std::cell::{Cell, RefCell};
 use hdrhistogram::Histogram;
 use ringkit::net::TcpStream;
 
-use super::load::{verify, Want, MAX_RESPONSE};
 use super::response::{parse_response, Parse, Response};
 use crate::harness::open_loop::Window;
+
+/// What connections ask for: one request, or a mix (requests built once).
+pub(super) enum Asks {
+    One(Vec<u8>),
+    Mix(Vec<(Vec<u8>, Want)>),
+}
+
+/// A response's expected body: its length and, when known, its CRC-32C.
+pub(super) type Want = (usize, Option<u32>);
+
+/// Largest response the generator buffers.
+pub(super) const MAX_RESPONSE: usize = 16 << 20;
+/// Bodies up to this size are checked in every response; larger ones in
+/// the first response of each connection and every fourth after it (a
+/// CRC-32C of a MiB costs the generator about 0.1 ms).
+pub const VERIFY_ALL_UP_TO: usize = 256 * 1024;
+
+/// Whether the `nth` response (from 0) of a connection, with a body of
+/// `body_len` bytes, has its bytes checked.
+pub fn verify(nth: u64, body_len: usize) -> bool {
+    body_len <= VERIFY_ALL_UP_TO || nth % 4 == 0
+}
 
 #[derive(Default)]
 pub(super) struct Counters {

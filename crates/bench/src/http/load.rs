@@ -39,14 +39,13 @@ use ringkit::net::TcpStream;
 use ringkit::Backend;
 use serde::{Deserialize, Serialize};
 
-use super::exchange::{exchange, Bufs, Counters, Outcome, Shared};
+use super::exchange::{exchange, Asks, Bufs, Counters, Outcome, Shared, Want};
+pub use super::exchange::{verify, VERIFY_ALL_UP_TO};
 use super::open;
 use crate::harness::open_loop::Window;
 use crate::harness::phase::Phase;
 use crate::harness::rng::Rng;
 
-/// Largest response the generator buffers.
-pub(super) const MAX_RESPONSE: usize = 16 << 20;
 /// How long requests in flight at the end of the window may take.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -100,17 +99,6 @@ pub struct Target {
     /// byte against it (see [`verify`]).
     #[serde(default)]
     pub crc32c: Option<u32>,
-}
-
-/// Bodies up to this size are checked in every response; larger ones in
-/// the first response of each connection and every fourth after it (a
-/// CRC-32C of a MiB costs the generator about 0.1 ms).
-pub const VERIFY_ALL_UP_TO: usize = 256 * 1024;
-
-/// Whether the `nth` response (from 0) of a connection, with a body of
-/// `body_len` bytes, has its bytes checked.
-pub fn verify(nth: u64, body_len: usize) -> bool {
-    body_len <= VERIFY_ALL_UP_TO || nth % 4 == 0
 }
 
 impl Target {
@@ -196,15 +184,6 @@ impl HttpLoadConfig {
         self.request_for(&self.path)
     }
 }
-
-/// What connections ask for: one request, or a mix (requests built once).
-pub(super) enum Asks {
-    One(Vec<u8>),
-    Mix(Vec<(Vec<u8>, Want)>),
-}
-
-/// A response's expected body: its length and, when known, its CRC-32C.
-pub(super) type Want = (usize, Option<u32>);
 
 /// What a load run measured (counts are for the window unless noted).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -11,8 +11,7 @@ use std::time::Duration;
 use ringkit::net::TcpStream;
 use ringkit::sync::select;
 
-use super::exchange::{check_response, Shared};
-use super::load::{Asks, Want, MAX_RESPONSE};
+use super::exchange::{check_response, Asks, Shared, Want, MAX_RESPONSE};
 use super::response::{parse_response, Parse};
 use crate::harness::open_loop::{settle, InFlight, Schedule};
 use crate::harness::rng::Rng;
