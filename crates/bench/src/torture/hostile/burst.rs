@@ -5,7 +5,7 @@
 use std::io::{self, Read, Write};
 use std::time::Duration;
 
-use super::attack::{Ctx, Outcome};
+use super::ctx::{Ctx, Outcome};
 use super::target::{self, Conn, Target};
 
 /// Fresh idle connections, then a burst on each, then idleness, then

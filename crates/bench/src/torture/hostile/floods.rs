@@ -15,7 +15,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, Instant};
 
-use super::attack::{Ctx, Outcome, SLACK};
+use super::ctx::{Ctx, Outcome, SLACK};
 use super::held::Held;
 use super::target::{self, Conn};
 

@@ -55,7 +55,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attack::{Ctx, Outcome};
+use super::ctx::{Ctx, Outcome};
 use super::held::Held;
 use super::target::{self, Conn, Target};
 

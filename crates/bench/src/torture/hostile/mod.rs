@@ -59,6 +59,7 @@
 
 pub mod attack;
 mod burst;
+mod ctx;
 mod floods;
 mod h2;
 pub mod held;
