@@ -85,10 +85,7 @@ pub async fn make(dir: &Path, size: u64) -> io::Result<()> {
         f.close().await
     }
     .await;
-    if res.is_err() {
-        let _ = ringkit::fs::remove_file(&path).await;
-    }
-    res
+    removed_on_error(&path, res).await
 }
 
 /// Make the purged segment `dead` the spare: renamed to `dir/SPARE`,
@@ -124,10 +121,7 @@ pub async fn recycle(dir: &Path, dead: &Path, size: u64) -> io::Result<()> {
         f.close().await
     }
     .await;
-    if res.is_err() {
-        let _ = ringkit::fs::remove_file(&path).await;
-    }
-    res
+    removed_on_error(&path, res).await
 }
 
 /// Whether `f` is the only open descriptor of its file, in any process:
@@ -173,6 +167,16 @@ fn alone(f: &File) -> io::Result<()> {
         ));
     }
     Ok(())
+}
+
+/// `res`, with the spare at `path` removed if it is an error (a file cut
+/// short, or a purged segment that could not be reused: its other names,
+/// if any, keep it).
+async fn removed_on_error(path: &Path, res: io::Result<()>) -> io::Result<()> {
+    if res.is_err() {
+        let _ = ringkit::fs::remove_file(path).await;
+    }
+    res
 }
 
 /// Write zeros over `0..size` of `f`, a chunk at a time, with `O_DIRECT`
