@@ -84,7 +84,6 @@ fn ringkit_load(addr: SocketAddr, backend: Backend) -> Option<EchoLoadResult> {
         let probe = std::thread::spawn(|| {
             ringkit::Builder::new()
                 .backend(Backend::Uring)
-                .ignore_env()
                 .build()
                 .map(drop)
         })

@@ -8,7 +8,6 @@ pub fn probe(json: bool) -> std::io::Result<()> {
     let k = KernelReport::gather();
     let auto = ringkit::Builder::new()
         .backend(Backend::Auto)
-        .ignore_env()
         .build()
         .map(|rt| rt.backend_report().clone());
     if json {

@@ -13,7 +13,6 @@ use std::process::Command;
 fn uring_usable() -> bool {
     match ringkit::Builder::new()
         .backend(ringkit::Backend::Uring)
-        .ignore_env()
         .build()
     {
         Ok(_) => true,

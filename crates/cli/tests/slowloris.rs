@@ -44,7 +44,6 @@ fn start(backend: &str) -> Option<(Server, SocketAddr)> {
     if backend == "uring" {
         if let Err(e) = ringkit::Builder::new()
             .backend(ringkit::Backend::Uring)
-            .ignore_env()
             .build()
         {
             eprintln!("skipped: io_uring unavailable here: {e}");

@@ -164,7 +164,6 @@ mod tests {
     fn a_connection_task_is_sized_by_its_read() {
         let rt = ringkit::Runtime::builder()
             .backend(ringkit::Backend::Epoll)
-            .ignore_env()
             .build()
             .unwrap();
         rt.block_on(async {

@@ -22,7 +22,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ringkit::{Backend, BatchWait, LaunchConfig};
+#[cfg(feature = "experiments")]
+use ringkit::BatchWait;
+use ringkit::{Backend, LaunchConfig};
 
 use thread::serve_thread;
 
@@ -66,8 +68,9 @@ pub struct EchoServerConfig {
     /// io_uring: multishot receives may take bundles of buffers
     /// ([`ringkit::Builder::recv_bundle`]).
     pub recv_bundle: bool,
-    /// io_uring: how a batch of received buffers is sent back
-    /// ([`ringkit::Builder::send_batch`]).
+    /// Feature `experiments`. io_uring: how a batch of received buffers is
+    /// sent back ([`ringkit::Builder::send_batch`]).
+    #[cfg(feature = "experiments")]
     pub send_batch: ringkit::driver::SendBatch,
     /// Write runtime counters to `PATH.<thread>` at start and on request
     /// ([`ringkit::publish`]).
@@ -91,13 +94,14 @@ pub struct EchoLimits {
     /// Set the soft `RLIMIT_NOFILE` to this (accept then fails with `EMFILE`
     /// once it is reached). `None`: raise it to the hard limit.
     pub nofile: Option<u64>,
-    /// io_uring: how the loop waits when it blocks
+    /// Feature `experiments`. io_uring: how the loop waits when it blocks
     /// (`Builder::batch_wait_policy`). Default [`BatchWait::Off`]: wake for
     /// every completion. [`BatchWait::AUTO`] waits for up to 32 completions
     /// (50 µs at most once one is ready) only while the loop is the
     /// bottleneck; it is not the default because no client measured so far
     /// gained from it (rust_echo_bench at c=1000 lost requests per second;
     /// see docs/ARCHITECTURE.md).
+    #[cfg(feature = "experiments")]
     pub batch_wait: BatchWait,
     /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is
     /// closed (its in-flight data has been echoed by then).
@@ -127,6 +131,7 @@ impl Default for EchoLimits {
             entries: None,
             recv_buffers: None,
             nofile: None,
+            #[cfg(feature = "experiments")]
             batch_wait: BatchWait::Off,
             drain_idle: Duration::from_millis(1000),
             drain_timeout: Duration::from_secs(10),
@@ -160,11 +165,15 @@ pub fn run_server(cfg: EchoServerConfig) -> io::Result<()> {
     if let Some((count, size)) = cfg.limits.recv_buffers {
         builder = builder.recv_buffers(count, size);
     }
-    builder = builder.batch_wait_policy(cfg.limits.batch_wait);
     builder = builder
         .fixed_files(cfg.fixed_files)
-        .recv_bundle(cfg.recv_bundle)
-        .send_batch(cfg.send_batch);
+        .recv_bundle(cfg.recv_bundle);
+    #[cfg(feature = "experiments")]
+    {
+        builder = builder
+            .batch_wait_policy(cfg.limits.batch_wait)
+            .send_batch(cfg.send_batch);
+    }
     let launch = LaunchConfig::new(cfg.threads)
         .cpus(cfg.cpus.clone())
         .builder(builder);

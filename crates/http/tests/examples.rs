@@ -41,7 +41,6 @@ fn json_api() {
     let mut backends = vec!["epoll"];
     if ringkit::Builder::new()
         .backend(ringkit::Backend::Uring)
-        .ignore_env()
         .build()
         .is_ok()
     {

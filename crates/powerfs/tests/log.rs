@@ -67,12 +67,7 @@ fn backend(name: &str) -> Backend {
 }
 
 fn run<F: Future>(backend: Backend, f: F) -> F::Output {
-    Builder::new()
-        .backend(backend)
-        .ignore_env()
-        .build()
-        .unwrap()
-        .block_on(f)
+    Builder::new().backend(backend).build().unwrap().block_on(f)
 }
 
 /// The child: one round's appends, until killed.

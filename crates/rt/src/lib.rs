@@ -23,8 +23,8 @@
 //!
 //! - [`Runtime`] / [`Builder`]: one single-threaded executor per thread; the
 //!   backend ([`Backend`]) is chosen once at start and reported
-//!   ([`Runtime::backend_report`]). The environment is read only when
-//!   asked ([`Builder::env_overrides`]).
+//!   ([`Runtime::backend_report`]). The library never reads the
+//!   environment.
 //! - [`spawn`] / [`JoinHandle`]: `!Send` tasks, each poll with a cooperative
 //!   budget of ready I/O (see [`unconstrained`] for the opt-out).
 //! - [`launch`]: thread-per-core, with CPU pinning.
@@ -60,7 +60,9 @@ pub mod time;
 mod timers;
 
 pub use coop::{unconstrained, Unconstrained};
-pub use driver::{Backend, BackendReport, BatchWait};
+#[cfg(feature = "experiments")]
+pub use driver::BatchWait;
+pub use driver::{Backend, BackendReport};
 pub use launcher::{bind_reuseport_std, launch, pin_to_cpu, serve_threads, LaunchConfig};
 #[cfg(feature = "clap")]
 mod launch_args;
@@ -119,7 +121,7 @@ macro_rules! test_all {
 #[doc(hidden)]
 pub fn __run_test<F: std::future::Future<Output = ()>>(backend: Backend, fut: F) {
     raise_nofile_limit();
-    let rt = match Builder::new().backend(backend).ignore_env().build() {
+    let rt = match Builder::new().backend(backend).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped: io_uring unavailable here: {e}");

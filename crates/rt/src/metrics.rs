@@ -72,19 +72,21 @@ pub struct MetricsSnapshot {
     /// cap of received buffers unread (re-armed once it reads them).
     #[cfg_attr(feature = "publish", serde(default))]
     pub recv_pauses: u64,
-    /// io_uring, `SendBatch::Linked`: sends submitted as skipped members of
-    /// a send chain; each one that succeeds is a CQE not posted.
+    /// io_uring: operations submitted as skipped members of a chain (a
+    /// write linked to its sync, or, feature `experiments`, a send chain);
+    /// each one that succeeds is a CQE not posted.
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_chain_links: u64,
-    /// io_uring, `SendBatch::Bundle`: batches sent as send bundles.
+    /// io_uring, feature `experiments`, `SendBatch::Bundle`: batches sent
+    /// as send bundles.
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_bundles: u64,
-    /// io_uring, `SendBatch::Bundle`: send rings registered (each reused
+    /// io_uring, feature `experiments`, `SendBatch::Bundle`: send rings registered (each reused
     /// until its thread ends, or dropped when a send left entries in it).
     #[cfg_attr(feature = "publish", serde(default))]
     pub send_rings: u64,
-    /// io_uring: blocking parks that asked the kernel for a batch of
-    /// completions (`BatchWait`; counted before the wait, so one that found
+    /// io_uring, feature `experiments`: blocking parks that asked the
+    /// kernel for a batch of completions (`BatchWait`; counted before the wait, so one that found
     /// completions already there counts too).
     #[cfg_attr(feature = "publish", serde(default))]
     pub batch_waits: u64,

@@ -21,7 +21,9 @@ use std::task::{Context as TaskCx, Poll};
 use std::time::{Duration, Instant};
 
 use crate::context::{self, try_with_ctx, with_ctx, Context};
-use crate::driver::{Backend, BackendReport, BatchWait, Driver, DriverConfig};
+#[cfg(feature = "experiments")]
+use crate::driver::BatchWait;
+use crate::driver::{Backend, BackendReport, Driver, DriverConfig};
 use crate::metrics::MetricsSnapshot;
 use crate::sched::{self, Remote};
 use crate::task::{self, JoinHandle};
@@ -31,7 +33,6 @@ use crate::task::{self, JoinHandle};
 pub struct Builder {
     backend: Backend,
     config: DriverConfig,
-    env_override: bool,
     #[cfg(feature = "tokio")]
     host_tokio: bool,
     #[cfg(feature = "tokio")]
@@ -47,13 +48,15 @@ impl Default for Builder {
 }
 
 impl Builder {
-    /// Defaults: `Backend::Auto`, 256 SQ entries. The environment is not
-    /// read unless [`env_overrides`](Self::env_overrides) asks for it.
+    /// Defaults: `Backend::Auto`, 256 SQ entries. The environment is never
+    /// read: a program that lets its operators switch backends reads its
+    /// own flags or variables and calls [`backend`](Self::backend)
+    /// (`LaunchArgs`, feature `clap`, does: `--backend` with
+    /// `RINGKIT_BACKEND` as its fallback).
     pub fn new() -> Builder {
         Builder {
             backend: Backend::Auto,
             config: DriverConfig::default(),
-            env_override: false,
             #[cfg(feature = "tokio")]
             host_tokio: false,
             #[cfg(feature = "tokio")]
@@ -66,33 +69,6 @@ impl Builder {
     /// Which backend to use.
     pub fn backend(mut self, b: Backend) -> Self {
         self.backend = b;
-        self
-    }
-
-    /// Let the environment override this builder when it builds (for a
-    /// program that wants its operators to switch backends without a
-    /// flag): `RINGKIT_BACKEND=auto|uring|epoll`,
-    /// `RINGKIT_BATCH_WAIT=off|auto|WANT:MICROS|auto:WANT:MICROS`, `RINGKIT_FIXED_FILES=N`,
-    /// `RINGKIT_RECV_BUNDLE=0|1`, `RINGKIT_SEND_BATCH=vectored|linked|bundle`.
-    /// An invalid value is an `InvalidInput` error from `build`. Off by
-    /// default: a library embedding ringkit never changes behaviour
-    /// because of a variable exported for something else.
-    ///
-    /// ```
-    /// // RINGKIT_BACKEND=epoll ./my-server   picks epoll; unset: io_uring if usable.
-    /// let rt = ringkit::Builder::new().env_overrides().build()?;
-    /// # drop(rt);
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn env_overrides(mut self) -> Self {
-        self.env_override = true;
-        self
-    }
-
-    /// Do not read the environment (the default; undoes
-    /// [`env_overrides`](Self::env_overrides)).
-    pub fn ignore_env(mut self) -> Self {
-        self.env_override = false;
         self
     }
 
@@ -193,19 +169,20 @@ impl Builder {
         self
     }
 
-    /// io_uring: when the loop blocks, always wait for up to `want`
+    /// Feature `experiments`. io_uring: when the loop blocks, always wait for up to `want`
     /// completions, but return once `min_wait` has passed and at least one
     /// is ready (`IORING_FEAT_MIN_TIMEOUT`, Linux 6.12; ignored with a
     /// warning on older kernels, and by the epoll backend). Fewer enters
     /// and wake-ups under load, for up to `min_wait` of added latency when
     /// traffic is light: [`BatchWait::Fixed`]. See
     /// [`batch_wait_policy`](Self::batch_wait_policy) for the adaptive one.
+    #[cfg(feature = "experiments")]
     pub fn batch_wait(mut self, want: u32, min_wait: Duration) -> Self {
-        self.config.batch_wait = BatchWait::Fixed { want, min_wait }.normalized();
+        self.config.experiments.batch_wait = BatchWait::Fixed { want, min_wait }.normalized();
         self
     }
 
-    /// io_uring: how the loop waits when it blocks. [`BatchWait::Off`]
+    /// Feature `experiments`. io_uring: how the loop waits when it blocks. [`BatchWait::Off`]
     /// (the library's default) wakes for every completion;
     /// [`BatchWait::Adaptive`] waits for a batch only while the loop's
     /// thread has been on CPU for nearly all of the last few milliseconds
@@ -226,8 +203,9 @@ impl Builder {
     /// (Linux 6.12, with its stable fixes: a kernel that keeps waiting for
     /// `want` after the minimum would hold a lone completion until the
     /// next timer).
+    #[cfg(feature = "experiments")]
     pub fn batch_wait_policy(mut self, policy: BatchWait) -> Self {
-        self.config.batch_wait = policy.normalized();
+        self.config.experiments.batch_wait = policy.normalized();
         self
     }
 
@@ -253,14 +231,15 @@ impl Builder {
         self
     }
 
-    /// io_uring: how [`TcpStream::write_all_pooled`](crate::net::TcpStream::write_all_pooled)
+    /// Feature `experiments`. io_uring: how [`TcpStream::write_all_pooled`](crate::net::TcpStream::write_all_pooled)
     /// sends a batch of buffers: one vectored `SENDMSG` (the default), a
     /// chain of linked sends whose success CQEs are skipped but the last,
     /// or one send bundle from a send ring ([`SendBatch`](crate::driver::SendBatch)).
     /// Each posts one CQE per batch; the switch is there to measure them
     /// against each other.
+    #[cfg(feature = "experiments")]
     pub fn send_batch(mut self, how: crate::driver::SendBatch) -> Self {
-        self.config.send_batch = how;
+        self.config.experiments.send_batch = how;
         self
     }
 
@@ -271,14 +250,8 @@ impl Builder {
                 "this thread already has a ringkit runtime (one per thread)",
             ));
         }
-        let mut backend = self.backend;
-        if self.env_override {
-            if let Ok(v) = std::env::var("RINGKIT_BACKEND") {
-                backend = v
-                    .parse()
-                    .map_err(|e: String| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            }
-        }
+        let backend = self.backend;
+        #[cfg_attr(not(feature = "tokio"), allow(unused_mut))]
         let mut config = self.config.clone();
         #[cfg(feature = "tokio")]
         {
@@ -304,44 +277,6 @@ impl Builder {
                      eventfd misses completions caused by eventfd writes (cross-thread wakes, \
                      signals); ask for COOP_TASKRUN or no flags",
                 ));
-            }
-        }
-        if self.env_override {
-            if let Ok(v) = std::env::var("RINGKIT_BATCH_WAIT") {
-                config.batch_wait = v.parse().map_err(|e| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("RINGKIT_BATCH_WAIT={e}"),
-                    )
-                })?;
-            }
-            if let Ok(v) = std::env::var("RINGKIT_RECV_BUNDLE") {
-                config.recv_bundle = match v.trim() {
-                    "1" | "on" => true,
-                    "0" | "off" => false,
-                    _ => {
-                        return Err(io::Error::new(
-                            io::ErrorKind::InvalidInput,
-                            format!("RINGKIT_RECV_BUNDLE={v:?}: expected 1 or 0 (on or off)"),
-                        ))
-                    }
-                };
-            }
-            if let Ok(v) = std::env::var("RINGKIT_SEND_BATCH") {
-                config.send_batch = v.trim().parse().map_err(|e: String| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("RINGKIT_SEND_BATCH: {e}"),
-                    )
-                })?;
-            }
-            if let Ok(v) = std::env::var("RINGKIT_FIXED_FILES") {
-                config.fixed_files = v.trim().parse().map_err(|_| {
-                    io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("RINGKIT_FIXED_FILES={v:?}: expected a slot count (0 = off)"),
-                    )
-                })?;
             }
         }
         // SAFETY: plain eventfd creation.

@@ -24,7 +24,7 @@ impl<F: FnMut()> Drop for OnDrop<F> {
 fn each_runtime(mut f: impl FnMut(ringkit::Runtime, Backend, bool)) {
     for backend in [Backend::Epoll, Backend::Uring] {
         for hosted in [false, true] {
-            let mut b = Builder::new().backend(backend).ignore_env();
+            let mut b = Builder::new().backend(backend);
             if hosted {
                 b = b.host_tokio();
             }

@@ -22,11 +22,7 @@ fn freed_memory_goes_back_to_the_kernel() {
         return;
     }
     for backend in [Backend::Epoll, Backend::Uring] {
-        let rt = match ringkit::Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .build()
-        {
+        let rt = match ringkit::Builder::new().backend(backend).build() {
             Ok(rt) => rt,
             Err(e) => {
                 eprintln!("skipped {backend:?}: {e}");

@@ -9,7 +9,6 @@ use ringkit::{Backend, BatchWait};
 fn runtime(backend: Backend, policy: BatchWait) -> Option<ringkit::Runtime> {
     match ringkit::Builder::new()
         .backend(backend)
-        .ignore_env()
         .batch_wait_policy(policy)
         .build()
     {
@@ -262,4 +261,62 @@ fn an_idle_batched_loop_sleeps() {
         assert!(enters < 100, "{enters} enters while idle for 300 ms");
         let _c = writer.join().unwrap();
     });
+}
+
+/// `batch_wait(64, 1 ms)`: the loop asks the kernel for 64 completions but
+/// must still make progress one completion at a time (min-wait window),
+/// for sockets, timers and remote wakes alike.
+fn batch_wait_keeps_serving(backend: Backend) {
+    let rt = match ringkit::Builder::new()
+        .backend(backend)
+        .batch_wait(64, std::time::Duration::from_millis(1))
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) if backend == Backend::Uring => {
+            return eprintln!("skipped: io_uring unavailable: {e}")
+        }
+        Err(e) => panic!("{e}"),
+    };
+    rt.block_on(async {
+        let l =
+            ringkit::net::TcpListener::bind("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap())
+                .unwrap();
+        let addr = l.local_addr().unwrap();
+        let server = ringkit::spawn(async move {
+            let s = l.accept_stream().await.unwrap();
+            loop {
+                let buf = s.read_pooled().await.unwrap();
+                if buf.is_empty() {
+                    break;
+                }
+                s.write_all(buf.to_vec()).await.0.unwrap();
+            }
+        });
+        let c = ringkit::net::TcpStream::connect(addr).await.unwrap();
+        for i in 0..200u32 {
+            let msg = i.to_le_bytes().to_vec();
+            c.write_all(msg.clone()).await.0.unwrap();
+            let mut got = Vec::new();
+            while got.len() < 4 {
+                let (n, b) = c.read(Vec::with_capacity(4 - got.len())).await;
+                assert!(n.unwrap() > 0, "server closed early");
+                got.extend_from_slice(&b);
+            }
+            assert_eq!(got, msg);
+        }
+        ringkit::time::sleep(std::time::Duration::from_millis(5)).await;
+        c.shutdown(std::net::Shutdown::Write).await.unwrap();
+        server.await.unwrap();
+    });
+}
+
+#[test]
+fn batch_wait_keeps_serving_uring() {
+    batch_wait_keeps_serving(Backend::Uring);
+}
+
+#[test]
+fn batch_wait_keeps_serving_epoll() {
+    batch_wait_keeps_serving(Backend::Epoll);
 }

@@ -160,7 +160,6 @@ fn a_hosted_tokio_task_reading_a_flood_yields() {
     for backend in [ringkit::Backend::Epoll, ringkit::Backend::Uring] {
         let rt = match ringkit::Builder::new()
             .backend(backend)
-            .ignore_env()
             .host_tokio()
             .build()
         {

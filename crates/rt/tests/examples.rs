@@ -30,7 +30,6 @@ fn backends() -> Vec<&'static str> {
     let mut v = vec!["epoll"];
     match ringkit::Builder::new()
         .backend(ringkit::Backend::Uring)
-        .ignore_env()
         .build()
     {
         Ok(_) => v.push("uring"),

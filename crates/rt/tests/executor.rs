@@ -463,7 +463,6 @@ fn backend_report_is_none_outside_a_runtime() {
     assert!(ringkit::backend_report().is_none());
     let rt = ringkit::Builder::new()
         .backend(Backend::Epoll)
-        .ignore_env()
         .build()
         .unwrap();
     rt.block_on(async {

@@ -23,7 +23,7 @@ fn run<F: Future<Output = ()>>(backend: Backend, fut: impl FnOnce() -> F) {
 
 fn run_with<F: Future<Output = ()>>(backend: Backend, b: Builder, fut: impl FnOnce() -> F) {
     ringkit::raise_nofile_limit();
-    let rt = match b.backend(backend).ignore_env().fixed_files(SLOTS).build() {
+    let rt = match b.backend(backend).fixed_files(SLOTS).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped: io_uring unavailable here: {e}");

@@ -567,7 +567,7 @@ fn a_hosted_runtime_built_inside_tokio_warns() {
         tokio::task::spawn_blocking(|| {
             let mut got = 0;
             let text = logged(|| {
-                let rt = Builder::new().host_tokio().ignore_env().build().unwrap();
+                let rt = Builder::new().host_tokio().build().unwrap();
                 got = rt.block_on(async { tokio::spawn(async { 42 }).await.unwrap() });
             });
             (text, got)
@@ -581,7 +581,7 @@ fn a_hosted_runtime_built_inside_tokio_warns() {
         "{text:?}"
     );
     // Outside, nothing to say.
-    let text = logged(|| drop(Builder::new().host_tokio().ignore_env().build().unwrap()));
+    let text = logged(|| drop(Builder::new().host_tokio().build().unwrap()));
     assert!(!text.contains("WARN"), "{text:?}");
 }
 
@@ -594,7 +594,6 @@ fn a_shutdown_timeout_bounds_blocking_jobs() {
     let rt = Builder::new()
         .host_tokio()
         .host_shutdown_timeout(Duration::from_millis(200))
-        .ignore_env()
         .build()
         .unwrap();
     rt.block_on(async {
@@ -640,7 +639,7 @@ fn a_drop_that_respawns_forever_does_not_hold_the_tear_down() {
     for hosted in [false, true] {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let b = Builder::new().backend(Backend::Epoll).ignore_env();
+            let b = Builder::new().backend(Backend::Epoll);
             let rt = if hosted { b.host_tokio() } else { b }.build().unwrap();
             rt.block_on(async {
                 respawn_forever();
@@ -670,11 +669,7 @@ fn a_plain_runtime_inside_a_tokio_task_does_not_spend_its_budget() {
             .build()
             .unwrap();
         let got = outer.block_on(async {
-            let rt = Builder::new()
-                .backend(Backend::Epoll)
-                .ignore_env()
-                .build()
-                .unwrap();
+            let rt = Builder::new().backend(Backend::Epoll).build().unwrap();
             rt.block_on(async {
                 let (t, mut r) = tokio::sync::mpsc::unbounded_channel();
                 for i in 0..300 {

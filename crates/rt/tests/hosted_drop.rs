@@ -32,12 +32,7 @@ fn task_drops_that_spawn_or_panic_neither_panic_nor_leak() {
     // The task's own panic is expected; keep the output quiet.
     std::panic::set_hook(Box::new(|_| {}));
     for backend in [Backend::Epoll, Backend::Uring] {
-        if Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .build()
-            .is_err()
-        {
+        if Builder::new().backend(backend).build().is_err() {
             eprintln!("skipped {backend:?}: unavailable here");
             continue;
         }
@@ -46,7 +41,6 @@ fn task_drops_that_spawn_or_panic_neither_panic_nor_leak() {
             Builder::new()
                 .backend(backend)
                 .host_tokio()
-                .ignore_env()
                 .build()
                 .unwrap(),
         );
@@ -55,7 +49,6 @@ fn task_drops_that_spawn_or_panic_neither_panic_nor_leak() {
             let rt = Builder::new()
                 .backend(backend)
                 .host_tokio()
-                .ignore_env()
                 .build()
                 .unwrap();
             rt.block_on(async {

@@ -21,7 +21,7 @@ fn a_hosted_runtime_dropped_inside_tokio_still_tears_itself_down() {
         .build()
         .unwrap();
     for backend in [Backend::Epoll, Backend::Uring] {
-        let b = || Builder::new().backend(backend).host_tokio().ignore_env();
+        let b = || Builder::new().backend(backend).host_tokio();
         if b().build().is_err() {
             eprintln!("skipped {backend:?}: unavailable here");
             continue;

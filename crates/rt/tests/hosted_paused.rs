@@ -24,7 +24,6 @@ fn cpu_secs() -> f64 {
 fn hosted(backend: Backend) -> Option<ringkit::Runtime> {
     Builder::new()
         .backend(backend)
-        .ignore_env()
         .host_tokio()
         .build()
         .map_err(|e| eprintln!("skipped {backend:?}: {e}"))
@@ -78,7 +77,6 @@ fn start_paused_through_host_tokio_configure() {
     for backend in [Backend::Epoll, Backend::Uring] {
         let rt = match Builder::new()
             .backend(backend)
-            .ignore_env()
             .host_tokio()
             .host_tokio_configure(|b| {
                 b.start_paused(true);

@@ -26,7 +26,7 @@ use ringkit::{Backend, Builder, JoinError, Runtime};
 
 /// A runtime of `backend`, or `None` (printing why) without io_uring.
 fn runtime(backend: Backend) -> Option<Runtime> {
-    match Builder::new().backend(backend).ignore_env().build() {
+    match Builder::new().backend(backend).build() {
         Ok(rt) => Some(rt),
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped on io_uring: unavailable here: {e}");

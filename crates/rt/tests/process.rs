@@ -238,7 +238,7 @@ fn child_emfile_accept() {
             rlim_max: saved.rlim_max,
         });
     }
-    let rt = match Builder::new().backend(backend).ignore_env().build() {
+    let rt = match Builder::new().backend(backend).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             println!("skipped: io_uring unavailable here: {e}");
@@ -478,11 +478,7 @@ fn child_seccomp_fallback() {
     }
 
     {
-        let rt = Builder::new()
-            .backend(Backend::Auto)
-            .ignore_env()
-            .build()
-            .unwrap();
+        let rt = Builder::new().backend(Backend::Auto).build().unwrap();
         let report = rt.backend_report().clone();
         assert_eq!(report.requested, Backend::Auto);
         assert_eq!(report.chosen, Backend::Epoll, "{report:?}");
@@ -553,7 +549,6 @@ fn child_seccomp_fallback() {
     // Asking for io_uring explicitly is an error that says why.
     let err = Builder::new()
         .backend(Backend::Uring)
-        .ignore_env()
         .build()
         .expect_err("Backend::Uring must fail under the filter");
     let msg = err.to_string();
@@ -564,105 +559,52 @@ fn child_seccomp_fallback() {
         assert!(msg.contains("seccomp"), "{msg}");
     }
     // Epoll, asked for explicitly, has no fallback reason.
-    let rt = Builder::new()
-        .backend(Backend::Epoll)
-        .ignore_env()
-        .build()
-        .unwrap();
+    let rt = Builder::new().backend(Backend::Epoll).build().unwrap();
     assert_eq!(rt.backend_report().chosen, Backend::Epoll);
     assert!(rt.backend_report().fallback_reason.is_none());
 }
 
 // ---------------------------------------------------------------------------
-// RINGKIT_BACKEND
+// The environment
 
+/// The library never reads the environment: variables the `ringkit`
+/// binary takes as fallbacks of its flags (`RINGKIT_BACKEND`, ...) change
+/// nothing in a program that embeds the runtime, even when invalid.
 #[test]
-fn env_backend_epoll() {
-    for value in ["epoll", "EPoll"] {
-        let (stdout, _) = run_child("child_backend_env", &[("RINGKIT_BACKEND", value)]);
-        assert_eq!(marker(&stdout, "ENV-CHOSEN:"), Some("epoll"), "{stdout}");
+fn the_library_ignores_ringkit_variables() {
+    for value in ["epoll", "bogus"] {
+        let vars = [
+            ("RINGKIT_BACKEND", value),
+            ("RINGKIT_SEND_BATCH", value),
+            ("RINGKIT_BATCH_WAIT", value),
+            ("RINGKIT_FIXED_FILES", value),
+            ("RINGKIT_RECV_BUNDLE", value),
+        ];
+        let (stdout, _) = run_child("child_backend_env", &vars);
+        assert_eq!(marker(&stdout, "ENV-REQUESTED:"), Some("auto"), "{stdout}");
     }
 }
 
 #[test]
-fn env_backend_invalid() {
-    let (stdout, _) = run_child("child_backend_env", &[("RINGKIT_BACKEND", "bogus")]);
-    let err = marker(&stdout, "ENV-ERR:").expect("the child reports the error");
-    assert!(err.starts_with("InvalidInput"), "{err}");
-    assert!(err.contains("bogus"), "{err}");
-}
-
-#[test]
-#[ignore = "child process of env_backend_*"]
+#[ignore = "child process of the_library_ignores_ringkit_variables"]
 fn child_backend_env() {
     if !is_child("child_backend_env") {
         return;
     }
-    let value = std::env::var("RINGKIT_BACKEND").expect("RINGKIT_BACKEND set by the parent");
-    let valid = value.parse::<Backend>().is_ok();
-    // Not read unless asked: a plain builder ignores even a bogus value.
     let rt = Builder::new()
         .build()
-        .expect("the environment was read unasked");
-    assert_eq!(rt.backend_report().requested, Backend::Auto);
+        .expect("the environment was read, and refused");
+    println!("ENV-REQUESTED: {}", rt.backend_report().requested);
+    let n = rt.block_on(async {
+        ringkit::time::sleep(Duration::from_millis(1)).await;
+        7
+    });
+    assert_eq!(n, 7);
     drop(rt);
     assert!(ringkit::Runtime::new().is_ok());
-    match Builder::new().env_overrides().build() {
-        Ok(rt) => {
-            assert!(valid, "RINGKIT_BACKEND={value:?} was accepted");
-            let r = rt.backend_report();
-            println!("ENV-CHOSEN: {}", r.chosen);
-            assert_eq!(r.requested, parse_backend(&value), "{r:?}");
-            if r.requested == Backend::Epoll {
-                assert_eq!(r.chosen, Backend::Epoll);
-                assert!(r.fallback_reason.is_none());
-            }
-            let n = rt.block_on(async {
-                ringkit::time::sleep(Duration::from_millis(1)).await;
-                7
-            });
-            assert_eq!(n, 7);
-        }
-        Err(e) => {
-            println!("ENV-ERR: {:?}: {e}", e.kind());
-            assert!(
-                !valid,
-                "RINGKIT_BACKEND={value:?} is valid but build failed: {e}"
-            );
-            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
-        }
-    }
-    // The variable also overrides an explicit backend...
-    let rt = Builder::new()
-        .backend(Backend::Auto)
-        .env_overrides()
-        .build();
-    match (&rt, valid) {
-        (Ok(rt), true) if value.eq_ignore_ascii_case("epoll") => {
-            assert_eq!(rt.backend_report().chosen, Backend::Epoll)
-        }
-        (Ok(_), true) => {}
-        (Err(e), false) => assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput),
-        (r, _) => panic!("unexpected {r:?} for RINGKIT_BACKEND={value:?}"),
-    }
-    drop(rt);
-    // ...but not once ignore_env() undoes the request.
-    let rt = Builder::new()
-        .backend(Backend::Epoll)
-        .env_overrides()
-        .ignore_env()
-        .build()
-        .expect("ignore_env ignores even an invalid value");
-    assert_eq!(rt.backend_report().requested, Backend::Epoll);
-    drop(rt);
-    // Nor does it matter to the one-runtime-per-thread rule: a second
-    // runtime on this thread is refused.
-    let _rt = Builder::new()
-        .backend(Backend::Epoll)
-        .ignore_env()
-        .build()
-        .unwrap();
-    let second = Builder::new().backend(Backend::Epoll).ignore_env().build();
+    // One runtime per thread: a second on this thread is refused.
+    let _rt = Builder::new().backend(Backend::Epoll).build().unwrap();
+    let second = Builder::new().backend(Backend::Epoll).build();
     assert!(
         second.is_err(),
         "a second runtime on one thread must be refused"

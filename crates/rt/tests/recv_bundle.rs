@@ -29,7 +29,7 @@ fn run<F: Future<Output = ()>>(
     f: impl FnOnce() -> F,
 ) -> Option<ringkit::MetricsSnapshot> {
     ringkit::raise_nofile_limit();
-    let b = Builder::new().ignore_env().recv_buffers(64, 256);
+    let b = Builder::new().recv_buffers(64, 256);
     let b = match mode {
         Mode::Bundle => b.backend(Backend::Uring).recv_bundle(true),
         Mode::NoBundle => b.backend(Backend::Uring).recv_bundle(false),
@@ -381,7 +381,7 @@ fn dropped_while_the_peer_keeps_sending(mode: Mode) {
         }
         // Enough buffers that the multishot is still armed (not run dry)
         // when the stream goes.
-        let b = Builder::new().ignore_env().recv_buffers(512, 1024);
+        let b = Builder::new().recv_buffers(512, 1024);
         let b = match mode {
             Mode::Bundle => b.backend(Backend::Uring).recv_bundle(true),
             Mode::NoBundle => b.backend(Backend::Uring).recv_bundle(false),

@@ -62,7 +62,7 @@ fn write_until_stuck(s: &mut std::net::TcpStream, data: &[u8]) -> usize {
 /// (asked), so what got in is mostly what the server side took out of the
 /// socket; without, the kernel's defaults (autotuned, megabytes).
 fn unread_stream_is_held_back(backend: Backend, small: bool) -> Option<usize> {
-    let rt = match Builder::new().ignore_env().backend(backend).build() {
+    let rt = match Builder::new().backend(backend).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped on io_uring: unavailable here: {e}");

@@ -12,7 +12,6 @@ use ringkit::Backend;
 fn runtime(backend: Backend, entries: u32) -> Option<ringkit::Runtime> {
     match ringkit::Builder::new()
         .backend(backend)
-        .ignore_env()
         .entries(entries)
         .build()
     {
@@ -137,7 +136,6 @@ fn runtime_probe() -> std::io::Result<()> {
     std::thread::spawn(|| {
         ringkit::Builder::new()
             .backend(Backend::Uring)
-            .ignore_env()
             .build()
             .map(drop)
     })
@@ -153,63 +151,6 @@ fn launch_reuseport_uring() {
 #[test]
 fn launch_reuseport_epoll() {
     launch_reuseport(Backend::Epoll);
-}
-
-/// `batch_wait(64, 1 ms)`: the loop asks the kernel for 64 completions but
-/// must still make progress one completion at a time (min-wait window),
-/// for sockets, timers and remote wakes alike.
-fn batch_wait_keeps_serving(backend: Backend) {
-    let rt = match ringkit::Builder::new()
-        .backend(backend)
-        .ignore_env()
-        .batch_wait(64, std::time::Duration::from_millis(1))
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) if backend == Backend::Uring => {
-            return eprintln!("skipped: io_uring unavailable: {e}")
-        }
-        Err(e) => panic!("{e}"),
-    };
-    rt.block_on(async {
-        let l = TcpListener::bind("127.0.0.1:0".parse::<std::net::SocketAddr>().unwrap()).unwrap();
-        let addr = l.local_addr().unwrap();
-        let server = ringkit::spawn(async move {
-            let s = l.accept_stream().await.unwrap();
-            loop {
-                let buf = s.read_pooled().await.unwrap();
-                if buf.is_empty() {
-                    break;
-                }
-                s.write_all(buf.to_vec()).await.0.unwrap();
-            }
-        });
-        let c = ringkit::net::TcpStream::connect(addr).await.unwrap();
-        for i in 0..200u32 {
-            let msg = i.to_le_bytes().to_vec();
-            c.write_all(msg.clone()).await.0.unwrap();
-            let mut got = Vec::new();
-            while got.len() < 4 {
-                let (n, b) = c.read(Vec::with_capacity(4 - got.len())).await;
-                assert!(n.unwrap() > 0, "server closed early");
-                got.extend_from_slice(&b);
-            }
-            assert_eq!(got, msg);
-        }
-        ringkit::time::sleep(std::time::Duration::from_millis(5)).await;
-        c.shutdown(std::net::Shutdown::Write).await.unwrap();
-        server.await.unwrap();
-    });
-}
-
-#[test]
-fn batch_wait_keeps_serving_uring() {
-    batch_wait_keeps_serving(Backend::Uring);
-}
-
-#[test]
-fn batch_wait_keeps_serving_epoll() {
-    batch_wait_keeps_serving(Backend::Epoll);
 }
 
 /// A read and its linked timeout go into the ring together or not at all:

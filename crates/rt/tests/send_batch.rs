@@ -52,7 +52,7 @@ fn chains_hold() -> bool {
 /// check that chains were used exactly when they should be.
 fn run<F: Future<Output = ()>>(mode: Mode, bufs: (u16, u32), f: impl FnOnce() -> F) {
     ringkit::raise_nofile_limit();
-    let b = Builder::new().ignore_env().recv_buffers(bufs.0, bufs.1);
+    let b = Builder::new().recv_buffers(bufs.0, bufs.1);
     let b = match mode {
         Mode::Vectored => b.backend(Backend::Uring).send_batch(SendBatch::Vectored),
         Mode::Linked => b.backend(Backend::Uring).send_batch(SendBatch::Linked),

@@ -17,7 +17,7 @@ fn open_fds() -> usize {
 }
 
 fn builder(backend: Backend, hosted: bool) -> Builder {
-    let b = Builder::new().backend(backend).ignore_env();
+    let b = Builder::new().backend(backend);
     if hosted {
         b.host_tokio()
     } else {

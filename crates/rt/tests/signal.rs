@@ -65,7 +65,7 @@ fn finish(mut child: std::process::Child, mut stdout: String) -> (bool, String, 
 /// A runtime of `backend` on a new thread that awaits shutdown, or `None`
 /// (printing why) when io_uring is unavailable here.
 fn waiter(backend: Backend, waiting: Arc<AtomicUsize>) -> Option<std::thread::JoinHandle<()>> {
-    let rt = Builder::new().backend(backend).ignore_env().build();
+    let rt = Builder::new().backend(backend).build();
     if let Err(e) = &rt {
         if backend == Backend::Uring {
             println!("SKIP uring: {e}");
@@ -74,11 +74,7 @@ fn waiter(backend: Backend, waiting: Arc<AtomicUsize>) -> Option<std::thread::Jo
     }
     drop(rt);
     Some(std::thread::spawn(move || {
-        let rt = Builder::new()
-            .backend(backend)
-            .ignore_env()
-            .build()
-            .unwrap();
+        let rt = Builder::new().backend(backend).build().unwrap();
         rt.block_on(async {
             // Two waiters on this runtime: both must resolve.
             let a = ringkit::spawn(ringkit::signal::shutdown_requested());
@@ -147,21 +143,12 @@ fn child_wait_for_sigint() {
         return;
     }
     ringkit::signal::install().unwrap();
-    let backend = if Builder::new()
-        .backend(Backend::Uring)
-        .ignore_env()
-        .build()
-        .is_ok()
-    {
+    let backend = if Builder::new().backend(Backend::Uring).build().is_ok() {
         Backend::Uring
     } else {
         Backend::Epoll
     };
-    let rt = Builder::new()
-        .backend(backend)
-        .ignore_env()
-        .build()
-        .unwrap();
+    let rt = Builder::new().backend(backend).build().unwrap();
     rt.block_on(async {
         let wait = ringkit::spawn(ringkit::signal::shutdown_requested());
         ringkit::time::sleep(Duration::from_millis(10)).await;

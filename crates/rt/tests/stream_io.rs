@@ -19,12 +19,7 @@ use stream_common::*;
 /// Build a runtime for `backend` with a tiny provided-buffer ring (2 x 64 B)
 /// and run `fut` on it; skips (printing why) if io_uring is unavailable.
 fn run_with_tiny_buffer_ring<F: Future<Output = ()>>(backend: Backend, fut: impl FnOnce() -> F) {
-    let rt = match Builder::new()
-        .backend(backend)
-        .ignore_env()
-        .recv_buffers(2, 64)
-        .build()
-    {
+    let rt = match Builder::new().backend(backend).recv_buffers(2, 64).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped: io_uring unavailable here: {e}");

@@ -292,7 +292,7 @@ ringkit::test_all! {
 
 /// Like `test_all!`'s runner, for tests whose two backends differ.
 fn run_on<F: std::future::Future<Output = ()>>(backend: Backend, fut: F) {
-    let rt = match Builder::new().backend(backend).ignore_env().build() {
+    let rt = match Builder::new().backend(backend).build() {
         Ok(rt) => rt,
         Err(e) if backend == Backend::Uring => {
             eprintln!("skipped: io_uring unavailable here: {e}");

@@ -96,7 +96,6 @@ impl<const URING: bool> Builder<URING> {
         let (paused, name) = (self.start_paused, self.name);
         let rt = ringkit::Builder::new()
             .backend(backend)
-            .ignore_env()
             .host_tokio()
             .host_tokio_configure(move |b| {
                 b.start_paused(paused);

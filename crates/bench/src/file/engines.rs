@@ -84,7 +84,6 @@ pub(crate) fn run_rt(
 ) -> io::Result<Measured> {
     let rt = ringkit::Builder::new()
         .backend(backend)
-        .ignore_env()
         .build()
         .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
     let setup = rt.backend_report().to_string();

@@ -250,11 +250,7 @@ fn runtime_reader(
     sh: &Shared,
     tx: mpsc::Sender<io::Result<OwnedFd>>,
 ) -> io::Result<ReaderOut> {
-    let rt = match ringkit::Builder::new()
-        .backend(backend)
-        .ignore_env()
-        .build()
-    {
+    let rt = match ringkit::Builder::new().backend(backend).build() {
         Ok(rt) => rt,
         Err(e) => {
             let _ = tx.send(Err(io::Error::other("runtime failed")));
@@ -309,7 +305,6 @@ fn runtime_reader(
 fn runtime_file_reader(fd: RawFd, total: u64, warmup: u64, sh: &Shared) -> io::Result<ReaderOut> {
     let rt = ringkit::Builder::new()
         .backend(Backend::Uring)
-        .ignore_env()
         .build()
         .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
     let setup = rt.backend_report().to_string();

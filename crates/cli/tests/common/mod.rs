@@ -51,7 +51,6 @@ pub fn backend_usable(backend: &str) -> bool {
     }
     match ringkit::Builder::new()
         .backend(ringkit::Backend::Uring)
-        .ignore_env()
         .build()
     {
         Ok(_) => true,

@@ -13,7 +13,8 @@
 //! Files: `config.rs` (the public settings and report), `contract.rs`
 //! (`OpCode`), `future.rs` (`Op`, `op_within`), this file (`Driver`, the
 //! dispatch), `storage.rs` (registered buffers, linked syncs), `uring/`
-//! and `epoll.rs` (the backends), `op/` (one file per operation).
+//! and `epoll.rs` (the backends), `op/` (one file per operation), and
+//! `experiments/` (levers kept to be measured, feature `experiments`).
 //!
 //! # Choosing the backend
 //! Once per runtime. `Backend::Auto` tries io_uring with the best flags
@@ -43,6 +44,8 @@ mod config;
 mod contract;
 pub(crate) mod current;
 pub(crate) mod epoll;
+#[cfg(feature = "experiments")]
+pub(crate) mod experiments;
 mod future;
 pub(crate) mod multishot;
 pub(crate) mod op;
@@ -50,9 +53,11 @@ mod storage;
 pub(crate) mod uring;
 pub(crate) mod waiters;
 
-pub use config::{Backend, BackendReport, BatchWait, SendBatch};
-pub(crate) use config::{DriverConfig, SendPlan};
+pub(crate) use config::DriverConfig;
+pub use config::{Backend, BackendReport};
 pub(crate) use contract::{Dir, OpCode, Orphan, CHAIN_MEMBER, INLINE, NOT_SUBMITTED};
+#[cfg(feature = "experiments")]
+pub use experiments::{BatchWait, SendBatch};
 pub(crate) use future::{op_within, Op};
 
 use std::io;
@@ -146,16 +151,18 @@ impl Driver {
     }
 
     /// How batches of pooled buffers are sent (always vectored on epoll).
-    pub(crate) fn send_plan(&self) -> SendPlan {
+    #[cfg(feature = "experiments")]
+    pub(crate) fn send_plan(&self) -> experiments::SendPlan {
         match self {
-            Driver::Uring(d) => d.send_plan(),
-            Driver::Epoll(_) => SendPlan::Vectored,
+            Driver::Uring(d) => d.levers.plan(),
+            Driver::Epoll(_) => experiments::SendPlan::Vectored,
         }
     }
 
     /// io_uring, `SendPlan::Bundle`: an empty send ring for one batch, or
     /// `None` (send it vectored).
-    pub(crate) fn send_ring(&mut self, m: &Metrics) -> Option<uring::PooledSendRing> {
+    #[cfg(feature = "experiments")]
+    pub(crate) fn send_ring(&mut self, m: &Metrics) -> Option<experiments::PooledSendRing> {
         match self {
             Driver::Uring(d) => d.send_ring(m),
             Driver::Epoll(_) => None,

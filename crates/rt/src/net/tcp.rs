@@ -354,9 +354,9 @@ impl TcpStream {
     }
 
     /// Send all of `bufs` in order, continuing after a partial send. On
-    /// io_uring one CQE per batch: one vectored `SENDMSG` by default, or a
-    /// chain of linked sends or a send bundle ([`crate::Builder::send_batch`]);
-    /// on epoll one `sendmsg`.
+    /// io_uring one CQE per batch: one vectored `SENDMSG` (with feature
+    /// `experiments`, `Builder::send_batch` can ask for a chain of linked
+    /// sends or a send bundle instead); on epoll one `sendmsg`.
     pub fn write_all_pooled(
         &self,
         bufs: Vec<RecvBuf>,

@@ -19,8 +19,6 @@ pub(crate) mod recv_scratch;
 pub(crate) mod recvmsg;
 pub(crate) mod send;
 pub(crate) mod send_batch;
-pub(crate) mod send_bundle;
-pub(crate) mod send_chain;
 pub(crate) mod sendfile;
 pub(crate) mod sendmsg;
 pub(crate) mod shutdown;

@@ -71,28 +71,3 @@ impl<B: IoBuf> OpCode for SendMsg<B> {
         (res.map(|n| n as usize), self.bufs)
     }
 }
-
-/// epoll: one `sendmsg` of `bufs`, building their iovecs in `iovecs` on the
-/// first call (for the batch ops whose io_uring form is not a `SENDMSG`).
-pub(crate) fn sendmsg_bufs<B: IoBuf>(
-    fd: RawFd,
-    bufs: &[B],
-    iovecs: &mut Vec<libc::iovec>,
-) -> io::Result<u32> {
-    if iovecs.is_empty() {
-        *iovecs = bufs
-            .iter()
-            .map(|b| libc::iovec {
-                iov_base: b.stable_ptr() as *mut libc::c_void,
-                iov_len: b.bytes_init(),
-            })
-            .collect();
-    }
-    // SAFETY: plain data; all-zero is a valid msghdr.
-    let mut hdr: libc::msghdr = unsafe { std::mem::zeroed() };
-    hdr.msg_iov = iovecs.as_mut_ptr();
-    hdr.msg_iovlen = iovecs.len();
-    // SAFETY: the msghdr points at `iovecs`, which point into `bufs`; all
-    // live across the call.
-    cvt(unsafe { raw::sendmsg(fd, &hdr, libc::MSG_NOSIGNAL) })
-}

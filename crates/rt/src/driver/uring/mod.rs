@@ -27,21 +27,16 @@ use std::time::{Duration, Instant};
 use ringkit_uring::opcode::{self, Entry, SqeFlags, Target};
 use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
 
-mod batch_wait;
 mod fixed;
 mod lifecycle;
 mod ops;
-mod send_rings;
 
-use batch_wait::Governor;
 use fixed::FixedFiles;
 pub(crate) use lifecycle::MultiKind;
 use lifecycle::{dispatch, CqeQueue, Lifecycle};
-pub(crate) use send_rings::PooledSendRing;
-use send_rings::SendRings;
 
 use super::waiters::Waiters;
-use super::{BatchWait, DriverConfig, SendBatch, SendPlan};
+use super::DriverConfig;
 use crate::metrics::Metrics;
 
 /// `user_data` of ASYNC_CANCEL SQEs: their CQEs are ignored.
@@ -55,10 +50,6 @@ pub(crate) const CLOSE_UD: u64 = u64::MAX - 2;
 /// index << 32 | key` (slab keys stay far below 2^32; the reserved values
 /// above are matched first).
 const CHAIN_TAG: u64 = 1 << 61;
-
-/// The most members a send chain holds (the echo server batches at most 64
-/// buffers).
-const CHAIN_MAX: usize = 64;
 
 /// Buffer group id of the runtime's provided-buffer ring.
 pub(crate) const BGID: u16 = 0;
@@ -98,7 +89,10 @@ pub(crate) struct UringDriver {
     // Field order is drop order: the buffer ring unregisters from the ring,
     // so it must go before the ring's fd is closed.
     bufs: Option<Rc<RefCell<BufRing>>>,
-    send_rings: SendRings,
+    /// Feature `experiments`: the send levers' and batched waits' state
+    /// (holds send rings, so it goes before the ring too).
+    #[cfg(feature = "experiments")]
+    pub(super) levers: super::experiments::UringLevers,
     ring: IoUring,
     ops: slab::Slab<Lifecycle>,
     wake_fd: RawFd,
@@ -117,11 +111,6 @@ pub(crate) struct UringDriver {
     /// The kernel takes a multishot receive's byte limit (`optlen`); set
     /// false at the first `EINVAL` that says it does not.
     recv_limit: bool,
-    /// How batches of pooled buffers go out.
-    send_plan: SendPlan,
-    /// Whether a blocking park waits for a batch (`BatchWait`; off where
-    /// the kernel lacks `IORING_FEAT_MIN_TIMEOUT`).
-    batch_wait: Governor,
     /// The registered file table (created on first use).
     fixed: FixedFiles,
 }
@@ -196,37 +185,9 @@ impl UringDriver {
         let skip_success = ring.features() & sys::IORING_FEAT_CQE_SKIP != 0;
         let recv_bundle =
             cfg.recv_bundle && ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0;
-        let send_plan = match cfg.send_batch {
-            SendBatch::Vectored => SendPlan::Vectored,
-            SendBatch::Linked if skipped_chains_hold() => {
-                SendPlan::Linked(CHAIN_MAX.min(ring.params().sq_entries as usize - 1))
-            }
-            SendBatch::Linked => {
-                tracing::warn!(
-                    "ringkit: send_batch linked ignored: this kernel does not post exactly one \
-                     CQE per chain of CQE_SKIP_SUCCESS links; batches are sent vectored"
-                );
-                SendPlan::Vectored
-            }
-            SendBatch::Bundle if ring.features() & sys::IORING_FEAT_RECVSEND_BUNDLE != 0 => {
-                SendPlan::Bundle
-            }
-            SendBatch::Bundle => {
-                tracing::warn!(
-                    "ringkit: send_batch bundle ignored: the kernel lacks \
-                     IORING_FEAT_RECVSEND_BUNDLE (Linux 6.10); batches are sent vectored"
-                );
-                SendPlan::Vectored
-            }
-        };
-        let batch_wait = if ring.features() & sys::IORING_FEAT_MIN_TIMEOUT != 0 {
-            cfg.batch_wait
-        } else {
-            if matches!(cfg.batch_wait, BatchWait::Fixed { .. }) {
-                tracing::warn!("ringkit: batch_wait ignored: kernel lacks IORING_FEAT_MIN_TIMEOUT (Linux 6.12)");
-            }
-            BatchWait::Off
-        };
+        #[cfg(feature = "experiments")]
+        let levers =
+            super::experiments::UringLevers::new(cfg.experiments, &ring, skipped_chains_hold());
         let mut d = UringDriver {
             ring,
             ops: slab::Slab::with_capacity(256),
@@ -235,14 +196,13 @@ impl UringDriver {
             hosted: cfg.hosted,
             wake_armed: false,
             bufs: None,
-            send_rings: SendRings::default(),
+            #[cfg(feature = "experiments")]
+            levers,
             buf_count: cfg.buf_count,
             buf_size: cfg.buf_size,
             skip_success,
             recv_bundle,
             recv_limit: true,
-            send_plan,
-            batch_wait: Governor::new(batch_wait),
             fixed: FixedFiles::new(cfg.fixed_files),
         };
         if let Err(e) = d.arm_wake(&Metrics::default()) {
@@ -251,16 +211,10 @@ impl UringDriver {
         Ok((d, attempts))
     }
 
-    pub(crate) fn send_plan(&self) -> SendPlan {
-        match self.send_plan {
-            // A 2-entry SQ leaves no room for a chain worth the name.
-            SendPlan::Linked(n) if n < 2 => SendPlan::Vectored,
-            p => p,
-        }
-    }
-
-    pub(crate) fn send_ring(&mut self, m: &Metrics) -> Option<PooledSendRing> {
-        self.send_rings.take(&self.ring, m)
+    /// Feature `experiments`: an empty send ring for one send bundle.
+    #[cfg(feature = "experiments")]
+    pub(super) fn send_ring(&mut self, m: &Metrics) -> Option<super::experiments::PooledSendRing> {
+        self.levers.send_ring(&self.ring, m)
     }
 
     /// Buffers a stream may leave unread before its multishot receive is
@@ -529,23 +483,12 @@ impl UringDriver {
     /// zero, wait for a completion (at most `timeout`; `None`: no limit);
     /// then reap every CQE.
     pub(crate) fn park(&mut self, timeout: Option<Duration>, m: &Metrics) -> io::Result<()> {
-        // A batch needs at least two operations that could complete; with
-        // fewer, waiting for more only delays the one there is.
-        let in_flight = self.ops.len() as u32;
-        let batch = self
-            .batch_wait
-            .wait()
-            .filter(|_| in_flight >= 2)
-            .map(|(want, min)| (want.min(in_flight), min));
-        // A deadline sooner than the minimum wait: the kernel would let the
-        // minimum run out first and return late.
-        let batch = match timeout {
-            Some(d) => batch.filter(|&(_, min)| d > min),
-            None => batch,
-        };
-        if batch.is_some() && timeout != Some(Duration::ZERO) {
-            Metrics::add(&m.batch_waits, 1);
-        }
+        // Feature `experiments`: whether to wait for a batch of
+        // completions (`BatchWait`); without it, never.
+        #[cfg(feature = "experiments")]
+        let batch = self.levers.batch(self.ops.len() as u32, timeout, m);
+        #[cfg(not(feature = "experiments"))]
+        let batch: Option<(u32, Duration)> = None;
         loop {
             let res = match timeout {
                 Some(d) if d.is_zero() => {
@@ -589,7 +532,8 @@ impl UringDriver {
                 Err(e) => return Err(e),
             }
         }
-        self.batch_wait.parked();
+        #[cfg(feature = "experiments")]
+        self.levers.parked();
         self.reap(m)
     }
 

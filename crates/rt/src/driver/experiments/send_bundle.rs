@@ -26,9 +26,9 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 use ringkit_uring::SendRing;
 
-use super::sendmsg::sendmsg_bufs;
+use super::send_rings::PooledSendRing;
+use super::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::uring::PooledSendRing;
 use crate::driver::{Dir, OpCode};
 
 pub(crate) struct SendBundle<B> {

@@ -25,7 +25,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use super::sendmsg::sendmsg_bufs;
+use super::sendmsg_bufs;
 use crate::buf::IoBuf;
 use crate::driver::{Dir, OpCode, CHAIN_MEMBER, NOT_SUBMITTED};
 

@@ -27,7 +27,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::driver::config::BatchWait;
+use super::BatchWait;
 
 /// Share of a window the thread must have been on CPU for batching to start.
 pub(crate) const ON_AT: f64 = 0.95;
