@@ -174,25 +174,27 @@ impl UringLevers {
     }
 }
 
-/// The most buffers one send takes under this thread's plan, or `None`
-/// (the default path's cap).
-pub(crate) fn cap() -> Option<usize> {
-    match plan() {
-        SendPlan::Vectored => None,
-        SendPlan::Linked(n) => Some(n),
-        SendPlan::Bundle => Some(SendRing::MAX_BATCH),
+impl SendPlan {
+    /// The most buffers one send takes under this plan, or `None` (the
+    /// default path's cap).
+    pub(crate) fn cap(self) -> Option<usize> {
+        match self {
+            SendPlan::Vectored => None,
+            SendPlan::Linked(n) => Some(n),
+            SendPlan::Bundle => Some(SendRing::MAX_BATCH),
+        }
     }
 }
 
 /// This thread's send plan (vectored outside a runtime and on epoll).
-fn plan() -> SendPlan {
+pub(crate) fn plan() -> SendPlan {
     current::try_with(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored)
 }
 
-/// Send `bufs` as this thread's plan says, if it says other than
-/// vectored and the batch suits it; otherwise the buffers back, for the
-/// default path.
+/// Send `bufs` as `plan` says, if it says other than vectored and the
+/// batch suits it; otherwise the buffers back, for the default path.
 pub(crate) async fn send(
+    plan: SendPlan,
     fd: RawFd,
     bufs: Vec<RecvBuf>,
     limit: Option<Duration>,
@@ -200,7 +202,7 @@ pub(crate) async fn send(
     if bufs.len() < 2 {
         return Err(bufs);
     }
-    match plan() {
+    match plan {
         SendPlan::Vectored => Err(bufs),
         SendPlan::Linked(_) => Ok(op_within(SendChain::new(fd, bufs), limit).await),
         SendPlan::Bundle => {

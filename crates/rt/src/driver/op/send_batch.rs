@@ -19,16 +19,21 @@ const MAX_IOVS: usize = 512;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Batcher {
     cap: usize,
+    #[cfg(feature = "experiments")]
+    plan: crate::driver::experiments::SendPlan,
 }
 
 impl Batcher {
     /// The current runtime's (vectored outside one).
     pub(crate) fn current() -> Batcher {
         #[cfg(feature = "experiments")]
-        let cap = crate::driver::experiments::cap().unwrap_or(MAX_IOVS);
+        {
+            let plan = crate::driver::experiments::plan();
+            let cap = plan.cap().unwrap_or(MAX_IOVS);
+            Batcher { cap, plan }
+        }
         #[cfg(not(feature = "experiments"))]
-        let cap = MAX_IOVS;
-        Batcher { cap }
+        Batcher { cap: MAX_IOVS }
     }
 
     /// The most buffers one send takes; the rest waits for the next.
@@ -45,7 +50,7 @@ impl Batcher {
         limit: Option<Duration>,
     ) -> (io::Result<usize>, Vec<RecvBuf>) {
         #[cfg(feature = "experiments")]
-        let bufs = match crate::driver::experiments::send(fd, bufs, limit).await {
+        let bufs = match crate::driver::experiments::send(self.plan, fd, bufs, limit).await {
             Ok(sent) => return sent,
             Err(bufs) => bufs,
         };
