@@ -23,6 +23,7 @@ pub(crate) struct Metrics {
     pub(crate) send_bundles: Cell<u64>,
     pub(crate) send_rings: Cell<u64>,
     pub(crate) batch_waits: Cell<u64>,
+    pub(crate) ops_leaked: Cell<u64>,
 }
 
 impl Metrics {
@@ -95,6 +96,12 @@ pub struct MetricsSnapshot {
     /// per thread.
     #[cfg_attr(feature = "publish", serde(default))]
     pub coop_yields: u64,
+    /// io_uring: operations dropped in flight whose buffers the driver
+    /// could not take over (it was in use), and which were leaked rather
+    /// than freed while the kernel may still write to them. No code path
+    /// is known to do this; a non-zero count is a bug to report.
+    #[cfg_attr(feature = "publish", serde(default))]
+    pub ops_leaked: u64,
 }
 
 impl MetricsSnapshot {
@@ -138,6 +145,7 @@ impl MetricsSnapshot {
             send_rings: f(self.send_rings, o.send_rings),
             batch_waits: f(self.batch_waits, o.batch_waits),
             coop_yields: f(self.coop_yields, o.coop_yields),
+            ops_leaked: f(self.ops_leaked, o.ops_leaked),
         }
     }
 }
@@ -146,7 +154,7 @@ impl fmt::Display for MetricsSnapshot {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} recv_pauses={} send_chain_links={} send_bundles={} send_rings={} batch_waits={} coop_yields={}",
+            "io_uring_enter={} sqes={} cqes={} cq_overflows={} epoll_wait={} other_syscalls={} parks={} polls={} recv_buffers={} recv_bundled={} recv_pauses={} send_chain_links={} send_bundles={} send_rings={} batch_waits={} coop_yields={} ops_leaked={}",
             self.uring_enters,
             self.sqes_submitted,
             self.cqes_reaped,
@@ -162,7 +170,8 @@ impl fmt::Display for MetricsSnapshot {
             self.send_bundles,
             self.send_rings,
             self.batch_waits,
-            self.coop_yields
+            self.coop_yields,
+            self.ops_leaked
         )
     }
 }
@@ -194,5 +203,6 @@ pub(crate) fn snapshot(
         send_rings: m.send_rings.get(),
         batch_waits: m.batch_waits.get(),
         coop_yields,
+        ops_leaked: m.ops_leaked.get(),
     }
 }

@@ -1,6 +1,6 @@
 //! The backend contract: `OpCode`, what every operation says about itself
-//! to both backends (docs/ARCHITECTURE.md section 2), and the flags the
-//! driver passes to `complete`.
+//! to both backends (docs/ARCHITECTURE.md section 2), and [`Source`], where
+//! the result `complete` is given came from.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -42,8 +42,9 @@ pub(crate) trait OpCode: Sized + 'static {
         false
     }
 
-    /// Turn the result into the output (both backends).
-    fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output;
+    /// Turn the result into the output (both backends); `from` says which
+    /// backend made it and how.
+    fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output;
 
     /// Before submitting: `Ready(Some(r))` completes at once with `r`,
     /// `Pending` waits (the op keeps the waker), `Ready(None)` proceeds.
@@ -66,8 +67,8 @@ pub(crate) trait OpCode: Sized + 'static {
     /// in order, linked to the next, their success CQEs skipped, so the
     /// chain posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A
     /// member that fails posts that one CQE itself, and the op's
-    /// [`complete`](Self::complete) sees `flags` = [`CHAIN_MEMBER`] | its
-    /// index. Only for ops built under `SendPlan::Linked`.
+    /// [`complete`](Self::complete) sees [`Source::ChainMember`] with its
+    /// index. Only where the driver says chains hold (`links_hold`).
     fn uring_chain(&mut self) -> Vec<Entry> {
         Vec::new()
     }
@@ -83,29 +84,45 @@ pub(crate) trait OpCode: Sized + 'static {
 
     /// io_uring: the result nobody will see (the future was dropped). The
     /// default drops `self`, releasing its buffers.
-    fn orphan_result(self, _res: i32, _flags: u32) {}
+    fn orphan_result(self, _res: i32, _from: Source) {}
 }
 
-/// In the `flags` given to [`OpCode::complete`]: the CQE came from the chain
-/// member whose index is in the low 16 bits (see [`OpCode::uring_chain`]).
-pub(crate) const CHAIN_MEMBER: u32 = 1 << 31;
-
-/// In the `flags` given to [`OpCode::complete`]: the SQE never reached the
-/// ring (queueing it failed), so the kernel did nothing; the error is the
-/// queueing's.
-pub(crate) const NOT_SUBMITTED: u32 = 1 << 30;
-
-/// In the `flags` given to [`OpCode::complete`]: the result was made in
-/// place ([`OpCode::uring_try_inline`]), not by the ring.
-pub(crate) const INLINE: u32 = 1 << 29;
+/// Where the result given to [`OpCode::complete`] came from. The driver
+/// says it here, never in bits mixed into the kernel's CQE flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// io_uring: the CQE of the op's own SQE, with the kernel's flags.
+    Ring {
+        /// The CQE's `flags` as the kernel posted them.
+        cqe_flags: u32,
+    },
+    /// io_uring: the CQE of member `index` of the op's chain
+    /// ([`OpCode::uring_chain`]), which failed or came up short: the links
+    /// after it, the op's own SQE included, were cancelled without a CQE.
+    ChainMember {
+        /// The member's place in the chain, from 0.
+        index: u16,
+    },
+    /// io_uring: made in place ([`OpCode::uring_try_inline`]).
+    Inline,
+    /// io_uring: the SQE never reached the ring (queueing it failed): the
+    /// kernel did nothing, and the error is the queueing's.
+    NotSubmitted,
+    /// epoll: the syscall made inside `poll` (`epoll_attempt`), or the
+    /// error of waiting for readiness.
+    Epoll,
+    /// Neither backend ran it: [`OpCode::before`] answered, or its time
+    /// limit passed before it started.
+    Early,
+}
 
 /// Type-erased orphan, kept by the uring driver until its CQE.
 pub(crate) trait Orphan {
-    fn late(self: Box<Self>, res: i32, flags: u32);
+    fn late(self: Box<Self>, res: i32, from: Source);
 }
 
 impl<T: OpCode> Orphan for T {
-    fn late(self: Box<Self>, res: i32, flags: u32) {
-        (*self).orphan_result(res, flags)
+    fn late(self: Box<Self>, res: i32, from: Source) {
+        (*self).orphan_result(res, from)
     }
 }

@@ -7,7 +7,9 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use super::{Driver, OpCode, INLINE, NOT_SUBMITTED};
+use super::epoll::EpollDriver;
+use super::uring::UringDriver;
+use super::{Driver, OpCode, Source};
 use crate::coop;
 use crate::driver::current;
 use crate::metrics::Metrics;
@@ -51,7 +53,7 @@ impl<T: OpCode> Op<T> {
             State::Init | State::Epoll => {
                 self.state = State::Done;
                 let data = self.data.take()?;
-                Some(data.complete(Err(timed_out()), 0))
+                Some(data.complete(Err(timed_out()), Source::Early))
             }
             State::Uring(key) => {
                 self.expired = true;
@@ -178,106 +180,121 @@ impl<T: OpCode> Future for Op<T> {
     }
 }
 
+/// A result and where it came from, before the op turns it into its output.
+type Done = (io::Result<u32>, Source);
+
 impl<T: OpCode> Op<T> {
     fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<T::Output> {
-        let this = self;
-        let data = this.data.as_mut().expect("Op polled after completion");
-        if let State::Init = this.state {
+        let Op { data, state, .. } = self;
+        let data = data.as_mut().expect("Op polled after completion");
+        if let State::Init = state {
             match data.before(cx) {
                 Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(r)) => {
-                    this.state = State::Done;
-                    let data = this.data.take().expect("data present");
-                    return Poll::Ready(data.complete(r, 0));
-                }
+                Poll::Ready(Some(r)) => return Poll::Ready(self.finish((r, Source::Early))),
                 Poll::Ready(None) => {}
             }
         }
-        let res = current::with(|rt| {
-            let mut drv = rt.driver.borrow_mut();
-            match &mut *drv {
-                Driver::Uring(u) => match this.state {
-                    State::Init => {
-                        if let Some(tried) = data.uring_try_inline() {
-                            // Made in place: counted here, done or not.
-                            Metrics::add(&rt.metrics.syscalls, 1);
-                            if let Some(r) = tried {
-                                return Poll::Ready((r, INLINE));
-                            }
-                        }
-                        let chain = data.uring_chain();
-                        let key = if chain.is_empty() {
-                            u.submit(data.uring_entry(), data.uring_link_timeout(), rt.metrics)
-                        } else {
-                            u.submit_chain(chain, data.uring_entry(), rt.metrics)
-                        };
-                        match key {
-                            Ok(key) => {
-                                this.state = State::Uring(key);
-                                u.set_waker(key, cx.waker());
-                                Poll::Pending
-                            }
-                            Err(e) => Poll::Ready((Err(e), NOT_SUBMITTED)),
-                        }
-                    }
-                    State::Uring(key) => match u.poll_op(key, cx) {
-                        Poll::Ready((res, flags)) => Poll::Ready((to_result(res), flags)),
-                        Poll::Pending => Poll::Pending,
-                    },
-                    _ => unreachable!("uring op in epoll state"),
-                },
-                Driver::Epoll(e) => {
-                    this.state = State::Epoll;
-                    let ready = data.epoll_ready();
-                    if let Some((fd, dir)) = ready {
-                        if !e.is_ready(fd, dir) {
-                            return match e.wait_ready(fd, dir, cx.waker(), rt.metrics) {
-                                Ok(()) => Poll::Pending,
-                                Err(err) => Poll::Ready((Err(err), 0)),
-                            };
-                        }
-                    }
-                    loop {
-                        Metrics::add(&rt.metrics.syscalls, 1);
-                        match data.epoll_attempt() {
-                            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-                            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
-                                let Some((fd, dir)) = ready else {
-                                    return Poll::Ready((Err(err), 0));
-                                };
-                                e.clear_ready(fd, dir);
-                                return match e.wait_ready(fd, dir, cx.waker(), rt.metrics) {
-                                    Ok(()) => Poll::Pending,
-                                    Err(err) => Poll::Ready((Err(err), 0)),
-                                };
-                            }
-                            Ok(n) => {
-                                if let Some((fd, dir)) = ready {
-                                    if data.epoll_drained(n) {
-                                        e.clear_ready(fd, dir);
-                                    }
-                                }
-                                return Poll::Ready((Ok(n), 0));
-                            }
-                            Err(err) => return Poll::Ready((Err(err), 0)),
-                        }
-                    }
-                }
+        let polled = current::with(|rt| match &mut *rt.driver.borrow_mut() {
+            Driver::Uring(u) => poll_uring(u, rt.metrics, state, data, cx),
+            Driver::Epoll(e) => {
+                *state = State::Epoll;
+                poll_epoll(e, rt.metrics, data, cx)
             }
         });
-        match res {
-            Poll::Ready((r, flags)) => {
-                let r = match r {
-                    Err(e) if this.expired && e.raw_os_error() == Some(libc::ECANCELED) => {
-                        Err(timed_out())
-                    }
-                    r => r,
-                };
-                this.state = State::Done;
-                let data = this.data.take().expect("data present");
-                Poll::Ready(data.complete(r, flags))
-            }
+        match polled {
+            Poll::Ready(done) => Poll::Ready(self.finish(done)),
             Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// The op is over: its output, from its result. A cancel that won the
+    /// race against the op's time limit is the limit's `TimedOut`.
+    fn finish(&mut self, (r, from): Done) -> T::Output {
+        let r = match r {
+            Err(e) if self.expired && e.raw_os_error() == Some(libc::ECANCELED) => Err(timed_out()),
+            r => r,
+        };
+        self.state = State::Done;
+        let data = self.data.take().expect("data present");
+        data.complete(r, from)
+    }
+}
+
+/// io_uring: on the first poll, make the op in place if it asks to, else
+/// submit its SQEs (its chain, then its own); then wait for its CQE.
+fn poll_uring<T: OpCode>(
+    u: &mut UringDriver,
+    m: &Metrics,
+    state: &mut State,
+    data: &mut T,
+    cx: &mut Context<'_>,
+) -> Poll<Done> {
+    match *state {
+        State::Init => {}
+        State::Uring(key) => return u.poll_op(key, cx).map(|(res, from)| (to_result(res), from)),
+        State::Epoll | State::Done => unreachable!("an epoll or finished op polled on io_uring"),
+    }
+    if let Some(tried) = data.uring_try_inline() {
+        // Made in place: counted here, done or not.
+        Metrics::add(&m.syscalls, 1);
+        if let Some(r) = tried {
+            return Poll::Ready((r, Source::Inline));
+        }
+    }
+    let chain = data.uring_chain();
+    let key = if chain.is_empty() {
+        u.submit(data.uring_entry(), data.uring_link_timeout(), m)
+    } else {
+        u.submit_chain(chain, data.uring_entry(), m)
+    };
+    match key {
+        Ok(key) => {
+            *state = State::Uring(key);
+            u.set_waker(key, cx.waker());
+            Poll::Pending
+        }
+        Err(e) => Poll::Ready((Err(e), Source::NotSubmitted)),
+    }
+}
+
+/// epoll: wait until the fd is ready (if the op waits on one), then make
+/// the syscall in place; `WouldBlock` clears the readiness and waits again.
+fn poll_epoll<T: OpCode>(
+    e: &mut EpollDriver,
+    m: &Metrics,
+    data: &mut T,
+    cx: &mut Context<'_>,
+) -> Poll<Done> {
+    let ready = data.epoll_ready();
+    let wait = |e: &mut EpollDriver, (fd, dir)| match e.wait_ready(fd, dir, cx.waker(), m) {
+        Ok(()) => Poll::Pending,
+        Err(err) => Poll::Ready((Err(err), Source::Epoll)),
+    };
+    if let Some((fd, dir)) = ready {
+        if !e.is_ready(fd, dir) {
+            return wait(e, (fd, dir));
+        }
+    }
+    loop {
+        Metrics::add(&m.syscalls, 1);
+        match data.epoll_attempt() {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) if err.kind() == io::ErrorKind::WouldBlock => {
+                let Some((fd, dir)) = ready else {
+                    return Poll::Ready((Err(err), Source::Epoll));
+                };
+                e.clear_ready(fd, dir);
+                return wait(e, (fd, dir));
+            }
+            Ok(n) => {
+                if let Some((fd, dir)) = ready {
+                    if data.epoll_drained(n) {
+                        e.clear_ready(fd, dir);
+                    }
+                }
+                return Poll::Ready((Ok(n), Source::Epoll));
+            }
+            Err(err) => return Poll::Ready((Err(err), Source::Epoll)),
         }
     }
 }
@@ -291,16 +308,25 @@ impl<T: OpCode> Drop for Op<T> {
             return;
         };
         let mut data = Some(data);
-        let _ = current::try_with(|rt| {
+        let handed = current::try_with(|rt| {
             if let Ok(mut drv) = rt.driver.try_borrow_mut() {
                 if let Driver::Uring(u) = &mut *drv {
                     u.orphan(key, data.take().expect("data present"), rt.metrics);
                 }
             }
+            if data.is_some() {
+                Metrics::add(&rt.metrics.ops_leaked, 1);
+            }
         });
         if let Some(d) = data {
-            // No driver to hand it to: the kernel may still use its memory,
-            // so leak it rather than free it under the kernel's feet.
+            // No driver to hand it to (the runtime is gone, or its driver
+            // is busy: a drop from inside the driver, which no path makes):
+            // the kernel may still use its memory, so leak it rather than
+            // free it under the kernel's feet. Counted when a runtime is
+            // there (`MetricsSnapshot::ops_leaked`).
+            if handed.is_none() {
+                tracing::warn!("ringkit: an operation dropped in flight after its runtime; its buffers are leaked");
+            }
             std::mem::forget(d);
         }
     }

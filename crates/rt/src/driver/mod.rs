@@ -18,8 +18,9 @@
 //!
 //! # Choosing the backend
 //! Once per runtime. `Backend::Auto` tries io_uring with the best flags
-//! (`SINGLE_ISSUER|DEFER_TASKRUN`, then `COOP_TASKRUN|TASKRUN_FLAG`, then
-//! none), checks the opcodes the runtime needs, and falls back to epoll when
+//! (`SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG`, then
+//! `COOP_TASKRUN|TASKRUN_FLAG`, then none; each with `CLAMP`, a CQ of 4x
+//! the SQ, strict setup and a registered ring fd), checks the opcodes the runtime needs, and falls back to epoll when
 //! io_uring is refused (seccomp `EPERM`, `kernel.io_uring_disabled`, `ENOSYS`,
 //! memlock `ENOMEM`, `EINVAL`) or lacks an opcode. The reason is kept in
 //! [`BackendReport`] and logged once.
@@ -55,7 +56,7 @@ pub(crate) mod waiters;
 
 pub(crate) use config::DriverConfig;
 pub use config::{Backend, BackendReport};
-pub(crate) use contract::{Dir, OpCode, Orphan, CHAIN_MEMBER, INLINE, NOT_SUBMITTED};
+pub(crate) use contract::{Dir, OpCode, Orphan, Source};
 #[cfg(feature = "experiments")]
 pub use experiments::{BatchWait, SendBatch};
 pub(crate) use future::{op_within, Op};

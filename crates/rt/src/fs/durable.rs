@@ -84,7 +84,6 @@ impl File {
             buf,
             offset,
             buf_index,
-            on_ring: false,
         })
         .await
     }

@@ -29,7 +29,7 @@ use ringkit_uring::SendRing;
 use super::send_rings::PooledSendRing;
 use super::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct SendBundle<B> {
     fd: RawFd,
@@ -136,8 +136,10 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
         sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
     }
 
-    fn complete(mut self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        self.ring.completed(flags);
+    fn complete(mut self, res: io::Result<u32>, from: Source) -> Self::Output {
+        if let Source::Ring { cqe_flags } = from {
+            self.ring.completed(cqe_flags);
+        }
         let res = match res {
             Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => Err(self.why_cancelled()),
             r => r.map(|n| n as usize),
@@ -145,8 +147,10 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
         (res, self.bufs)
     }
 
-    fn orphan_result(mut self, _res: i32, flags: u32) {
-        self.ring.completed(flags);
+    fn orphan_result(mut self, _res: i32, from: Source) {
+        if let Source::Ring { cqe_flags } = from {
+            self.ring.completed(cqe_flags);
+        }
     }
 }
 

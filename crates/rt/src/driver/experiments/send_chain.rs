@@ -16,7 +16,7 @@
 //! Each member sends with `MSG_WAITALL`, so on a stream socket it completes
 //! only when all of its buffer has gone, or with what it sent before an
 //! error (such as `EAGAIN` on the non-blocking socket). The CQE names the
-//! member (`CHAIN_MEMBER | index` in `flags`), so the bytes sent are known
+//! member (`Source::ChainMember`), so the bytes sent are known
 //! exactly and the caller continues from there. On epoll it is one
 //! `sendmsg` of the whole batch.
 
@@ -27,15 +27,13 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, CHAIN_MEMBER, NOT_SUBMITTED};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct SendChain<B> {
     fd: RawFd,
     bufs: Vec<B>,
     /// epoll: the iovecs of `bufs` (heap memory that `bufs` keeps alive).
     iovecs: Vec<libc::iovec>,
-    /// Set when the SQEs are built: the result comes from the ring.
-    on_ring: bool,
 }
 
 impl<B: IoBuf> SendChain<B> {
@@ -47,7 +45,6 @@ impl<B: IoBuf> SendChain<B> {
             fd,
             bufs,
             iovecs: Vec::new(),
-            on_ring: false,
         }
     }
 
@@ -79,7 +76,6 @@ impl<B: IoBuf> OpCode for SendChain<B> {
     }
 
     fn uring_entry(&mut self) -> Entry {
-        self.on_ring = true;
         self.send(&self.bufs[self.bufs.len() - 1], false)
     }
 
@@ -91,16 +87,13 @@ impl<B: IoBuf> OpCode for SendChain<B> {
         sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
     }
 
-    fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        if !self.on_ring || flags & NOT_SUBMITTED != 0 {
-            // epoll's one sendmsg, or a chain that never reached the ring.
-            return (res.map(|n| n as usize), self.bufs);
-        }
+    fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output {
         // Which SQE this CQE is from: a failing member, or the tail.
-        let index = if flags & CHAIN_MEMBER != 0 {
-            (flags & 0xffff) as usize
-        } else {
-            self.bufs.len() - 1
+        let index = match from {
+            Source::ChainMember { index } => usize::from(index),
+            Source::Ring { .. } => self.bufs.len() - 1,
+            // epoll's one sendmsg, or a chain that never reached the ring.
+            _ => return (res.map(|n| n as usize), self.bufs),
         };
         let before = self.before(index);
         let r = match res {

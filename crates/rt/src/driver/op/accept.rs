@@ -8,7 +8,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// Accept one connection. The address storage is boxed: the kernel writes it
 /// after submission, wherever this value has moved.
@@ -61,7 +61,7 @@ impl OpCode for Accept {
         } as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         let fd = res? as RawFd;
         // SAFETY: the kernel just gave us this fd.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -71,7 +71,7 @@ impl OpCode for Accept {
         Ok((fd, addr))
     }
 
-    fn orphan_result(self, res: i32, _flags: u32) {
+    fn orphan_result(self, res: i32, _from: Source) {
         if res >= 0 {
             // SAFETY: a connection accepted after its future was dropped: close it.
             unsafe { libc::close(res) };

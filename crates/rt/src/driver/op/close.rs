@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Close {
     pub(crate) fd: RawFd,
@@ -31,7 +31,7 @@ impl OpCode for Close {
         cvt(unsafe { libc::close(self.fd) } as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         res.map(|_| ())
     }
 }

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Connect {
     fd: RawFd,
@@ -79,7 +79,7 @@ impl OpCode for Connect {
         }
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         match res {
             // Give epoll's "backlog full" the same raw errno io_uring reports.
             Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Fallocate {
     pub(crate) fd: RawFd,
@@ -34,7 +34,7 @@ impl OpCode for Fallocate {
         cvt(r as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         res.map(|_| ())
     }
 }

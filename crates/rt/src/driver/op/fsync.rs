@@ -8,7 +8,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 use ringkit_uring::sys;
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) enum Fsync {
     All(RawFd),
@@ -63,7 +63,7 @@ impl OpCode for Fsync {
         cvt(r as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         res.map(|_| ())
     }
 }

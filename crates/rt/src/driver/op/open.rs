@@ -7,7 +7,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Open {
     // CString's heap block is what the kernel reads: stable across moves.
@@ -48,11 +48,11 @@ impl OpCode for Open {
         } as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
         opened(res)
     }
 
-    fn orphan_result(self, res: i32, _flags: u32) {
+    fn orphan_result(self, res: i32, _from: Source) {
         close_late(res);
     }
 }
@@ -103,11 +103,11 @@ impl OpCode for Open2 {
         } as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<OwnedFd> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
         opened(res)
     }
 
-    fn orphan_result(self, res: i32, _flags: u32) {
+    fn orphan_result(self, res: i32, _from: Source) {
         close_late(res);
     }
 }

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// One change to a name.
 pub(crate) enum PathOp {
@@ -60,7 +60,7 @@ impl OpCode for PathOp {
         cvt(r as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         res.map(|_| ())
     }
 }

@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct ReadAt<B> {
     pub(crate) fd: RawFd,
@@ -60,7 +60,7 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
         })
     }
 
-    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         if let Ok(n) = res {
             // SAFETY: the kernel initialised `n` bytes.
             unsafe { self.buf.set_init(n as usize) };

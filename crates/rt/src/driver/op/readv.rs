@@ -7,7 +7,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Readv<B> {
     fd: RawFd,
@@ -64,7 +64,7 @@ impl<B: IoBufMut> OpCode for Readv<B> {
         })
     }
 
-    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         if let Ok(n) = res {
             let mut left = n as usize;
             for b in &mut self.bufs {

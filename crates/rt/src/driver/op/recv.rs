@@ -21,7 +21,7 @@ use ringkit_uring::sys::KernelTimespec;
 
 use super::{cvt, raw, target};
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// Bytes of dropped reads, kept for the next read on the same stream.
 #[derive(Debug, Default)]
@@ -184,7 +184,7 @@ impl<B: IoBufMut> OpCode for Recv<B> {
         (n as usize) < self.total() && n > 0
     }
 
-    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         let res = match res {
             Ok(n) => {
                 // SAFETY: the kernel (or the stash copy) initialised `n` bytes.
@@ -206,7 +206,7 @@ impl<B: IoBufMut> OpCode for Recv<B> {
         }
     }
 
-    fn orphan_result(self, res: i32, _flags: u32) {
+    fn orphan_result(self, res: i32, _from: Source) {
         let Some(s) = &self.stash else { return };
         if self.orphaned {
             s.pending.set(s.pending.get() - 1);

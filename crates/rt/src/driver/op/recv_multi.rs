@@ -8,7 +8,7 @@
 //! new multishot.
 //!
 //! Bundles (`IORING_RECVSEND_BUNDLE`, kernel 6.10, on unless
-//! `Builder::recv_bundle(false)` or `RINGKIT_RECV_BUNDLE=0`): when a peer
+//! `Builder::recv_bundle(false)`): when a peer
 //! has sent more than one buffer holds, one CQE covers several buffers.
 //! The driver splits such a CQE into one entry per buffer as it reaps it
 //! (see `uring/lifecycle.rs`), so reads hand them out one per call, in

@@ -22,7 +22,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// Bytes one `recv` may take: what a peer pipelining requests can have
 /// queued, so that one syscall usually drains the socket.
@@ -90,7 +90,7 @@ impl OpCode for RecvScratch {
         (n as usize) < SCRATCH && n > 0
     }
 
-    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         res?;
         if !self.received {
             // The poll said readable (or hung up): take what is there now.

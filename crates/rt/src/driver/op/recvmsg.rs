@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 struct Msg {
     hdr: libc::msghdr,
@@ -60,7 +60,7 @@ impl<B: IoBufMut> OpCode for RecvMsg<B> {
         cvt(unsafe { raw::recvmsg(self.fd, &mut self.msg.hdr, 0) })
     }
 
-    fn complete(mut self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         let res = res.and_then(|n| {
             // SAFETY: the kernel initialised `n` bytes.
             unsafe { self.buf.set_init(n as usize) };

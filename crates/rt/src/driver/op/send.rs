@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw, target};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Send<B> {
     fd: RawFd,
@@ -88,7 +88,7 @@ impl<B: IoBuf> OpCode for Send<B> {
         cvt(r)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         (res.map(|n| n as usize), self.buf)
     }
 }

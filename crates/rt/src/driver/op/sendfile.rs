@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// One `sendfile` of up to `len` bytes of `file` at `offset` to `sock`.
 /// The caller keeps both fds open across the await; the ring only ever
@@ -78,7 +78,7 @@ impl OpCode for SendFile {
         self.attempt()
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         match res {
             Ok(_) if self.polled => Ok(Sent::Writable),
             Ok(n) => Ok(Sent::Bytes(n as usize)),

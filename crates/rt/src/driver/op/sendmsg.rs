@@ -8,7 +8,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 /// The msghdr and what it points to, boxed so that moving the op moves nothing
 /// the kernel reads.
@@ -67,7 +67,7 @@ impl<B: IoBuf> OpCode for SendMsg<B> {
         cvt(unsafe { raw::sendmsg(self.fd, &self.msg.hdr, libc::MSG_NOSIGNAL) })
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         (res.map(|n| n as usize), self.bufs)
     }
 }

@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Shutdown {
     pub(crate) fd: RawFd,
@@ -40,7 +40,7 @@ impl OpCode for Shutdown {
         cvt(unsafe { libc::shutdown(self.fd, self.how) } as isize)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<()> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
         res.map(|_| ())
     }
 }

@@ -17,7 +17,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use super::writable::Writable;
-use crate::driver::{op_within, Dir, Op, OpCode};
+use crate::driver::{op_within, Dir, Op, OpCode, Source};
 
 /// One splice of up to `len` bytes from `fd_in` (at `off_in`, or its
 /// position: `None`) to `fd_out`.
@@ -93,7 +93,7 @@ impl OpCode for Splice {
         self.attempt()
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         res.map(|n| n as usize)
     }
 }

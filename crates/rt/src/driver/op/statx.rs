@@ -16,7 +16,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Statx {
     dirfd: RawFd,
@@ -98,7 +98,7 @@ impl OpCode for Statx {
         self.call()
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> io::Result<libc::statx> {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<libc::statx> {
         res.map(|_| *self.buf)
     }
 }

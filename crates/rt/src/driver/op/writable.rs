@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Writable {
     pub(crate) fd: RawFd,
@@ -32,7 +32,7 @@ impl OpCode for Writable {
         Ok(0)
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         res.map(drop)
     }
 }

@@ -11,7 +11,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct WriteAt<B> {
     pub(crate) fd: RawFd,
@@ -95,7 +95,7 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
         pwrite(self.fd, &self.buf, self.offset, rw_flags(self.dsync))
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         (res.map(|n| n as usize), self.buf)
     }
 }

@@ -26,7 +26,7 @@ use ringkit_uring::sys;
 use super::cvt;
 use super::write_at::{pwrite, write_entry};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, CHAIN_MEMBER};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct WriteSync<B> {
     pub(crate) fd: RawFd,
@@ -34,8 +34,6 @@ pub(crate) struct WriteSync<B> {
     pub(crate) offset: u64,
     /// io_uring: the registered buffer `buf` lies in (`WRITE_FIXED`).
     pub(crate) buf_index: Option<u16>,
-    /// Set when the SQEs are built: the result comes from the ring.
-    pub(crate) on_ring: bool,
 }
 
 /// The most one linked write submits (an SQE's length is 32 bits): a
@@ -63,7 +61,6 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
     }
 
     fn uring_entry(&mut self) -> Entry {
-        self.on_ring = true;
         opcode::Fsync::new(Target::Fd(self.fd))
             .flags(sys::IORING_FSYNC_DATASYNC)
             .build()
@@ -82,24 +79,21 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
         Ok(n)
     }
 
-    fn complete(self, res: io::Result<u32>, flags: u32) -> Self::Output {
-        let len = if self.on_ring {
-            self.buf.bytes_init().min(MAX_LINKED)
-        } else {
-            self.buf.bytes_init()
-        };
-        let out = match res {
+    fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output {
+        // What the linked write submitted (epoll writes the whole buffer).
+        let linked = self.buf.bytes_init().min(MAX_LINKED);
+        let out = match (res, from) {
             // io_uring, the write's own CQE: it came up short (or failed,
             // below) and the fsync was cancelled.
-            Ok(n) if flags & CHAIN_MEMBER != 0 && (n as usize) < len => Ok(n as usize),
-            Ok(_) if flags & CHAIN_MEMBER != 0 => Err(io::Error::other(
+            (Ok(n), Source::ChainMember { .. }) if (n as usize) < linked => Ok(n as usize),
+            (Ok(_), Source::ChainMember { .. }) => Err(io::Error::other(
                 "a linked write posted its CQE without a failure; its sync did not run",
             )),
             // io_uring: the fsync's CQE, after a write that moved every byte.
-            Ok(_) if self.on_ring => Ok(len),
+            (Ok(_), Source::Ring { .. }) => Ok(linked),
             // epoll: the bytes written (synced when all of them).
-            Ok(n) => Ok(n as usize),
-            Err(e) => Err(e),
+            (Ok(n), _) => Ok(n as usize),
+            (Err(e), _) => Err(e),
         };
         (out, self.buf)
     }

@@ -7,7 +7,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode};
+use crate::driver::{Dir, OpCode, Source};
 
 pub(crate) struct Writev<B> {
     fd: RawFd,
@@ -64,7 +64,7 @@ impl<B: IoBuf> OpCode for Writev<B> {
         })
     }
 
-    fn complete(self, res: io::Result<u32>, _flags: u32) -> Self::Output {
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
         (res.map(|n| n as usize), self.bufs)
     }
 }

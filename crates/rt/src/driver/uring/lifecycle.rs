@@ -9,7 +9,7 @@ use std::task::Waker;
 use ringkit_uring::{sys, BufRing, Cqe};
 
 use crate::driver::waiters::Waiters;
-use crate::driver::Orphan;
+use crate::driver::{Orphan, Source};
 
 /// What to do with CQEs of a dropped multishot operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,7 +66,7 @@ impl CqeQueue {
 pub(super) enum Lifecycle {
     Submitted,
     Waiting(Waker),
-    Completed(i32, u32),
+    Completed(i32, Source),
     Ignored(Box<dyn Orphan>),
     Multi {
         queue: CqeQueue,
@@ -94,7 +94,8 @@ impl std::fmt::Debug for Lifecycle {
     }
 }
 
-/// Hand `cqe` to the operation `key`. A receive bundle (one CQE for several
+/// Hand `cqe` to the operation `key`; `member`: it is the CQE of that
+/// member of the op's chain, not of its own SQE. A receive bundle (one CQE for several
 /// provided buffers) is split here into one entry per buffer, in order:
 /// which buffers it took must be read from the buffer ring's bookkeeping
 /// now, before any buffer consumed after them can be recycled and its ring
@@ -109,14 +110,21 @@ pub(super) fn dispatch(
     bufs: &Option<Rc<RefCell<BufRing>>>,
     key: usize,
     cqe: Cqe,
+    member: Option<u16>,
 ) -> (u64, u64, bool) {
     let Some(slot) = ops.get_mut(key) else {
         return (0, 0, false);
     };
+    let from = match member {
+        Some(index) => Source::ChainMember { index },
+        None => Source::Ring {
+            cqe_flags: cqe.flags,
+        },
+    };
     match slot {
-        Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, cqe.flags),
+        Lifecycle::Submitted => *slot = Lifecycle::Completed(cqe.res, from),
         Lifecycle::Waiting(_) => {
-            let old = std::mem::replace(slot, Lifecycle::Completed(cqe.res, cqe.flags));
+            let old = std::mem::replace(slot, Lifecycle::Completed(cqe.res, from));
             if let Lifecycle::Waiting(w) = old {
                 w.wake();
             }
@@ -124,7 +132,7 @@ pub(super) fn dispatch(
         Lifecycle::Completed(..) => {}
         Lifecycle::Ignored(_) => {
             if let Lifecycle::Ignored(data) = ops.remove(key) {
-                data.late(cqe.res, cqe.flags);
+                data.late(cqe.res, from);
             }
         }
         Lifecycle::Multi {

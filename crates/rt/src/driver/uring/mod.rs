@@ -25,7 +25,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use ringkit_uring::opcode::{self, Entry, SqeFlags, Target};
-use ringkit_uring::{sys, BufRing, Builder, Cqe, IoUring};
+use ringkit_uring::{sys, BufRing, Builder, IoUring};
 
 mod fixed;
 mod lifecycle;
@@ -122,7 +122,7 @@ impl UringDriver {
         wake_fd: RawFd,
     ) -> Result<(UringDriver, Vec<String>), (String, Vec<String>)> {
         // A hosted ring never uses DEFER_TASKRUN (`Builder::build` refuses
-        // it when asked; docs/ARCHITECTURE.md, "Hosted mode", says why).
+        // it when asked; `hosted.rs` says why).
         let defer = sys::IORING_SETUP_DEFER_TASKRUN;
         let candidates: Vec<u32> = match cfg.flags {
             Some(f) => vec![f],
@@ -554,15 +554,12 @@ impl UringDriver {
                         ud if ud & CHAIN_TAG != 0 => {
                             // A chain member failed: its CQE is the chain's
                             // only one. Tell the op which member it was.
-                            let index = (ud >> 32) as u32 & 0xffff;
-                            let cqe = Cqe {
-                                flags: super::CHAIN_MEMBER | index,
-                                ..cqe
-                            };
-                            dispatch(ops, bufs, (ud & 0xffff_ffff) as usize, cqe);
+                            let index = ((ud >> 32) & 0xffff) as u16;
+                            let key = (ud & 0xffff_ffff) as usize;
+                            dispatch(ops, bufs, key, cqe, Some(index));
                         }
                         key => {
-                            let (b, x, pause) = dispatch(ops, bufs, key as usize, cqe);
+                            let (b, x, pause) = dispatch(ops, bufs, key as usize, cqe, None);
                             buffers += b;
                             bundled += x;
                             if pause {

@@ -8,7 +8,7 @@ use ringkit_uring::{sys, Cqe};
 
 use super::lifecycle::{discard, Lifecycle, MultiKind};
 use super::{UringDriver, CANCEL_UD, CHAIN_TAG};
-use crate::driver::OpCode;
+use crate::driver::{OpCode, Source};
 use crate::metrics::Metrics;
 
 impl UringDriver {
@@ -22,11 +22,12 @@ impl UringDriver {
         }
     }
 
-    /// Poll a single-shot operation: its `(res, flags)` once the CQE is in.
-    pub(crate) fn poll_op(&mut self, key: usize, cx: &mut Context<'_>) -> Poll<(i32, u32)> {
+    /// Poll a single-shot operation: its result and where it came from,
+    /// once the CQE is in.
+    pub(crate) fn poll_op(&mut self, key: usize, cx: &mut Context<'_>) -> Poll<(i32, Source)> {
         match self.ops.get_mut(key) {
-            Some(Lifecycle::Completed(res, flags)) => {
-                let r = (*res, *flags);
+            Some(Lifecycle::Completed(res, from)) => {
+                let r = (*res, *from);
                 self.ops.remove(key);
                 Poll::Ready(r)
             }
@@ -34,7 +35,7 @@ impl UringDriver {
                 self.set_waker(key, cx.waker());
                 Poll::Pending
             }
-            None => Poll::Ready((-libc::ECANCELED, 0)),
+            None => Poll::Ready((-libc::ECANCELED, Source::Ring { cqe_flags: 0 })),
         }
     }
 
@@ -129,10 +130,10 @@ impl UringDriver {
     /// The future of `key` was dropped: keep `data` until the CQE, cancel.
     pub(crate) fn orphan<T: OpCode>(&mut self, key: usize, mut data: T, m: &Metrics) {
         match self.ops.get_mut(key) {
-            Some(Lifecycle::Completed(res, flags)) => {
-                let (res, flags) = (*res, *flags);
+            Some(Lifecycle::Completed(res, from)) => {
+                let (res, from) = (*res, *from);
                 self.ops.remove(key);
-                data.orphan_result(res, flags);
+                data.orphan_result(res, from);
             }
             Some(slot @ (Lifecycle::Submitted | Lifecycle::Waiting(_))) => {
                 data.on_orphan();
