@@ -20,7 +20,7 @@
 # Raft core stopped keeps serving).
 #
 # scripts/plant/missed/ holds bugs a review planted that the default run
-# does NOT catch (faults only hit a steady cluster; see docs/ARCHITECTURE.md):
+# does NOT catch (faults only hit a steady cluster; see crates/cli/src/nemesis.rs):
 #   scripts/plant/run.sh missed/vote-not-awaited
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)

@@ -100,7 +100,7 @@ pub struct EchoLimits {
     /// (50 µs at most once one is ready) only while the loop is the
     /// bottleneck; it is not the default because no client measured so far
     /// gained from it (rust_echo_bench at c=1000 lost requests per second;
-    /// see docs/ARCHITECTURE.md).
+    /// see `ringkit`'s `driver/experiments/`).
     #[cfg(feature = "experiments")]
     pub batch_wait: BatchWait,
     /// After `SIGTERM`/`SIGINT`, a connection that stays idle this long is

@@ -25,6 +25,20 @@
 //! most `depth - 1` whole ones after it, all within the segment's window,
 //! and clears them (none was acknowledged: an acknowledgement waits for
 //! every earlier batch's sync).
+//!
+//! # Two batches on one page
+//!
+//! With `O_DIRECT` each batch is padded to its own blocks, so the two
+//! writes in flight never share a block; buffered, the second batch's first
+//! page holds the first batch's last bytes, but it writes only bytes after
+//! them, and a sector the page cache writes back holds the first batch's
+//! bytes as they were written.
+//!
+//! The crash-state explorer found exactly that (an acknowledged record lost
+//! after a fault on the 30th sync) before the syncs were serialized. An
+//! `RWF_DSYNC` write vouches for no other bytes of the file, and the
+//! explorer models it so (mutant 12 takes it for a sync of the file and is
+//! killed).
 
 use std::cell::Cell;
 use std::collections::VecDeque;

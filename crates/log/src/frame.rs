@@ -37,6 +37,22 @@
 //!
 //! The batch header's checksum covers the log id, so a batch copied from
 //! another log never checks here.
+//!
+//! # Why `O_DIRECT` batches are padded
+//!
+//! Format 1 started each direct batch at the block holding the end of the
+//! records and wrote that block again, acknowledged bytes included: a
+//! sector torn during that rewrite loses acknowledged records. Now each
+//! batch is padded with zeros to the next 4096-byte block, so no write ever
+//! covers a block holding acknowledged records (as SQLite's WAL and
+//! TigerBeetle pad to the sector). The cost is bytes: at 64 writers of 4
+//! KiB a batch is ~260 KB and pads less than one block; a lone small record
+//! costs a whole block. Measured figures are in docs/results/log-
+//! padding-2026-11-26.md. A log written buffered and reopened with
+//! `O_DIRECT` first writes an empty batch whose padding reaches the next
+//! block. Buffered batches are not padded: the page cache writes whole
+//! pages anyway, so padding would not keep acknowledged sectors out of a
+//! writeback.
 
 use std::io;
 

@@ -47,7 +47,9 @@ pub(crate) struct Inner {
 #[derive(Debug)]
 pub(crate) struct Segment {
     pub(crate) first: u64,
-    /// Offset of each record in the file.
+    /// Offset of each record in the file: a read by LSN is one lookup and
+    /// one read, for 4 bytes a record held until the segment is purged
+    /// (16 million empty records hold about 64 MB).
     pub(crate) offsets: Vec<u32>,
     /// Where its records end (for the last segment: as of its last batch,
     /// `State::end` is the live value).

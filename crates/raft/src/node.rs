@@ -1,6 +1,38 @@
 //! A node of the replicated map: its log on ringkit-log, its state
 //! machine, openraft on ringkit, and a listener answering nodes and
 //! clients ([`crate::wire`]).
+//!
+//! # Why a restarted leader must win an election
+//!
+//! openraft 0.10's
+//! `Config::enable_leader_restore` (on by default) lets a node that led
+//! before a restart lead again at once, with no vote, if its vote is
+//! committed. That is not Raft, and it is unsafe with this storage: the
+//! leader counts itself in a commit only once its own log is durable, so an
+//! entry can be committed by the two followers' durable copies while it is
+//! still in the leader's group-commit queue. Kill the leader and one
+//! follower together: the leader comes back without that tail, resumes in
+//! the same term, and hands out the same log ids again with other entries;
+//! the restarted follower, seeing matching ids, keeps its old entries, and
+//! acknowledged writes are lost (the list forks). The state machine is in
+//! memory and the committed id is saved lazily, which the docs of that
+//! setting name as the other preconditions. `node.rs` turns it off, so a
+//! restarted node is a follower until it wins an election, and an election
+//! needs a majority whose logs are no longer than its own: any majority
+//! holds a node with every committed entry. What a restarted node claims is
+//! then only what it made durable: its vote (saved before it is used), its
+//! log (every entry openraft was told is durable), the committed id (saved
+//! behind the entries appended before it, so never past the durable log;
+//! older than the latest by up to 50 ms) and its last snapshot (synced and
+//! renamed before the log behind it is purged). The state machine is
+//! rebuilt from those at start. `torture raft --nemesis slow-disk-power-loss`
+//! reproduces the loss when the setting is on (`scripts/plant`).
+//!
+//! # A node whose Raft core stops exits
+//! A storage error (a full disk, a failed sync) stops openraft's core; the
+//! node then closes its listener and `ringkit raft serve` exits with the
+//! reason, so clients get a refused connection and go to another node
+//! instead of errors of unknown outcome.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -93,7 +125,7 @@ pub async fn serve(cfg: NodeConfig, stop: impl Future<Output = ()>) -> io::Resul
         // which is unsafe here: its log tail may not have been durable
         // when it died (the followers' copies made those entries
         // committed), so it would hand out the same log ids again with
-        // other entries (docs/ARCHITECTURE.md, "ringkit-raft").
+        // other entries (see the module docs).
         enable_leader_restore: Some(false),
         ..Default::default()
     };

@@ -17,9 +17,14 @@
 //!
 //! openraft is built with its `single-threaded` feature: ringkit runs one
 //! runtime per thread and its tasks are not `Send`, so a `Raft` lives on
-//! the thread that made it, as with the monoio and compio adapters. See
-//! docs/ARCHITECTURE.md ("openraft on ringkit") for how this compares with
-//! them.
+//! the thread that made it, as with the monoio and compio adapters.
+//! Compared with openraft's adapters: compio and monoio also run
+//! single-threaded (the same feature), hold their runtime in the struct,
+//! and bring their own channels (flume, `see`, futures' oneshot) or their
+//! runtime's; tokio's adapter spawns with `spawn_local` on a `LocalSet`
+//! under the feature. This one borrows tokio's `sync` types (plain data
+//! and wakers, no tokio runtime behind them), and builds and drops a
+//! runtime per `block_on`, because openraft's `new` takes no settings.
 
 use std::fmt;
 use std::future::Future;

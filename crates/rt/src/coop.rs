@@ -32,6 +32,9 @@
 //! keeps finding input ready (a flooding peer), and for one that loops over
 //! many completions (a log flusher writing many segments at once), which
 //! then resumes in the next turn.
+//!
+//! A timer polled after an operation the budget deferred may fire first,
+//! as under tokio's budget.
 
 use std::cell::Cell;
 use std::future::Future;

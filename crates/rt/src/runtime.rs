@@ -79,7 +79,7 @@ impl Builder {
     /// `tokio::net`, `tokio::fs`, `tokio::sync` and crates built on them
     /// (database clients, reqwest, tonic) work, while ringkit's own I/O
     /// stays on its driver. How the loops are joined, and what it costs:
-    /// docs/ARCHITECTURE.md, "Hosted mode".
+    /// the module docs of `hosted.rs`.
     ///
     /// What differs from `#[tokio::main]`:
     /// - The hosted tokio runtime is current-thread, so

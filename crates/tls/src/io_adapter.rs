@@ -8,6 +8,14 @@
 //! much plaintext as rustls buffers (64 KiB by default) and moves records
 //! out before taking more, so a write of any size goes through with the
 //! stream's backpressure; the stream's write timeout bounds every send.
+//!
+//! A write waits for the peer only when rustls takes nothing *and* had
+//! nothing to send (the handshake's turn); when it had records, moving
+//! them out makes room and the write tries again. Taking the first case
+//! for the second lost a wakeup after a cooperative-budget yield on epoll
+//! (a response stalled until a timer fired:
+//! `tls_writes_resume_after_the_budget_runs_out` in
+//! `crates/http/tests/tls.rs`).
 
 use std::io::{self, Read as _, Write as _};
 use std::mem::MaybeUninit;

@@ -1,7 +1,8 @@
 //! The file study's engines run on this thread: the raw ring
 //! ([`crate::raw::file`]) and the runtime (`qd` ringkit tasks looping on
 //! `read_at`/`write_at`); glommio's on an executor thread of its own,
-//! pinned to the same CPU.
+//! pinned to the same CPU. The engines share one offset stream per job,
+//! as fio does, so "sequential" is one sequential stream.
 
 use std::cell::RefCell;
 use std::io;

@@ -66,7 +66,13 @@ impl Server {
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
             .stderr(logf)
-            .env_remove("RINGKIT_BACKEND");
+            .env_remove("RINGKIT_BACKEND")
+            // The `ringkit` binary takes these as fallbacks of its flags: a
+            // user's exported value must not change what is measured.
+            .env_remove("RINGKIT_FIXED_FILES")
+            .env_remove("RINGKIT_RECV_BUNDLE")
+            .env_remove("RINGKIT_SEND_BATCH")
+            .env_remove("RINGKIT_BATCH_WAIT");
         child::prepare(&mut cmd, Some(cpu), false, true);
         let s = Server {
             child: cmd.spawn()?,

@@ -5,6 +5,26 @@
 //! [`run`] is one contender's run, in the process that calls it (`ringkit
 //! log bench` runs it in a child, pinned, so its CPU is its own); the
 //! study ([`study()`]) starts those children and fio, interleaved.
+//!
+//! # What the peers do not share with ringkit-log
+//!
+//! - **Pipelining.** The peers keep one batch in flight, while ringkit-log
+//!   runs with two. ringkit-log's own A/B puts that at 0.98x (buffered) and
+//!   1.04x (`O_DIRECT`) of its commits/s, in `log-pipeline-2026-11-27`.
+//! - **Durable writes.** Every peer makes a batch durable as ringkit-log
+//!   does by default, with one `RWF_DSYNC` write (`pwritev2` on tokio's
+//!   blocking pool and on std threads; glommio's `DmaFile` takes no
+//!   per-write flags, so its files are opened `O_DSYNC`). `--linked-sync`
+//!   turns all of them back to write then `fdatasync`; glommio's API cannot
+//!   link a write to its sync.
+//! - **Rollover.** The glommio peer opens its next file on the committer's
+//!   path, once per 256 MiB segment.
+//! - **Sync threads.** On io_uring an `fdatasync` (under `--linked-sync`,
+//!   or the one for a batch written beside another) runs on the kernel's
+//!   io-wq threads. These inherit the pinned affinity, so the study stays on
+//!   one CPU: `Cpus_allowed_list` of `iou-wrk` is `0` under
+//!   `log bench --cpu 0`, checked on 6.18.44. Their CPU is counted, since
+//!   `RUSAGE_SELF` includes them.
 
 use std::io;
 use std::path::PathBuf;

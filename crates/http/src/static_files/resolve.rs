@@ -32,6 +32,9 @@
 //! `O_PATH` descriptor is a syscall in place (`ringkit::fs::fd_metadata`:
 //! the ring would hand it to an io-wq thread). The probe at start and the
 //! realpath fallback are plain syscalls.
+//!
+//! Files are never opened as registered (direct) descriptors: `sendfile`
+//! and the `/proc/self/fd` reopen need a real fd.
 
 use std::ffi::{CString, OsStr};
 use std::io;

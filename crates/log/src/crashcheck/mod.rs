@@ -35,6 +35,33 @@
 //! checks that every append resolves, that a log whose write or sync
 //! failed acknowledges nothing more until it is reopened, and the crash
 //! states explored are those of the faulted run.
+//!
+//! # What it does not model
+//!
+//! The hook records the requests `ringkit::fs` makes, not what the kernel
+//! ran: a sync replaced under it (`sync_file_range` for `fdatasync`) is for
+//! the power-loss file system's test to catch
+//! (`crates/powerfs/tests/log.rs`, which does).
+//!
+//! Not modelled or checked: report a writeback error to the other
+//! descriptors open on the file when it happened (Linux shows it to each
+//! once; ringkit-log syncs a segment through one descriptor); a short write
+//! from a registered buffer (a planted short write on the linked path is
+//! made from an unregistered copy whose tail is unmapped, so the kernel
+//! cuts it, then cancels the sync: the log's handling is the same, the
+//! opcode is `WRITE`, not `WRITE_FIXED`); dense sweeps of faults other than
+//! a failed sync and a short write (the other kinds fail at four positions
+//! each); faults together with crashes, or more than one fault a run;
+//! damage to synced bytes (only unsynced writes tear; `tests/recovery.rs`
+//! damages synced batches by hand); directory changes made durable out of
+//! order (ext4 and xfs journal them in order; btrfs and f2fs need not);
+//! clean pages evicted after a failed writeback (a later buffered read
+//! would see the disk); a kill is over when the trace is quiet for 2 ms (a
+//! late completion of the dead log after that would be charged to the next
+//! process); a failed truncation is settled as done when none of its
+//! records is left (so a loss inside its range is excused: the caller asked
+//! for them to go); and sectors that are garbled rather than torn (a
+//! garbled sector makes `open` refuse, which is the intended answer).
 
 mod cache;
 mod crash;
