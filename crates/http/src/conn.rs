@@ -107,8 +107,8 @@ pub(crate) struct Shared {
     pub(crate) config: ServerConfig,
     /// Serve TLS with this (see [`crate::Server::tls`]).
     pub(crate) tls: Option<crate::TlsConfig>,
-    /// Read with `read_pooled` (io_uring) rather than into a buffer of the
-    /// connection's own (epoll).
+    /// Read with `read_pooled` where it copies nothing, rather than into a
+    /// buffer of the connection's own.
     pooled_reads: bool,
     /// Open connections, and the shutdown broadcast they watch.
     pub(crate) drain: Rc<Drain>,
@@ -125,8 +125,7 @@ impl Shared {
             handshakes: Handshakes::default(),
             config,
             tls,
-            pooled_reads: ringkit::backend_report()
-                .is_some_and(|r| r.chosen == ringkit::Backend::Uring),
+            pooled_reads: ringkit::net::pooled_reads_are_copy_free(),
             drain: Drain::new(),
         }
     }

@@ -21,7 +21,6 @@
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicUsize, Ordering::SeqCst};
 
-use crate::context::try_with_ctx;
 use crate::driver::op::recv::Recv;
 use crate::driver::Op;
 
@@ -116,7 +115,7 @@ impl Drop for Slot {
             std::hint::spin_loop();
         }
         let fd = self.fd;
-        let closed = try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics));
+        let closed = crate::driver::current::try_driver(|d, m| d.close_fd(fd, m));
         if closed.is_none() {
             // SAFETY: we own fd; no runtime is left to close it for us, and
             // no handler can still be writing to it (above).

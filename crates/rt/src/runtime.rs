@@ -307,8 +307,9 @@ impl Builder {
         unsafe { context::install(&ctx) };
         // SAFETY: the context is boxed: its driver and metrics stay put
         // until `Runtime::drop` uninstalls them (before the box goes).
-        unsafe { crate::driver::current::install(&ctx.driver, &ctx.metrics) };
-        crate::driver::current::install_clock(crate::time::driver_clock());
+        unsafe {
+            crate::driver::current::install(&ctx.driver, &ctx.metrics, crate::time::driver_clock())
+        };
         #[allow(unused_mut)]
         let mut rt = Runtime {
             #[cfg(feature = "tokio")]

@@ -2,57 +2,105 @@
 //! runtime installs it when it is built and removes it when dropped; the
 //! driver never reaches up to the runtime (no import cycle in the crate).
 
+//! The driver of this thread's runtime, as operations reach it: the one
+//! access point. The runtime installs it when it is built and removes it
+//! when dropped; the driver never reaches up to the runtime (no import
+//! cycle in the crate).
+//!
+//! Operations, streams and files reach the driver only through
+//! [`driver`] and [`try_driver`], which hand out `&mut Driver` for the
+//! length of a closure: none of them borrows the `RefCell` (only the
+//! runtime's own loop does, between polls: `context.rs`, `runtime.rs`,
+//! `hosted.rs`), so no caller has a borrow order to keep. The closure must not reach
+//! the driver again (it holds it already); a nested call panics, naming
+//! this rule. [`hand_off`] is for drops, which may run anywhere: it never
+//! panics, and says when the driver was in use.
+
 use std::cell::{Cell, RefCell};
 use std::ptr::NonNull;
 
 use super::Driver;
 use crate::metrics::Metrics;
 
-/// Where this thread's driver and counters live.
-type Slot = Option<(NonNull<RefCell<Driver>>, NonNull<Metrics>)>;
+/// Where this thread's driver, counters and timers live.
+#[derive(Clone, Copy)]
+struct Slot {
+    driver: NonNull<RefCell<Driver>>,
+    metrics: NonNull<Metrics>,
+    clock: Clock,
+}
 
 thread_local! {
-    static CURRENT: Cell<Slot> = const { Cell::new(None) };
+    static CURRENT: Cell<Option<Slot>> = const { Cell::new(None) };
 }
 
-/// What an operation gets: the driver and the counters.
-pub(crate) struct Current<'a> {
-    pub(crate) driver: &'a RefCell<Driver>,
-    pub(crate) metrics: &'a Metrics,
-}
-
-/// Make `driver` and `metrics` this thread's.
+/// Make `driver`, `metrics` and the runtime's timers (`clock`) this
+/// thread's.
 ///
 /// # Safety
-/// Both must stay at their addresses, alive, until [`uninstall`] is called
-/// on this thread (the runtime keeps them in its boxed context).
-pub(crate) unsafe fn install(driver: &RefCell<Driver>, metrics: &Metrics) {
-    CURRENT.with(|c| c.set(Some((NonNull::from(driver), NonNull::from(metrics)))));
+/// `driver` and `metrics` must stay at their addresses, alive, until
+/// [`uninstall`] is called on this thread (the runtime keeps them in its
+/// boxed context).
+pub(crate) unsafe fn install(driver: &RefCell<Driver>, metrics: &Metrics, clock: Clock) {
+    let slot = Slot {
+        driver: NonNull::from(driver),
+        metrics: NonNull::from(metrics),
+        clock,
+    };
+    CURRENT.with(|c| c.set(Some(slot)));
 }
 
 /// No driver on this thread any more.
 pub(crate) fn uninstall() {
     let _ = CURRENT.try_with(|c| c.set(None));
-    let _ = CLOCK.try_with(|c| c.set(None));
 }
 
-/// Run `f` with this thread's driver, or `None` outside a runtime.
-pub(crate) fn try_with<R>(f: impl FnOnce(&Current<'_>) -> R) -> Option<R> {
-    let (d, m) = CURRENT.try_with(Cell::get).ok().flatten()?;
+/// This thread's slot, as references (`None` outside a runtime).
+fn slot<'a>() -> Option<(&'a RefCell<Driver>, &'a Metrics, Clock)> {
+    let s = CURRENT.try_with(Cell::get).ok().flatten()?;
     // SAFETY: `install`'s contract: both live at these addresses until
-    // `uninstall`, which clears this slot first.
-    let cur = unsafe {
-        Current {
-            driver: d.as_ref(),
-            metrics: m.as_ref(),
-        }
-    };
-    Some(f(&cur))
+    // `uninstall`, which clears this slot first. The references do not
+    // outlive the calls below, which run while the runtime is installed.
+    Some(unsafe { (s.driver.as_ref(), s.metrics.as_ref(), s.clock) })
 }
 
-/// Run `f` with this thread's driver. Panics outside a runtime.
-pub(crate) fn with<R>(f: impl FnOnce(&Current<'_>) -> R) -> R {
-    try_with(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
+/// Run `f` with this thread's driver and counters, or `None` outside a
+/// runtime. Panics if `f` (or its caller) already holds the driver.
+pub(crate) fn try_driver<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Option<R> {
+    let (d, m, _) = slot()?;
+    let mut d = d.try_borrow_mut().expect(
+        "ringkit: the driver was reached from inside a call that holds it          (current::driver is not reentrant)",
+    );
+    Some(f(&mut d, m))
+}
+
+/// Run `f` with this thread's driver and counters. Panics outside a
+/// runtime, or if the driver is already held.
+pub(crate) fn driver<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> R {
+    try_driver(f).expect("not inside a ringkit runtime (build a Runtime on this thread first)")
+}
+
+/// Why [`hand_off`] could not run its closure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Away {
+    /// No runtime on this thread (it was dropped first).
+    NoRuntime,
+    /// The driver is held further up this thread's stack.
+    InUse,
+}
+
+/// For drops: run `f` with the driver if it is free; never panics.
+pub(crate) fn hand_off<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Result<R, Away> {
+    let (d, m, _) = slot().ok_or(Away::NoRuntime)?;
+    let mut d = d.try_borrow_mut().map_err(|_| Away::InUse)?;
+    Ok(f(&mut d, m))
+}
+
+/// Run `f` with this thread's counters alone (they are plain cells: no
+/// borrow), or `None` outside a runtime.
+pub(crate) fn try_metrics<R>(f: impl FnOnce(&Metrics) -> R) -> Option<R> {
+    let (_, m, _) = slot()?;
+    Some(f(m))
 }
 
 /// Count `n` syscalls made on this thread outside the driver (a direct
@@ -60,7 +108,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&Current<'_>) -> R) -> R {
 /// [`MetricsSnapshot::other_syscalls`](crate::MetricsSnapshot::other_syscalls)
 /// stays the whole count. Nothing happens outside a runtime.
 pub(crate) fn count_syscalls(n: u64) {
-    try_with(|c| Metrics::add(&c.metrics.syscalls, n));
+    try_metrics(|m| Metrics::add(&m.syscalls, n));
 }
 
 /// What the driver needs of the runtime's timers (bounded operations):
@@ -102,18 +150,9 @@ impl Drop for Deadline {
     }
 }
 
-thread_local! {
-    static CLOCK: Cell<Option<Clock>> = const { Cell::new(None) };
-}
-
-/// Give the driver the runtime's timers (with [`install`]).
-pub(crate) fn install_clock(clock: Clock) {
-    CLOCK.with(|c| c.set(Some(clock)));
-}
-
 /// The runtime's timers. Panics outside a runtime.
 pub(crate) fn clock() -> Clock {
-    CLOCK
-        .with(Cell::get)
+    slot()
+        .map(|(_, _, c)| c)
         .expect("not inside a ringkit runtime (build a Runtime on this thread first)")
 }

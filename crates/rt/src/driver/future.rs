@@ -58,9 +58,9 @@ impl<T: OpCode> Op<T> {
             State::Uring(key) => {
                 self.expired = true;
                 let members = self.data.as_ref().map_or(0, T::uring_chain_len);
-                current::try_with(|rt| {
-                    if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
-                        u.cancel_live(key, members, rt.metrics);
+                current::try_driver(|d, m| {
+                    if let Driver::Uring(u) = d {
+                        u.cancel_live(key, members, m);
                     }
                 });
                 None
@@ -194,11 +194,11 @@ impl<T: OpCode> Op<T> {
                 Poll::Ready(None) => {}
             }
         }
-        let polled = current::with(|rt| match &mut *rt.driver.borrow_mut() {
-            Driver::Uring(u) => poll_uring(u, rt.metrics, state, data, cx),
+        let polled = current::driver(|d, m| match d {
+            Driver::Uring(u) => poll_uring(u, m, state, data, cx),
             Driver::Epoll(e) => {
                 *state = State::Epoll;
-                poll_epoll(e, rt.metrics, data, cx)
+                poll_epoll(e, m, data, cx)
             }
         });
         match polled {
@@ -308,24 +308,24 @@ impl<T: OpCode> Drop for Op<T> {
             return;
         };
         let mut data = Some(data);
-        let handed = current::try_with(|rt| {
-            if let Ok(mut drv) = rt.driver.try_borrow_mut() {
-                if let Driver::Uring(u) = &mut *drv {
-                    u.orphan(key, data.take().expect("data present"), rt.metrics);
-                }
-            }
-            if data.is_some() {
-                Metrics::add(&rt.metrics.ops_leaked, 1);
+        let handed = current::hand_off(|d, m| {
+            if let Driver::Uring(u) = d {
+                u.orphan(key, data.take().expect("data present"), m);
             }
         });
         if let Some(d) = data {
             // No driver to hand it to (the runtime is gone, or its driver
-            // is busy: a drop from inside the driver, which no path makes):
-            // the kernel may still use its memory, so leak it rather than
-            // free it under the kernel's feet. Counted when a runtime is
-            // there (`MetricsSnapshot::ops_leaked`).
-            if handed.is_none() {
-                tracing::warn!("ringkit: an operation dropped in flight after its runtime; its buffers are leaked");
+            // is held further up: a drop from inside the driver, which no
+            // path makes): the kernel may still use its memory, so leak it
+            // rather than free it under the kernel's feet, and count it
+            // (`MetricsSnapshot::ops_leaked`).
+            match handed {
+                Err(current::Away::InUse) => {
+                    current::try_metrics(|m| Metrics::add(&m.ops_leaked, 1));
+                }
+                _ => tracing::warn!(
+                    "ringkit: an operation dropped in flight after its runtime; its buffers are leaked"
+                ),
             }
             std::mem::forget(d);
         }

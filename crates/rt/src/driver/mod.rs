@@ -114,7 +114,24 @@ impl Driver {
         }
     }
 
-    pub(crate) fn is_uring(&self) -> bool {
+    /// Whether a read whose future was dropped may still complete with
+    /// data (it was in the kernel's hands): then a stream keeps a stash
+    /// for those bytes. True on io_uring; on epoll a read happens inside
+    /// `poll` or not at all.
+    pub(crate) fn reads_outlive_their_futures(&self) -> bool {
+        matches!(self, Driver::Uring(_))
+    }
+
+    /// Whether streams may be promoted into a registered file table
+    /// (io_uring; the table itself may be off or full).
+    pub(crate) fn registers_files(&self) -> bool {
+        matches!(self, Driver::Uring(_))
+    }
+
+    /// Whether received bytes land in a buffer ring the reader is handed
+    /// (no copy): io_uring's provided buffers. On epoll a pooled read
+    /// copies out of the thread's scratch buffer.
+    pub(crate) fn pooled_reads_are_copy_free(&self) -> bool {
         matches!(self, Driver::Uring(_))
     }
 

@@ -66,7 +66,7 @@ impl Multishot {
     }
 
     /// The next CQE, arming the operation with `entry()` if it is not
-    /// armed; see [`Shot`]. Must be called with the driver not borrowed.
+    /// armed; see [`Shot`].
     pub(crate) fn poll_next(
         &self,
         cx: &mut Context<'_>,
@@ -86,14 +86,13 @@ impl Multishot {
         cx: &mut Context<'_>,
         entry: impl FnOnce() -> Entry,
     ) -> Poll<io::Result<Shot>> {
-        current::with(|rt| {
-            let mut drv = rt.driver.borrow_mut();
-            let Driver::Uring(u) = &mut *drv else {
+        current::driver(|d, m| {
+            let Driver::Uring(u) = d else {
                 return Poll::Ready(Ok(Shot::Single));
             };
             let key = match self.key.get() {
                 Some(k) => k,
-                None => match u.submit_multi(entry(), self.kind, rt.metrics) {
+                None => match u.submit_multi(entry(), self.kind, m) {
                     Ok(k) => {
                         self.key.set(Some(k));
                         k
@@ -119,15 +118,14 @@ impl Multishot {
     }
 
     /// The next CQE if one is already queued and carries received bytes in
-    /// a buffer; never waits, never arms. Must be called with the driver
-    /// not borrowed.
+    /// a buffer; never waits, never arms.
     pub(crate) fn try_next_buffer(&self) -> Option<(i32, u32)> {
         let key = self.key.get()?;
         if !coop::has_budget() {
             // The caller waits through `poll_next`, which yields.
             return None;
         }
-        let got = current::try_with(|rt| match &mut *rt.driver.borrow_mut() {
+        let got = current::try_driver(|d, _| match d {
             Driver::Uring(u) => u.try_multi_buffer(key),
             Driver::Epoll(_) => None,
         })
@@ -140,14 +138,13 @@ impl Multishot {
         Some(got)
     }
 
-    /// Cancel the armed operation, if any (see the module docs). Must be
-    /// called with the driver not borrowed.
+    /// Cancel the armed operation, if any (see the module docs).
     pub(crate) fn cancel(&self) {
         let Some(key) = self.key.take() else { return };
         let kind = self.kind;
-        current::try_with(|rt| {
-            if let Driver::Uring(u) = &mut *rt.driver.borrow_mut() {
-                u.drop_multi(key, kind, rt.metrics);
+        current::try_driver(|d, m| {
+            if let Driver::Uring(u) = d {
+                u.drop_multi(key, kind, m);
             }
         });
     }

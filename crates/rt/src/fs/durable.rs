@@ -9,7 +9,6 @@ use super::hook::{self, Fault, FsOp};
 use super::short_buf::ShortBuf;
 use super::File;
 use crate::buf::{IoBuf, IoBufMut};
-use crate::context::try_with_ctx;
 use crate::driver::op::fallocate::Fallocate;
 use crate::driver::op::read_at::ReadAt;
 use crate::driver::op::write_sync::WriteSync;
@@ -28,7 +27,7 @@ impl File {
     /// and sync again (or use [`write_all_at_sync`](Self::write_all_at_sync)).
     /// A registered [`super::FixedBuf`] goes as `WRITE_FIXED`.
     pub async fn write_at_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
-        let linked = try_with_ctx(|rt| rt.driver.borrow().links_hold()).unwrap_or(true);
+        let linked = crate::driver::current::try_driver(|d, _| d.links_hold()).unwrap_or(true);
         if !linked {
             // A kernel whose skipped links post more than one CQE: the
             // write, then (only after all of it) the sync.

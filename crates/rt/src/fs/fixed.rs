@@ -109,12 +109,15 @@ impl FixedBufPool {
                 iov_len: size,
             })
             .collect();
-        let registered = try_with_ctx(|rt| {
+        let serial = try_with_ctx(|rt| rt.serial);
+        let registered = crate::driver::current::try_driver(|d, _| {
             // SAFETY: the region lives until `Inner::drop`, which
             // unregisters the table first while this runtime lives (and
             // the ring is closed with the runtime otherwise).
-            unsafe { rt.driver.borrow_mut().register_buffers(&iovecs) }.map(|r| (r, rt.serial))
+            unsafe { d.register_buffers(&iovecs) }
         })
+        .zip(serial)
+        .map(|(r, serial)| r.map(|r| (r, serial)))
         .ok_or_else(|| io::Error::other("FixedBufPool::new outside a ringkit runtime"))?;
         match registered {
             Ok((true, serial)) => inner.registered_on = Some(serial),
@@ -211,13 +214,13 @@ impl Region {
     /// or its ring is free to unregister now. `Err(self)` otherwise.
     fn release(self) -> Result<(), Region> {
         if let Some(serial) = self.registered_on {
-            let current = try_with_ctx(|rt| {
-                if rt.serial != serial {
-                    return Some(true);
-                }
-                let mut drv = rt.driver.try_borrow_mut().ok()?;
-                Some(drv.unregister_buffers().is_ok())
-            });
+            let current = match try_with_ctx(|rt| rt.serial) {
+                None => None,
+                Some(s) if s != serial => Some(Some(true)),
+                Some(_) => Some(
+                    crate::driver::current::hand_off(|d, _| d.unregister_buffers().is_ok()).ok(),
+                ),
+            };
             match current {
                 // No runtime on this thread: the one that held the table
                 // may be shutting down with its ring still open.

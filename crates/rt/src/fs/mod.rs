@@ -47,7 +47,6 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::context::try_with_ctx;
 use crate::driver::op::close::Close;
 use crate::driver::op::fsync::Fsync;
 use crate::driver::op::open::{Open, Open2};
@@ -581,7 +580,7 @@ impl Drop for File {
     fn drop(&mut self) {
         let fd = self.fd;
         hook::closed(fd);
-        if try_with_ctx(|rt| rt.driver.borrow_mut().close_fd(fd, &rt.metrics)).is_none() {
+        if crate::driver::current::try_driver(|d, m| d.close_fd(fd, m)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };
         }

@@ -44,6 +44,17 @@ pub use unix::{UnixListener, UnixStream};
 use std::io;
 use std::os::fd::{FromRawFd, IntoRawFd, RawFd};
 
+/// Whether [`TcpStream::read_pooled`] hands out received bytes without a
+/// copy on this thread's runtime: they land in a buffer ring the kernel
+/// fills, and the reader gets that buffer. Where it is `false`, a pooled
+/// read copies out of the thread's scratch buffer, and a read into the
+/// caller's own buffer costs the same copy with no allocation, so a
+/// protocol that keeps a buffer per connection should read into it.
+/// `false` outside a runtime. Ask this, not which backend runs.
+pub fn pooled_reads_are_copy_free() -> bool {
+    crate::driver::current::try_driver(|d, _| d.pooled_reads_are_copy_free()).unwrap_or(false)
+}
+
 /// A new non-blocking, close-on-exec socket.
 fn socket(domain: socket2::Domain, ty: socket2::Type) -> io::Result<socket2::Socket> {
     socket2::Socket::new(domain, ty.nonblocking().cloexec(), None)

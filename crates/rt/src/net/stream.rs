@@ -21,7 +21,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use crate::buf::{IoBuf, IoBufMut, RecvBuf};
-use crate::context::try_with_ctx;
+use crate::driver::current;
 use crate::driver::op::recv::{ReadStash, Recv};
 use crate::driver::op::recv_multi::RecvMulti;
 use crate::driver::op::send::Send;
@@ -65,14 +65,16 @@ impl StreamCore {
     pub(crate) fn new(fd: RawFd) -> StreamCore {
         // A stream lives on the runtime that made it; without one (built
         // outside a runtime), keep a stash to be safe.
-        let uring = try_with_ctx(|cx| cx.driver.borrow().is_uring());
+        let (orphans, fixable) =
+            current::try_driver(|d, _| (d.reads_outlive_their_futures(), d.registers_files()))
+                .unzip();
         StreamCore {
             fd,
-            stash: uring.unwrap_or(true).then(Rc::default),
+            stash: orphans.unwrap_or(true).then(Rc::default),
             multi: RecvMulti::new(),
             leftover: RefCell::new(None),
             fixed: Cell::new(None),
-            until_fixed: Cell::new(if uring == Some(true) {
+            until_fixed: Cell::new(if fixable == Some(true) {
                 OPS_BEFORE_FIXED
             } else {
                 0
@@ -108,9 +110,7 @@ impl StreamCore {
         }
         self.until_fixed.set(left - 1);
         if left == 1 {
-            let slot =
-                try_with_ctx(|rt| rt.driver.borrow_mut().register_fixed(self.fd, &rt.metrics))
-                    .flatten();
+            let slot = current::try_driver(|d, m| d.register_fixed(self.fd, m)).flatten();
             self.fixed.set(slot);
         }
         self.fixed.get()
@@ -393,12 +393,11 @@ impl Drop for StreamCore {
         // Before the close: an armed multishot holds the file open.
         self.multi.cancel();
         let fixed = self.fixed.take();
-        let closed = try_with_ctx(|rt| {
-            let mut drv = rt.driver.borrow_mut();
+        let closed = current::try_driver(|d, m| {
             if let Some(slot) = fixed {
-                drv.release_fixed(slot, &rt.metrics);
+                d.release_fixed(slot, m);
             }
-            drv.close_fd(fd, &rt.metrics);
+            d.close_fd(fd, m);
         });
         if closed.is_none() {
             // SAFETY: we own fd; no runtime is left to close it for us.

@@ -12,7 +12,6 @@ use std::time::Duration;
 use super::stream::StreamCore;
 use super::{into_raw, socket, with_sock};
 use crate::buf::{IoBuf, IoBufMut, RecvBuf};
-use crate::context::try_with_ctx;
 use crate::driver::op::accept_multi::AcceptMulti;
 use crate::driver::op::connect::Connect;
 use crate::driver::Op;
@@ -182,7 +181,7 @@ impl Drop for TcpListener {
         unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
         // Before the close: an armed multishot holds the file open.
         self.accept.cancel();
-        let done = try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics));
+        let done = crate::driver::current::try_driver(|d, m| d.close_now(fd, m));
         if done.is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };

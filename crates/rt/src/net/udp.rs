@@ -6,7 +6,6 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use super::{into_raw, socket, with_sock};
 use crate::buf::{IoBuf, IoBufMut};
-use crate::context::try_with_ctx;
 use crate::driver::op::recvmsg::RecvMsg;
 use crate::driver::op::sendmsg::SendMsg;
 use crate::driver::Op;
@@ -57,7 +56,7 @@ impl AsRawFd for UdpSocket {
 impl Drop for UdpSocket {
     fn drop(&mut self) {
         let fd = self.fd;
-        if try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics)).is_none() {
+        if crate::driver::current::try_driver(|d, m| d.close_now(fd, m)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };
         }

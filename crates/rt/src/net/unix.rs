@@ -10,7 +10,6 @@ use std::time::Duration;
 use super::stream::StreamCore;
 use super::{into_raw, socket};
 use crate::buf::{IoBuf, IoBufMut};
-use crate::context::try_with_ctx;
 use crate::driver::op::accept::Accept;
 use crate::driver::op::connect::Connect;
 use crate::driver::Op;
@@ -58,7 +57,7 @@ impl AsRawFd for UnixListener {
 impl Drop for UnixListener {
     fn drop(&mut self) {
         let fd = self.fd;
-        if try_with_ctx(|rt| rt.driver.borrow_mut().close_now(fd, &rt.metrics)).is_none() {
+        if crate::driver::current::try_driver(|d, m| d.close_now(fd, m)).is_none() {
             // SAFETY: we own fd.
             unsafe { libc::close(fd) };
         }

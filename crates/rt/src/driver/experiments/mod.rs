@@ -188,7 +188,7 @@ impl SendPlan {
 
 /// This thread's send plan (vectored outside a runtime and on epoll).
 pub(crate) fn plan() -> SendPlan {
-    current::try_with(|rt| rt.driver.borrow().send_plan()).unwrap_or(SendPlan::Vectored)
+    current::try_driver(|d, _| d.send_plan()).unwrap_or(SendPlan::Vectored)
 }
 
 /// Send `bufs` as `plan` says, if it says other than vectored and the
@@ -206,11 +206,10 @@ pub(crate) async fn send(
         SendPlan::Vectored => Err(bufs),
         SendPlan::Linked(_) => Ok(op_within(SendChain::new(fd, bufs), limit).await),
         SendPlan::Bundle => {
-            let ring =
-                current::try_with(|rt| rt.driver.borrow_mut().send_ring(rt.metrics)).flatten();
+            let ring = current::try_driver(|d, m| d.send_ring(m)).flatten();
             let Some(ring) = ring else { return Err(bufs) };
             let op = SendBundle::new(fd, bufs, ring)?;
-            current::try_with(|rt| Metrics::add(&rt.metrics.send_bundles, 1));
+            current::try_metrics(|m| Metrics::add(&m.send_bundles, 1));
             Ok(op_within(op, limit).await)
         }
     }

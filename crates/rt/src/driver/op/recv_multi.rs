@@ -96,7 +96,7 @@ impl RecvMulti {
         let (res, flags) = self.shot.try_next_buffer()?;
         // A CQE with a buffer means the ring exists (it was made to arm the
         // receive); the buffer goes back to it when the `RecvBuf` drops.
-        let ring = current::with(|rt| rt.driver.borrow_mut().buf_ring())
+        let ring = current::driver(|d, _| d.buf_ring())
             .ok()
             .flatten()
             .expect("a received buffer implies the runtime's buffer ring")
@@ -134,7 +134,7 @@ impl RecvMulti {
     /// The next chunk from the multishot receive, or what to do instead.
     async fn next_multi(&self, target: &mut impl FnMut() -> Target) -> io::Result<Next> {
         // The driver says whether there is a buffer ring to receive into.
-        let Some((ring, bundle)) = current::with(|rt| rt.driver.borrow_mut().buf_ring())? else {
+        let Some((ring, bundle)) = current::driver(|d, _| d.buf_ring())? else {
             return Ok(Next::Scratch);
         };
         poll_fn(|cx| loop {
@@ -142,7 +142,7 @@ impl RecvMulti {
             // registered file borrows it too).
             let t = (!self.shot.is_armed()).then(&mut *target);
             let limit = if t.is_some() {
-                current::with(|rt| rt.driver.borrow().recv_limit())
+                current::driver(|d, _| d.recv_limit())
             } else {
                 0
             };
@@ -170,7 +170,7 @@ impl RecvMulti {
                 Shot::Cqe(res, _) if res == -libc::ECANCELED => continue,
                 // A kernel without the byte limit refuses it: arm without.
                 Shot::Cqe(res, _) if res == -libc::EINVAL && self.limited.get() => {
-                    current::with(|rt| rt.driver.borrow_mut().no_recv_limit());
+                    current::driver(|d, _| d.no_recv_limit());
                     self.limited.set(false);
                     continue;
                 }
