@@ -170,6 +170,63 @@ ringkit::test_all! {
         assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
 
+    async fn set_len_shrinks_extends_and_is_seen_by_the_hook() {
+        // One `IORING_OP_FTRUNCATE` on io_uring (in place where the kernel
+        // lacks it), the syscall on epoll: the same sizes and bytes either
+        // way, errors as `ftruncate(2)` gives them, and a hook that sees
+        // each call and can fail it.
+        struct Seen(std::cell::RefCell<Vec<u64>>);
+        impl FsHook for Seen {
+            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+                match op {
+                    FsOp::SetLen { len: 7, .. } => Some(Fault::Fail(
+                        std::io::Error::from_raw_os_error(libc::EIO),
+                    )),
+                    _ => None,
+                }
+            }
+            fn after(&self, op: &FsOp<'_>, res: &std::io::Result<u64>) {
+                if let (FsOp::SetLen { len, .. }, Ok(_)) = (op, res) {
+                    self.0.borrow_mut().push(*len);
+                }
+            }
+        }
+        let t = tempfile::tempdir().unwrap();
+        let path = t.path().join("sized");
+        std::fs::write(&path, pattern(10_000, 3)).unwrap();
+        let f = OpenOptions::new().read(true).write(true).open(&path).await.unwrap();
+        let seen = Rc::new(Seen(Default::default()));
+        let prev = ringkit::fs::hook::set_hook(Some(seen.clone()));
+        let before = ringkit::metrics();
+        f.set_len(4096).await.unwrap();
+        let spent = ringkit::metrics().since(&before);
+        if on_uring() {
+            // One SQE (and one syscall in place on a kernel before 6.9).
+            assert_eq!(spent.sqes_submitted, 1, "{spent}");
+            assert!(spent.other_syscalls <= 1, "{spent}");
+        } else {
+            assert_eq!(spent.other_syscalls, 1, "{spent}");
+        }
+        assert_eq!(std::fs::read(&path).unwrap(), pattern(10_000, 3)[..4096]);
+        f.set_len(8192).await.unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), 8192);
+        assert!(bytes[4096..].iter().all(|&b| b == 0), "an extension reads as zeros");
+        let planted = f.set_len(7).await.unwrap_err();
+        assert_eq!(planted.raw_os_error(), Some(libc::EIO));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192, "a failed call changed nothing");
+        ringkit::fs::hook::set_hook(prev);
+        assert_eq!(*seen.0.borrow(), [4096, 8192]);
+        // Past what an off_t holds: refused, by the ring or in place.
+        let e = f.set_len(u64::MAX).await.unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL));
+        // A file open for reading only.
+        let ro = OpenOptions::new().read(true).open(&path).await.unwrap();
+        let e = ro.set_len(0).await.unwrap_err();
+        assert!(matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EBADF)), "{e}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+    }
+
     async fn write_at_dsync_faults_are_made_as_the_kernel_makes_them() {
         // A short write writes (and syncs) its first bytes; a failed sync
         // leaves the write in the file and reports the error; a failed

@@ -368,6 +368,20 @@ opcode! {
 }
 
 opcode! {
+    /// Set a file's size, like `ftruncate(2)` (Linux 6.9; older kernels
+    /// answer `EINVAL`).
+    pub struct Ftruncate {
+        fd: Target, len: u64
+        ;;
+    }
+    const CODE = sys::IORING_OP_FTRUNCATE;
+    fn build(self, sqe) {
+        target(&mut sqe, self.fd);
+        sqe.off = self.len;
+    }
+}
+
+opcode! {
     /// Wait for readiness, like `poll(2)` on one fd. Multishot keeps posting
     /// a CQE (with `F_MORE`) on each event until removed.
     pub struct PollAdd {

@@ -376,6 +376,7 @@ pub const IORING_OP_URING_CMD: u8 = 46;
 pub const IORING_OP_SEND_ZC: u8 = 47;
 pub const IORING_OP_SENDMSG_ZC: u8 = 48;
 pub const IORING_OP_READ_MULTISHOT: u8 = 49;
+pub const IORING_OP_FTRUNCATE: u8 = 55;
 
 /// Opcode names, indexed by opcode, for probe reports.
 pub const OP_NAMES: &[&str] = &[

@@ -535,6 +535,41 @@ fn fallocate_extends_and_zero_fills() {
     assert_eq!(f.metadata().unwrap().len(), 1 << 20);
 }
 
+#[test]
+fn ftruncate_shrinks_and_extends() {
+    let mut ring = ring(8);
+    if !supports(&ring, sys::IORING_OP_FTRUNCATE, "FTRUNCATE") {
+        return;
+    }
+    let mut f = tempfile::tempfile().unwrap();
+    f.write_all(&[7u8; 10_000]).unwrap();
+    push_plain(
+        &mut ring,
+        opcode::Ftruncate::new(Target::Fd(raw(&f)), 4096)
+            .build()
+            .user_data(1),
+    );
+    assert_eq!(wait_one(&mut ring).res, 0);
+    assert_eq!(f.metadata().unwrap().len(), 4096);
+    push_plain(
+        &mut ring,
+        opcode::Ftruncate::new(Target::Fd(raw(&f)), 1 << 20)
+            .build()
+            .user_data(2),
+    );
+    assert_eq!(wait_one(&mut ring).res, 0);
+    assert_eq!(f.metadata().unwrap().len(), 1 << 20);
+    // A length past what an off_t holds must reach the kernel and be
+    // refused.
+    push_plain(
+        &mut ring,
+        opcode::Ftruncate::new(Target::Fd(raw(&f)), u64::MAX)
+            .build()
+            .user_data(3),
+    );
+    assert_eq!(wait_one(&mut ring).res, neg(libc::EINVAL));
+}
+
 /// The kernel fact `ringkit::fs::File::write_at_sync` rests on: a write
 /// linked to an fsync that comes up short fails the link, so the fsync
 /// never runs and never reports success for bytes that were not written.

@@ -148,7 +148,7 @@ impl OpKind {
             FsOp::Read { .. } => OpKind::Read,
             FsOp::Write { .. } | FsOp::WriteSync { .. } | FsOp::WriteDsync { .. } => OpKind::Write,
             FsOp::Sync { .. } => OpKind::Sync,
-            FsOp::Allocate { .. } => OpKind::Alloc,
+            FsOp::Allocate { .. } | FsOp::SetLen { .. } => OpKind::Alloc,
             FsOp::Rename { .. } => OpKind::Rename,
             FsOp::Remove { .. } => OpKind::Remove,
             FsOp::CreateDir { .. } => OpKind::Mkdir,
@@ -350,6 +350,7 @@ impl Recorder {
             | FsOp::WriteDsync { fd, .. }
             | FsOp::Sync { fd, .. }
             | FsOp::Allocate { fd, .. }
+            | FsOp::SetLen { fd, .. }
             | FsOp::Close { fd } => st.fds.contains_key(fd),
         }
     }
@@ -361,7 +362,8 @@ impl Recorder {
             | FsOp::WriteSync { fd, .. }
             | FsOp::WriteDsync { fd, .. }
             | FsOp::Sync { fd, .. }
-            | FsOp::Allocate { fd, .. } => st.fds.get(fd).copied(),
+            | FsOp::Allocate { fd, .. }
+            | FsOp::SetLen { fd, .. } => st.fds.get(fd).copied(),
             _ => None,
         }
     }
@@ -650,6 +652,11 @@ impl Recorder {
                     ));
                 }
             }
+            // A size change drops or adds bytes the model would not see
+            // (ringkit-log never makes one): say so rather than go blind.
+            FsOp::SetLen { len, .. } => st.violations.push(format!(
+                "set_len to {len}: the explorer does not model size changes"
+            )),
             FsOp::Rename { from, to } => {
                 let (Some(f), Some(t)) = (self.rel(from), self.rel(to)) else {
                     return;

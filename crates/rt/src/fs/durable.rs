@@ -10,6 +10,7 @@ use super::short_buf::ShortBuf;
 use super::File;
 use crate::buf::{IoBuf, IoBufMut};
 use crate::driver::op::fallocate::Fallocate;
+use crate::driver::op::ftruncate::Ftruncate;
 use crate::driver::op::read_at::ReadAt;
 use crate::driver::op::write_sync::WriteSync;
 use crate::driver::Op;
@@ -177,6 +178,18 @@ impl File {
     /// not copy on write). Reads of the range return zeros.
     pub async fn allocate(&self, offset: u64, len: u64) -> io::Result<()> {
         self.fallocate(0, offset, len).await
+    }
+
+    /// Set the file's size to `len`, as `std::fs::File::set_len`: bytes
+    /// past it are dropped, and an extension reads as zeros. One
+    /// `IORING_OP_FTRUNCATE` on io_uring (Linux 6.9; in place on older
+    /// kernels), the syscall inline on epoll. Not durable until synced.
+    pub async fn set_len(&self, len: u64) -> io::Result<()> {
+        let op = FsOp::SetLen { fd: self.fd, len };
+        hook::before(&op).map_err(Fault::into_error)?;
+        let res = Op::new(Ftruncate { fd: self.fd, len }).await;
+        hook::after(&op, &res, |_| 0);
+        res
     }
 
     /// `fallocate(2)` with `FALLOC_FL_*` `mode` bits (keep size, punch a

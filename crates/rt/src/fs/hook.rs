@@ -113,6 +113,13 @@ pub enum FsOp<'a> {
         /// Length.
         len: u64,
     },
+    /// `ftruncate(2)` ([`super::File::set_len`]).
+    SetLen {
+        /// The descriptor.
+        fd: RawFd,
+        /// The new size.
+        len: u64,
+    },
     /// `rename(2)`.
     Rename {
         /// Old name.
@@ -258,6 +265,7 @@ impl fmt::Display for FsOp<'_> {
             FsOp::Allocate {
                 fd, offset, len, ..
             } => write!(f, "fallocate fd {fd} {len}@{offset}"),
+            FsOp::SetLen { fd, len } => write!(f, "ftruncate fd {fd} {len}"),
             FsOp::Rename { from, to } => write!(f, "rename {} {}", from.display(), to.display()),
             FsOp::Remove { path } => write!(f, "remove {}", path.display()),
             FsOp::CreateDir { path } => write!(f, "mkdir {}", path.display()),

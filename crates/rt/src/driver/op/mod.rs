@@ -8,6 +8,7 @@ pub(crate) mod close;
 pub(crate) mod connect;
 pub(crate) mod fallocate;
 pub(crate) mod fsync;
+pub(crate) mod ftruncate;
 pub(crate) mod open;
 pub(crate) mod path;
 pub(crate) mod raw;
