@@ -1,5 +1,5 @@
-//! The backend contract: `OpCode`, what every operation says about itself
-//! to both backends (docs/ARCHITECTURE.md section 2), and [`Source`], where
+//! The backend contract: `OpCode`, `UringOp` and `EpollOp`, what every
+//! operation says about itself to each backend (docs/ARCHITECTURE.md section 2), and [`Source`], where
 //! the result `complete` is given came from.
 
 use std::io;
@@ -15,32 +15,12 @@ pub(crate) enum Dir {
     Write = 1,
 }
 
-/// One operation, described for both backends. See the module docs.
+/// What an operation is on either backend: its output, made from its
+/// result, and what it does before it goes to a backend. Each op file
+/// implements this, [`UringOp`] and [`EpollOp`], one impl per backend,
+/// so an op reads backend by backend; [`Operation`] is all three.
 pub(crate) trait OpCode: Sized + 'static {
     type Output;
-
-    /// io_uring: the SQE. Pointers in it must target memory owned by `self`
-    /// (heap memory, which does not move with `self`).
-    fn uring_entry(&mut self) -> Entry;
-
-    /// io_uring: a timeout to link after the SQE (`IORING_OP_LINK_TIMEOUT`).
-    /// The timespec must be owned (boxed) by `self`.
-    fn uring_link_timeout(&self) -> Option<*const ringkit_uring::sys::KernelTimespec> {
-        None
-    }
-
-    /// epoll: the fd and direction to wait for when [`epoll_attempt`](Self::epoll_attempt)
-    /// would block; `None` for operations that never block (files run inline).
-    fn epoll_ready(&self) -> Option<(RawFd, Dir)>;
-
-    /// epoll: the non-blocking syscall. `WouldBlock` waits for readiness.
-    fn epoll_attempt(&mut self) -> io::Result<u32>;
-
-    /// epoll: after a successful attempt, whether the fd is now drained
-    /// (a short read), so the next attempt should wait for an edge first.
-    fn epoll_drained(&self, _n: u32) -> bool {
-        false
-    }
 
     /// Turn the result into the output (both backends); `from` says which
     /// backend made it and how.
@@ -51,41 +31,77 @@ pub(crate) trait OpCode: Sized + 'static {
     fn before(&mut self, _cx: &mut Context<'_>) -> Poll<Option<io::Result<u32>>> {
         Poll::Ready(None)
     }
+}
 
-    /// io_uring only, before the SQE is built: `None` goes to the ring
-    /// untried; `Some(Some(r))` completes the op at once with `r`, made in
-    /// place; `Some(None)`: tried in place (it would block), now to the
-    /// ring. A try is one syscall, counted by the driver. For operations
-    /// the ring would hand to an io-wq thread although they rarely block
-    /// (`splice`, `sendfile`, `statx` of a descriptor, `shutdown`). epoll
-    /// never calls it: its `epoll_attempt` is in place already.
+/// The operation on io_uring: the SQE, and what happens if its future is
+/// dropped while the kernel holds it.
+pub(crate) trait UringOp: OpCode {
+    /// The SQE. Pointers in it must target memory owned by `self` (heap
+    /// memory, which does not move with `self`).
+    fn uring_entry(&mut self) -> Entry;
+
+    /// A timeout to link after the SQE (`IORING_OP_LINK_TIMEOUT`). The
+    /// timespec must be owned (boxed) by `self`.
+    fn uring_link_timeout(&self) -> Option<*const ringkit_uring::sys::KernelTimespec> {
+        None
+    }
+
+    /// Before the SQE is built: `None` goes to the ring untried;
+    /// `Some(Some(r))` completes the op at once with `r`, made in place;
+    /// `Some(None)`: tried in place (it would block), now to the ring. A
+    /// try is one syscall, counted by the driver. For operations the ring
+    /// would hand to an io-wq thread although they rarely block (`splice`,
+    /// `sendfile`, `statx` of a descriptor, `shutdown`).
     fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
         None
     }
 
-    /// io_uring: SQEs that run before [`uring_entry`](Self::uring_entry)'s,
-    /// in order, linked to the next, their success CQEs skipped, so the
-    /// chain posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A
-    /// member that fails posts that one CQE itself, and the op's
-    /// [`complete`](Self::complete) sees [`Source::ChainMember`] with its
+    /// SQEs that run before [`uring_entry`](Self::uring_entry)'s, in
+    /// order, linked to the next, their success CQEs skipped, so the chain
+    /// posts one CQE (the driver's rule, docs/ARCHITECTURE.md §4). A member
+    /// that fails posts that one CQE itself, and the op's
+    /// [`complete`](OpCode::complete) sees [`Source::ChainMember`] with its
     /// index. Only where the driver says chains hold (`links_hold`).
     fn uring_chain(&mut self) -> Vec<Entry> {
         Vec::new()
     }
 
-    /// io_uring: how many members [`uring_chain`](Self::uring_chain) gave
-    /// (for cancelling them when the future is dropped).
+    /// How many members [`uring_chain`](Self::uring_chain) gave (for
+    /// cancelling them when the future is dropped).
     fn uring_chain_len(&self) -> usize {
         0
     }
 
-    /// io_uring: the future was dropped while the operation is in flight.
+    /// The future was dropped while the operation is in flight.
     fn on_orphan(&mut self) {}
 
-    /// io_uring: the result nobody will see (the future was dropped). The
-    /// default drops `self`, releasing its buffers.
+    /// The result nobody will see (the future was dropped). The default
+    /// drops `self`, releasing its buffers.
     fn orphan_result(self, _res: i32, _from: Source) {}
 }
+
+/// The operation on epoll: the readiness it waits for and the
+/// non-blocking syscall it makes inside `poll`.
+pub(crate) trait EpollOp: OpCode {
+    /// The fd and direction to wait for when
+    /// [`epoll_attempt`](Self::epoll_attempt) would block; `None` for
+    /// operations that never block (files run inline).
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)>;
+
+    /// The non-blocking syscall. `WouldBlock` waits for readiness.
+    fn epoll_attempt(&mut self) -> io::Result<u32>;
+
+    /// After a successful attempt, whether the fd is now drained (a short
+    /// read), so the next attempt should wait for an edge first.
+    fn epoll_drained(&self, _n: u32) -> bool {
+        false
+    }
+}
+
+/// An operation both backends can run: what [`super::Op`] drives.
+pub(crate) trait Operation: UringOp + EpollOp {}
+
+impl<T: UringOp + EpollOp> Operation for T {}
 
 /// Where the result given to [`OpCode::complete`] came from. The driver
 /// says it here, never in bits mixed into the kernel's CQE flags.
@@ -97,13 +113,13 @@ pub(crate) enum Source {
         cqe_flags: u32,
     },
     /// io_uring: the CQE of member `index` of the op's chain
-    /// ([`OpCode::uring_chain`]), which failed or came up short: the links
+    /// ([`UringOp::uring_chain`]), which failed or came up short: the links
     /// after it, the op's own SQE included, were cancelled without a CQE.
     ChainMember {
         /// The member's place in the chain, from 0.
         index: u16,
     },
-    /// io_uring: made in place ([`OpCode::uring_try_inline`]).
+    /// io_uring: made in place ([`UringOp::uring_try_inline`]).
     Inline,
     /// io_uring: the SQE never reached the ring (queueing it failed): the
     /// kernel did nothing, and the error is the queueing's.
@@ -121,7 +137,7 @@ pub(crate) trait Orphan {
     fn late(self: Box<Self>, res: i32, from: Source);
 }
 
-impl<T: OpCode> Orphan for T {
+impl<T: UringOp> Orphan for T {
     fn late(self: Box<Self>, res: i32, from: Source) {
         (*self).orphan_result(res, from)
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::epoll::EpollDriver;
 use super::uring::UringDriver;
-use super::{Driver, OpCode, Source};
+use super::{Driver, Operation, Source};
 use crate::coop;
 use crate::driver::current;
 use crate::metrics::Metrics;
@@ -23,7 +23,7 @@ enum State {
 }
 
 /// The future of one operation.
-pub(crate) struct Op<T: OpCode> {
+pub(crate) struct Op<T: Operation> {
     data: Option<T>,
     state: State,
     /// Its deadline passed and a cancel was queued ([`Op::expire`]).
@@ -32,9 +32,9 @@ pub(crate) struct Op<T: OpCode> {
 
 // `Op` never relies on being pinned: the kernel only sees heap memory owned
 // by `data` (the `OpCode` contract), which does not move with the `Op`.
-impl<T: OpCode> Unpin for Op<T> {}
+impl<T: Operation> Unpin for Op<T> {}
 
-impl<T: OpCode> Op<T> {
+impl<T: Operation> Op<T> {
     pub(crate) fn new(data: T) -> Op<T> {
         Op {
             data: Some(data),
@@ -70,7 +70,7 @@ impl<T: OpCode> Op<T> {
     }
 
     /// Whether the kernel holds it with a linked timeout of its own
-    /// ([`OpCode::uring_link_timeout`]): then no runtime timer is needed.
+    /// ([`super::UringOp::uring_link_timeout`]): then no runtime timer is needed.
     pub(crate) fn kernel_bounded(&self) -> bool {
         matches!(self.state, State::Uring(_))
             && self
@@ -95,7 +95,7 @@ const COARSE_FROM: Duration = Duration::from_secs(5);
 /// come back (see [`Op::expire`]). A write that moves any byte completes,
 /// so a loop of such writes, each bounded, is bounded by the time without
 /// progress (nginx's `send_timeout`), not by the total.
-pub(crate) fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> Within<T> {
+pub(crate) fn op_within<T: Operation>(op: T, limit: Option<Duration>) -> Within<T> {
     Within {
         op: Op::new(op),
         // No limit, or one past the clock's range: unbounded.
@@ -108,7 +108,7 @@ pub(crate) fn op_within<T: OpCode>(op: T, limit: Option<Duration>) -> Within<T> 
 /// its deadline. Written out by hand so it holds the operation once (an
 /// `async fn` kept the argument and the `Op` side by side, and a task
 /// awaiting a bounded write was sized by both).
-pub(crate) struct Within<T: OpCode> {
+pub(crate) struct Within<T: Operation> {
     op: Op<T>,
     limit: Option<Duration>,
     /// Made only once the operation has to wait (an epoll write to a socket
@@ -117,7 +117,7 @@ pub(crate) struct Within<T: OpCode> {
     deadline: Option<current::Deadline>,
 }
 
-impl<T: OpCode> Future for Within<T> {
+impl<T: Operation> Future for Within<T> {
     type Output = T::Output;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
@@ -165,7 +165,7 @@ fn to_result(res: i32) -> io::Result<u32> {
     }
 }
 
-impl<T: OpCode> Future for Op<T> {
+impl<T: Operation> Future for Op<T> {
     type Output = T::Output;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T::Output> {
@@ -183,7 +183,7 @@ impl<T: OpCode> Future for Op<T> {
 /// A result and where it came from, before the op turns it into its output.
 type Done = (io::Result<u32>, Source);
 
-impl<T: OpCode> Op<T> {
+impl<T: Operation> Op<T> {
     fn poll_op(&mut self, cx: &mut Context<'_>) -> Poll<T::Output> {
         let Op { data, state, .. } = self;
         let data = data.as_mut().expect("Op polled after completion");
@@ -222,7 +222,7 @@ impl<T: OpCode> Op<T> {
 
 /// io_uring: on the first poll, make the op in place if it asks to, else
 /// submit its SQEs (its chain, then its own); then wait for its CQE.
-fn poll_uring<T: OpCode>(
+fn poll_uring<T: Operation>(
     u: &mut UringDriver,
     m: &Metrics,
     state: &mut State,
@@ -259,7 +259,7 @@ fn poll_uring<T: OpCode>(
 
 /// epoll: wait until the fd is ready (if the op waits on one), then make
 /// the syscall in place; `WouldBlock` clears the readiness and waits again.
-fn poll_epoll<T: OpCode>(
+fn poll_epoll<T: Operation>(
     e: &mut EpollDriver,
     m: &Metrics,
     data: &mut T,
@@ -299,7 +299,7 @@ fn poll_epoll<T: OpCode>(
     }
 }
 
-impl<T: OpCode> Drop for Op<T> {
+impl<T: Operation> Drop for Op<T> {
     fn drop(&mut self) {
         let State::Uring(key) = self.state else {
             return;

@@ -1,9 +1,10 @@
 //! The backend contract, written once, and the choice of backend.
 //!
-//! Every operation is one file in `op` implementing `OpCode`: the SQE it
-//! becomes on io_uring, and on epoll the readiness it waits for and the
-//! non-blocking syscall it makes. `Op` is the future that drives an
-//! `OpCode` on whichever backend this runtime chose; `Driver` dispatches.
+//! Every operation is one file in `op` implementing `OpCode` (its output),
+//! `UringOp` (the SQE it becomes) and `EpollOp` (the readiness it waits
+//! for and the non-blocking syscall it makes). `Op` is the future that
+//! drives such an `Operation` on whichever backend this runtime chose;
+//! `Driver` dispatches.
 //! Multishot operations (`op/accept_multi.rs`, `op/recv_multi.rs`) keep
 //! their key in a `multishot::Multishot` (see its slot rule) and carry
 //! their epoll fallback inside the op file. Nothing outside `driver/`
@@ -11,7 +12,7 @@
 //! out, how a write is made durable) lives in the op files.
 //!
 //! Files: `config.rs` (the public settings and report), `contract.rs`
-//! (`OpCode`), `future.rs` (`Op`, `op_within`), this file (`Driver`, the
+//! (the traits and `Source`), `future.rs` (`Op`, `op_within`), this file (`Driver`, the
 //! dispatch), `storage.rs` (registered buffers, linked syncs), `uring/`
 //! and `epoll.rs` (the backends), `op/` (one file per operation), and
 //! `experiments/` (levers kept to be measured, feature `experiments`).
@@ -56,7 +57,7 @@ pub(crate) mod waiters;
 
 pub(crate) use config::DriverConfig;
 pub use config::{Backend, BackendReport};
-pub(crate) use contract::{Dir, OpCode, Orphan, Source};
+pub(crate) use contract::{Dir, EpollOp, OpCode, Operation, Orphan, Source, UringOp};
 #[cfg(feature = "experiments")]
 pub use experiments::{BatchWait, SendBatch};
 pub(crate) use future::{op_within, Op};

@@ -92,7 +92,7 @@ impl StreamCore {
     }
 
     /// A write operation, bounded by the write timeout.
-    async fn send_op<T: crate::driver::OpCode>(&self, op: T) -> T::Output {
+    async fn send_op<T: crate::driver::Operation>(&self, op: T) -> T::Output {
         op_within(op, self.write_timeout.get()).await
     }
 

@@ -29,7 +29,7 @@ use ringkit_uring::SendRing;
 use super::send_rings::PooledSendRing;
 use super::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct SendBundle<B> {
     fd: RawFd,
@@ -105,6 +105,19 @@ impl<B> SendBundle<B> {
 impl<B: IoBuf> OpCode for SendBundle<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
+    fn complete(mut self, res: io::Result<u32>, from: Source) -> Self::Output {
+        if let Source::Ring { cqe_flags } = from {
+            self.ring.completed(cqe_flags);
+        }
+        let res = match res {
+            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => Err(self.why_cancelled()),
+            r => r.map(|n| n as usize),
+        };
+        (res, self.bufs)
+    }
+}
+
+impl<B: IoBuf> UringOp for SendBundle<B> {
     fn uring_entry(&mut self) -> Entry {
         let sr = self.ring.get();
         let bgid = sr.bgid();
@@ -128,29 +141,20 @@ impl<B: IoBuf> OpCode for SendBundle<B> {
             .build()
     }
 
+    fn orphan_result(mut self, _res: i32, from: Source) {
+        if let Source::Ring { cqe_flags } = from {
+            self.ring.completed(cqe_flags);
+        }
+    }
+}
+
+impl<B: IoBuf> EpollOp for SendBundle<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Write))
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
-    }
-
-    fn complete(mut self, res: io::Result<u32>, from: Source) -> Self::Output {
-        if let Source::Ring { cqe_flags } = from {
-            self.ring.completed(cqe_flags);
-        }
-        let res = match res {
-            Err(e) if e.raw_os_error() == Some(libc::ECANCELED) => Err(self.why_cancelled()),
-            r => r.map(|n| n as usize),
-        };
-        (res, self.bufs)
-    }
-
-    fn orphan_result(mut self, _res: i32, from: Source) {
-        if let Source::Ring { cqe_flags } = from {
-            self.ring.completed(cqe_flags);
-        }
     }
 }
 

@@ -27,7 +27,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::sendmsg_bufs;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct SendChain<B> {
     fd: RawFd,
@@ -66,27 +66,6 @@ impl<B: IoBuf> SendChain<B> {
 impl<B: IoBuf> OpCode for SendChain<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
-    fn uring_chain(&mut self) -> Vec<Entry> {
-        let n = self.bufs.len() - 1;
-        self.bufs[..n].iter().map(|b| self.send(b, true)).collect()
-    }
-
-    fn uring_chain_len(&self) -> usize {
-        self.bufs.len() - 1
-    }
-
-    fn uring_entry(&mut self) -> Entry {
-        self.send(&self.bufs[self.bufs.len() - 1], false)
-    }
-
-    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
-        Some((self.fd, Dir::Write))
-    }
-
-    fn epoll_attempt(&mut self) -> io::Result<u32> {
-        sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
-    }
-
     fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output {
         // Which SQE this CQE is from: a failing member, or the tail.
         let index = match from {
@@ -112,5 +91,30 @@ impl<B: IoBuf> OpCode for SendChain<B> {
             Err(e) => Err(e),
         };
         (r, self.bufs)
+    }
+}
+
+impl<B: IoBuf> UringOp for SendChain<B> {
+    fn uring_chain(&mut self) -> Vec<Entry> {
+        let n = self.bufs.len() - 1;
+        self.bufs[..n].iter().map(|b| self.send(b, true)).collect()
+    }
+
+    fn uring_chain_len(&self) -> usize {
+        self.bufs.len() - 1
+    }
+
+    fn uring_entry(&mut self) -> Entry {
+        self.send(&self.bufs[self.bufs.len() - 1], false)
+    }
+}
+
+impl<B: IoBuf> EpollOp for SendChain<B> {
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        Some((self.fd, Dir::Write))
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        sendmsg_bufs(self.fd, &self.bufs, &mut self.iovecs)
     }
 }

@@ -8,7 +8,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// Accept one connection. The address storage is boxed: the kernel writes it
 /// after submission, wherever this value has moved.
@@ -33,6 +33,18 @@ impl Accept {
 impl OpCode for Accept {
     type Output = io::Result<(OwnedFd, Option<std::net::SocketAddr>)>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        let fd = res? as RawFd;
+        // SAFETY: the kernel just gave us this fd.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let (storage, len) = *self.addr;
+        // SAFETY: the kernel filled `len` bytes of `storage`.
+        let addr = unsafe { socket2::SockAddr::new(storage, len) }.as_socket();
+        Ok((fd, addr))
+    }
+}
+
+impl UringOp for Accept {
     fn uring_entry(&mut self) -> Entry {
         let (storage, len) = &mut *self.addr;
         opcode::Accept::new(
@@ -44,6 +56,15 @@ impl OpCode for Accept {
         .build()
     }
 
+    fn orphan_result(self, res: i32, _from: Source) {
+        if res >= 0 {
+            // SAFETY: a connection accepted after its future was dropped: close it.
+            unsafe { libc::close(res) };
+        }
+    }
+}
+
+impl EpollOp for Accept {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Read))
     }
@@ -59,22 +80,5 @@ impl OpCode for Accept {
                 libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
             )
         } as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        let fd = res? as RawFd;
-        // SAFETY: the kernel just gave us this fd.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let (storage, len) = *self.addr;
-        // SAFETY: the kernel filled `len` bytes of `storage`.
-        let addr = unsafe { socket2::SockAddr::new(storage, len) }.as_socket();
-        Ok((fd, addr))
-    }
-
-    fn orphan_result(self, res: i32, _from: Source) {
-        if res >= 0 {
-            // SAFETY: a connection accepted after its future was dropped: close it.
-            unsafe { libc::close(res) };
-        }
     }
 }

@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Connect {
     fd: RawFd,
@@ -28,10 +28,24 @@ impl Connect {
 impl OpCode for Connect {
     type Output = io::Result<()>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
+        match res {
+            // Give epoll's "backlog full" the same raw errno io_uring reports.
+            Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {
+                Err(io::Error::from_raw_os_error(libc::EAGAIN))
+            }
+            r => r.map(|_| ()),
+        }
+    }
+}
+
+impl UringOp for Connect {
     fn uring_entry(&mut self) -> Entry {
         opcode::Connect::new(Target::Fd(self.fd), self.addr.as_ptr(), self.addr.len()).build()
     }
+}
 
+impl EpollOp for Connect {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Write))
     }
@@ -76,16 +90,6 @@ impl OpCode for Connect {
             0 => Ok(0),
             libc::EINPROGRESS | libc::EALREADY => Err(io::ErrorKind::WouldBlock.into()),
             e => Err(io::Error::from_raw_os_error(e)),
-        }
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
-        match res {
-            // Give epoll's "backlog full" the same raw errno io_uring reports.
-            Err(e) if e.kind() == io::ErrorKind::ResourceBusy => {
-                Err(io::Error::from_raw_os_error(libc::EAGAIN))
-            }
-            r => r.map(|_| ()),
         }
     }
 }

@@ -8,7 +8,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 use ringkit_uring::sys;
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) enum Fsync {
     All(RawFd),
@@ -24,6 +24,12 @@ pub(crate) enum Fsync {
 impl OpCode for Fsync {
     type Output = io::Result<()>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
+        res.map(|_| ())
+    }
+}
+
+impl UringOp for Fsync {
     fn uring_entry(&mut self) -> Entry {
         match *self {
             Fsync::All(fd) => opcode::Fsync::new(Target::Fd(fd)).build(),
@@ -41,7 +47,9 @@ impl OpCode for Fsync {
                 .build(),
         }
     }
+}
 
+impl EpollOp for Fsync {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -61,9 +69,5 @@ impl OpCode for Fsync {
             }
         };
         cvt(r as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
-        res.map(|_| ())
     }
 }

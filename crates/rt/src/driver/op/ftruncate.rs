@@ -13,7 +13,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{current, Dir, OpCode, Source};
+use crate::driver::{current, Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Ftruncate {
     pub(crate) fd: RawFd,
@@ -33,18 +33,6 @@ fn ftruncate(fd: RawFd, len: u64) -> io::Result<u32> {
 impl OpCode for Ftruncate {
     type Output = io::Result<()>;
 
-    fn uring_entry(&mut self) -> Entry {
-        opcode::Ftruncate::new(Target::Fd(self.fd), self.len).build()
-    }
-
-    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
-        None
-    }
-
-    fn epoll_attempt(&mut self) -> io::Result<u32> {
-        ftruncate(self.fd, self.len)
-    }
-
     fn complete(self, res: io::Result<u32>, from: Source) -> io::Result<()> {
         match (res, from) {
             (Err(e), Source::Ring { .. }) if e.raw_os_error() == Some(libc::EINVAL) => {
@@ -53,6 +41,22 @@ impl OpCode for Ftruncate {
             }
             (res, _) => res.map(drop),
         }
+    }
+}
+
+impl UringOp for Ftruncate {
+    fn uring_entry(&mut self) -> Entry {
+        opcode::Ftruncate::new(Target::Fd(self.fd), self.len).build()
+    }
+}
+
+impl EpollOp for Ftruncate {
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        None
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        ftruncate(self.fd, self.len)
     }
 }
 

@@ -1,6 +1,7 @@
-//! Operations, one file each. Every file implements [`super::OpCode`] for
-//! both backends: the SQE it becomes, and under epoll the readiness it
-//! waits for and the syscall it makes.
+//! Operations, one file each. Every file implements [`super::OpCode`]
+//! (the output), [`super::UringOp`] (the SQE it becomes) and
+//! [`super::EpollOp`] (the readiness it waits for and the syscall it
+//! makes), one impl per backend.
 
 pub(crate) mod accept;
 pub(crate) mod accept_multi;

@@ -7,7 +7,7 @@ use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Open {
     // CString's heap block is what the kernel reads: stable across moves.
@@ -25,6 +25,12 @@ impl Open {
 impl OpCode for Open {
     type Output = io::Result<OwnedFd>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
+        opened(res)
+    }
+}
+
+impl UringOp for Open {
     fn uring_entry(&mut self) -> Entry {
         opcode::OpenAt::new(libc::AT_FDCWD, self.path.as_ptr())
             .flags(self.flags | libc::O_CLOEXEC)
@@ -32,6 +38,12 @@ impl OpCode for Open {
             .build()
     }
 
+    fn orphan_result(self, res: i32, _from: Source) {
+        close_late(res);
+    }
+}
+
+impl EpollOp for Open {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -46,14 +58,6 @@ impl OpCode for Open {
                 self.mode as libc::c_uint,
             )
         } as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
-        opened(res)
-    }
-
-    fn orphan_result(self, res: i32, _from: Source) {
-        close_late(res);
     }
 }
 
@@ -82,10 +86,22 @@ impl Open2 {
 impl OpCode for Open2 {
     type Output = io::Result<OwnedFd>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
+        opened(res)
+    }
+}
+
+impl UringOp for Open2 {
     fn uring_entry(&mut self) -> Entry {
         opcode::OpenAt2::new(self.dirfd, self.path.as_ptr(), &*self.how).build()
     }
 
+    fn orphan_result(self, res: i32, _from: Source) {
+        close_late(res);
+    }
+}
+
+impl EpollOp for Open2 {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -101,14 +117,6 @@ impl OpCode for Open2 {
                 std::mem::size_of::<opcode::OpenHow>(),
             )
         } as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<OwnedFd> {
-        opened(res)
-    }
-
-    fn orphan_result(self, res: i32, _from: Source) {
-        close_late(res);
     }
 }
 

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// One change to a name.
 pub(crate) enum PathOp {
@@ -23,6 +23,12 @@ pub(crate) enum PathOp {
 impl OpCode for PathOp {
     type Output = io::Result<()>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
+        res.map(|_| ())
+    }
+}
+
+impl UringOp for PathOp {
     fn uring_entry(&mut self) -> Entry {
         match self {
             PathOp::Rename { from, to } => {
@@ -37,7 +43,9 @@ impl OpCode for PathOp {
                 .build(),
         }
     }
+}
 
+impl EpollOp for PathOp {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -58,9 +66,5 @@ impl OpCode for PathOp {
             }
         };
         cvt(r as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
-        res.map(|_| ())
     }
 }

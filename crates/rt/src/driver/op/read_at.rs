@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct ReadAt<B> {
     pub(crate) fd: RawFd,
@@ -32,6 +32,16 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
         std::task::Poll::Ready(None)
     }
 
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        if let Ok(n) = res {
+            // SAFETY: the kernel initialised `n` bytes.
+            unsafe { self.buf.set_init(n as usize) };
+        }
+        (res.map(|n| n as usize), self.buf)
+    }
+}
+
+impl<B: IoBufMut> UringOp for ReadAt<B> {
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_total() as u32;
         let (fd, ptr) = (Target::Fd(self.fd), self.buf.stable_mut_ptr());
@@ -42,7 +52,9 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
             None => opcode::Read::new(fd, ptr, len).offset(self.offset).build(),
         }
     }
+}
 
+impl<B: IoBufMut> EpollOp for ReadAt<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -58,13 +70,5 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
                 self.offset as i64,
             )
         })
-    }
-
-    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        if let Ok(n) = res {
-            // SAFETY: the kernel initialised `n` bytes.
-            unsafe { self.buf.set_init(n as usize) };
-        }
-        (res.map(|n| n as usize), self.buf)
     }
 }

@@ -7,7 +7,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Readv<B> {
     fd: RawFd,
@@ -38,6 +38,21 @@ impl<B: IoBufMut> Readv<B> {
 impl<B: IoBufMut> OpCode for Readv<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        if let Ok(n) = res {
+            let mut left = n as usize;
+            for b in &mut self.bufs {
+                let take = left.min(b.bytes_total());
+                // SAFETY: the kernel filled the iovecs in order, `n` bytes in all.
+                unsafe { b.set_init(take) };
+                left -= take;
+            }
+        }
+        (res.map(|n| n as usize), self.bufs)
+    }
+}
+
+impl<B: IoBufMut> UringOp for Readv<B> {
     fn uring_entry(&mut self) -> Entry {
         opcode::Readv::new(
             Target::Fd(self.fd),
@@ -47,7 +62,9 @@ impl<B: IoBufMut> OpCode for Readv<B> {
         .offset(self.offset)
         .build()
     }
+}
 
+impl<B: IoBufMut> EpollOp for Readv<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -62,18 +79,5 @@ impl<B: IoBufMut> OpCode for Readv<B> {
                 self.offset as i64,
             )
         })
-    }
-
-    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        if let Ok(n) = res {
-            let mut left = n as usize;
-            for b in &mut self.bufs {
-                let take = left.min(b.bytes_total());
-                // SAFETY: the kernel filled the iovecs in order, `n` bytes in all.
-                unsafe { b.set_init(take) };
-                left -= take;
-            }
-        }
-        (res.map(|n| n as usize), self.bufs)
     }
 }

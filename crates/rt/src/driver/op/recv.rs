@@ -21,7 +21,7 @@ use ringkit_uring::sys::KernelTimespec;
 
 use super::{cvt, raw, target};
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// Bytes of dropped reads, kept for the next read on the same stream.
 #[derive(Debug, Default)]
@@ -148,42 +148,6 @@ impl<B: IoBufMut> OpCode for Recv<B> {
         Poll::Ready(Some(Ok(n as u32)))
     }
 
-    fn uring_entry(&mut self) -> Entry {
-        let (ptr, len) = (self.buf.stable_mut_ptr(), self.total() as u32);
-        if self.socket {
-            opcode::Recv::new(target(self.fd, self.fixed), ptr, len).build()
-        } else {
-            opcode::Read::new(Target::Fd(self.fd), ptr, len)
-                .offset(u64::MAX)
-                .build()
-        }
-    }
-
-    fn uring_link_timeout(&self) -> Option<*const KernelTimespec> {
-        self.timeout.as_deref().map(|t| t as *const KernelTimespec)
-    }
-
-    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
-        Some((self.fd, Dir::Read))
-    }
-
-    fn epoll_attempt(&mut self) -> io::Result<u32> {
-        let (ptr, len) = (self.buf.stable_mut_ptr(), self.total());
-        // SAFETY: `ptr` is writable for `len` bytes (IoBufMut contract).
-        let r = unsafe {
-            if self.socket {
-                raw::recv(self.fd, ptr.cast(), len, 0)
-            } else {
-                raw::read(self.fd, ptr.cast(), len)
-            }
-        };
-        cvt(r)
-    }
-
-    fn epoll_drained(&self, n: u32) -> bool {
-        (n as usize) < self.total() && n > 0
-    }
-
     fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         let res = match res {
             Ok(n) => {
@@ -197,6 +161,23 @@ impl<B: IoBufMut> OpCode for Recv<B> {
             Err(e) => Err(e),
         };
         (res, self.buf)
+    }
+}
+
+impl<B: IoBufMut> UringOp for Recv<B> {
+    fn uring_entry(&mut self) -> Entry {
+        let (ptr, len) = (self.buf.stable_mut_ptr(), self.total() as u32);
+        if self.socket {
+            opcode::Recv::new(target(self.fd, self.fixed), ptr, len).build()
+        } else {
+            opcode::Read::new(Target::Fd(self.fd), ptr, len)
+                .offset(u64::MAX)
+                .build()
+        }
+    }
+
+    fn uring_link_timeout(&self) -> Option<*const KernelTimespec> {
+        self.timeout.as_deref().map(|t| t as *const KernelTimespec)
     }
 
     fn on_orphan(&mut self) {
@@ -217,5 +198,28 @@ impl<B: IoBufMut> OpCode for Recv<B> {
             s.data.borrow_mut().extend(got);
         }
         s.wake();
+    }
+}
+
+impl<B: IoBufMut> EpollOp for Recv<B> {
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        Some((self.fd, Dir::Read))
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        let (ptr, len) = (self.buf.stable_mut_ptr(), self.total());
+        // SAFETY: `ptr` is writable for `len` bytes (IoBufMut contract).
+        let r = unsafe {
+            if self.socket {
+                raw::recv(self.fd, ptr.cast(), len, 0)
+            } else {
+                raw::read(self.fd, ptr.cast(), len)
+            }
+        };
+        cvt(r)
+    }
+
+    fn epoll_drained(&self, n: u32) -> bool {
+        (n as usize) < self.total() && n > 0
     }
 }

@@ -22,7 +22,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// Bytes one `recv` may take: what a peer pipelining requests can have
 /// queued, so that one syscall usually drains the socket.
@@ -72,10 +72,23 @@ impl OpCode for RecvScratch {
     /// the poll fired but another reader took the bytes: wait again.
     type Output = io::Result<Vec<u8>>;
 
+    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        res?;
+        if !self.received {
+            // The poll said readable (or hung up): take what is there now.
+            recv_into_scratch(self.fd, &mut self.got)?;
+        }
+        Ok(self.got)
+    }
+}
+
+impl UringOp for RecvScratch {
     fn uring_entry(&mut self) -> Entry {
         opcode::PollAdd::new(Target::Fd(self.fd), libc::POLLIN as u32).build()
     }
+}
 
+impl EpollOp for RecvScratch {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Read))
     }
@@ -88,14 +101,5 @@ impl OpCode for RecvScratch {
 
     fn epoll_drained(&self, n: u32) -> bool {
         (n as usize) < SCRATCH && n > 0
-    }
-
-    fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        res?;
-        if !self.received {
-            // The poll said readable (or hung up): take what is there now.
-            recv_into_scratch(self.fd, &mut self.got)?;
-        }
-        Ok(self.got)
     }
 }

@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
 use crate::buf::IoBufMut;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 struct Msg {
     hdr: libc::msghdr,
@@ -47,19 +47,6 @@ impl<B: IoBufMut> RecvMsg<B> {
 impl<B: IoBufMut> OpCode for RecvMsg<B> {
     type Output = (io::Result<(usize, SocketAddr)>, B);
 
-    fn uring_entry(&mut self) -> Entry {
-        opcode::RecvMsg::new(Target::Fd(self.fd), &mut self.msg.hdr).build()
-    }
-
-    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
-        Some((self.fd, Dir::Read))
-    }
-
-    fn epoll_attempt(&mut self) -> io::Result<u32> {
-        // SAFETY: the msghdr points at live storage owned by self.
-        cvt(unsafe { raw::recvmsg(self.fd, &mut self.msg.hdr, 0) })
-    }
-
     fn complete(mut self, res: io::Result<u32>, _from: Source) -> Self::Output {
         let res = res.and_then(|n| {
             // SAFETY: the kernel initialised `n` bytes.
@@ -72,5 +59,22 @@ impl<B: IoBufMut> OpCode for RecvMsg<B> {
             Ok((n as usize, addr))
         });
         (res, self.buf)
+    }
+}
+
+impl<B: IoBufMut> UringOp for RecvMsg<B> {
+    fn uring_entry(&mut self) -> Entry {
+        opcode::RecvMsg::new(Target::Fd(self.fd), &mut self.msg.hdr).build()
+    }
+}
+
+impl<B: IoBufMut> EpollOp for RecvMsg<B> {
+    fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
+        Some((self.fd, Dir::Read))
+    }
+
+    fn epoll_attempt(&mut self) -> io::Result<u32> {
+        // SAFETY: the msghdr points at live storage owned by self.
+        cvt(unsafe { raw::recvmsg(self.fd, &mut self.msg.hdr, 0) })
     }
 }

@@ -9,7 +9,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw, target};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Send<B> {
     fd: RawFd,
@@ -58,6 +58,12 @@ impl<B: IoBuf> Send<B> {
 impl<B: IoBuf> OpCode for Send<B> {
     type Output = (io::Result<usize>, B);
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        (res.map(|n| n as usize), self.buf)
+    }
+}
+
+impl<B: IoBuf> UringOp for Send<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = self.slice();
         if self.socket {
@@ -70,7 +76,9 @@ impl<B: IoBuf> OpCode for Send<B> {
                 .build()
         }
     }
+}
 
+impl<B: IoBuf> EpollOp for Send<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Write))
     }
@@ -86,9 +94,5 @@ impl<B: IoBuf> OpCode for Send<B> {
             }
         };
         cvt(r)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        (res.map(|n| n as usize), self.buf)
     }
 }

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// One `sendfile` of up to `len` bytes of `file` at `offset` to `sock`.
 /// The caller keeps both fds open across the await; the ring only ever
@@ -56,6 +56,16 @@ impl SendFile {
 impl OpCode for SendFile {
     type Output = io::Result<Sent>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        match res {
+            Ok(_) if self.polled => Ok(Sent::Writable),
+            Ok(n) => Ok(Sent::Bytes(n as usize)),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+impl UringOp for SendFile {
     /// io_uring: the sendfile itself, in place; only a full socket goes to
     /// the ring, as a poll.
     fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
@@ -69,20 +79,14 @@ impl OpCode for SendFile {
         self.polled = true;
         opcode::PollAdd::new(Target::Fd(self.sock), libc::POLLOUT as u32).build()
     }
+}
 
+impl EpollOp for SendFile {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.sock, Dir::Write))
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         self.attempt()
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        match res {
-            Ok(_) if self.polled => Ok(Sent::Writable),
-            Ok(n) => Ok(Sent::Bytes(n as usize)),
-            Err(e) => Err(e),
-        }
     }
 }

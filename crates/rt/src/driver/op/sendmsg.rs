@@ -8,7 +8,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::{cvt, raw};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 /// The msghdr and what it points to, boxed so that moving the op moves nothing
 /// the kernel reads.
@@ -52,12 +52,20 @@ impl<B: IoBuf> SendMsg<B> {
 impl<B: IoBuf> OpCode for SendMsg<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        (res.map(|n| n as usize), self.bufs)
+    }
+}
+
+impl<B: IoBuf> UringOp for SendMsg<B> {
     fn uring_entry(&mut self) -> Entry {
         opcode::SendMsg::new(Target::Fd(self.fd), &self.msg.hdr)
             .flags(libc::MSG_NOSIGNAL as u32)
             .build()
     }
+}
 
+impl<B: IoBuf> EpollOp for SendMsg<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Write))
     }
@@ -65,9 +73,5 @@ impl<B: IoBuf> OpCode for SendMsg<B> {
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         // SAFETY: the msghdr points at live iovecs/buffers owned by self.
         cvt(unsafe { raw::sendmsg(self.fd, &self.msg.hdr, libc::MSG_NOSIGNAL) })
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        (res.map(|n| n as usize), self.bufs)
     }
 }

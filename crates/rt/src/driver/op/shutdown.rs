@@ -12,7 +12,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Shutdown {
     pub(crate) fd: RawFd,
@@ -22,6 +22,12 @@ pub(crate) struct Shutdown {
 impl OpCode for Shutdown {
     type Output = io::Result<()>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
+        res.map(|_| ())
+    }
+}
+
+impl UringOp for Shutdown {
     fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
         // Never blocks on a socket: done in place (module docs).
         Some(Some(self.epoll_attempt()))
@@ -30,7 +36,9 @@ impl OpCode for Shutdown {
     fn uring_entry(&mut self) -> Entry {
         opcode::Shutdown::new(Target::Fd(self.fd), self.how).build()
     }
+}
 
+impl EpollOp for Shutdown {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -38,9 +46,5 @@ impl OpCode for Shutdown {
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         // SAFETY: plain syscall on a socket fd.
         cvt(unsafe { libc::shutdown(self.fd, self.how) } as isize)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<()> {
-        res.map(|_| ())
     }
 }

@@ -17,7 +17,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use super::writable::Writable;
-use crate::driver::{op_within, Dir, Op, OpCode, Source};
+use crate::driver::{op_within, Dir, EpollOp, Op, OpCode, Source, UringOp};
 
 /// One splice of up to `len` bytes from `fd_in` (at `off_in`, or its
 /// position: `None`) to `fd_out`.
@@ -60,6 +60,12 @@ impl Splice {
 impl OpCode for Splice {
     type Output = io::Result<usize>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        res.map(|n| n as usize)
+    }
+}
+
+impl UringOp for Splice {
     /// io_uring has no non-blocking issue for a splice: every
     /// `IORING_OP_SPLICE` is handed to an io-wq worker thread (perf put
     /// those threads at 53% of a static server's samples at 64 KiB). So
@@ -84,17 +90,15 @@ impl OpCode for Splice {
         .flags(libc::SPLICE_F_MOVE)
         .build()
     }
+}
 
+impl EpollOp for Splice {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         self.out_socket.then_some((self.fd_out, Dir::Write))
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         self.attempt()
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        res.map(|n| n as usize)
     }
 }
 

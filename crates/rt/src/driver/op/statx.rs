@@ -16,7 +16,7 @@ use std::os::fd::RawFd;
 use ringkit_uring::opcode::{self, Entry};
 
 use super::cvt;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Statx {
     dirfd: RawFd,
@@ -77,6 +77,12 @@ impl Statx {
 impl OpCode for Statx {
     type Output = io::Result<libc::statx>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<libc::statx> {
+        res.map(|_| *self.buf)
+    }
+}
+
+impl UringOp for Statx {
     fn uring_try_inline(&mut self) -> Option<Option<io::Result<u32>>> {
         // A descriptor's stat never waits for I/O on a local filesystem:
         // done in place, never handed to an io-wq thread (module docs).
@@ -89,16 +95,14 @@ impl OpCode for Statx {
             .mask(libc::STATX_BASIC_STATS)
             .build()
     }
+}
 
+impl EpollOp for Statx {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         self.call()
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> io::Result<libc::statx> {
-        res.map(|_| *self.buf)
     }
 }

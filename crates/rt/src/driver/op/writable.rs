@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 
 use ringkit_uring::opcode::{self, Entry, Target};
 
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Writable {
     pub(crate) fd: RawFd,
@@ -18,10 +18,18 @@ pub(crate) struct Writable {
 impl OpCode for Writable {
     type Output = io::Result<()>;
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        res.map(drop)
+    }
+}
+
+impl UringOp for Writable {
     fn uring_entry(&mut self) -> Entry {
         opcode::PollAdd::new(Target::Fd(self.fd), libc::POLLOUT as u32).build()
     }
+}
 
+impl EpollOp for Writable {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         Some((self.fd, Dir::Write))
     }
@@ -30,9 +38,5 @@ impl OpCode for Writable {
         // Reached once epoll said writable (or the fd was never registered:
         // then the caller's next attempt finds out).
         Ok(0)
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        res.map(drop)
     }
 }

@@ -11,7 +11,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct WriteAt<B> {
     pub(crate) fd: RawFd,
@@ -75,6 +75,12 @@ pub(crate) fn pwrite<B: IoBuf>(fd: RawFd, buf: &B, offset: u64, rw_flags: i32) -
 impl<B: IoBuf> OpCode for WriteAt<B> {
     type Output = (io::Result<usize>, B);
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        (res.map(|n| n as usize), self.buf)
+    }
+}
+
+impl<B: IoBuf> UringOp for WriteAt<B> {
     fn uring_entry(&mut self) -> Entry {
         let len = self.buf.bytes_init() as u32;
         write_entry(
@@ -86,17 +92,15 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
             rw_flags(self.dsync),
         )
     }
+}
 
+impl<B: IoBuf> EpollOp for WriteAt<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
         pwrite(self.fd, &self.buf, self.offset, rw_flags(self.dsync))
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        (res.map(|n| n as usize), self.buf)
     }
 }
 

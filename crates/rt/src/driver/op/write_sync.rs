@@ -26,7 +26,7 @@ use ringkit_uring::sys;
 use super::cvt;
 use super::write_at::{pwrite, write_entry};
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct WriteSync<B> {
     pub(crate) fd: RawFd,
@@ -44,6 +44,27 @@ const MAX_LINKED: usize = (u32::MAX as usize) & !4095;
 impl<B: IoBuf> OpCode for WriteSync<B> {
     type Output = (io::Result<usize>, B);
 
+    fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output {
+        // What the linked write submitted (epoll writes the whole buffer).
+        let linked = self.buf.bytes_init().min(MAX_LINKED);
+        let out = match (res, from) {
+            // io_uring, the write's own CQE: it came up short (or failed,
+            // below) and the fsync was cancelled.
+            (Ok(n), Source::ChainMember { .. }) if (n as usize) < linked => Ok(n as usize),
+            (Ok(_), Source::ChainMember { .. }) => Err(io::Error::other(
+                "a linked write posted its CQE without a failure; its sync did not run",
+            )),
+            // io_uring: the fsync's CQE, after a write that moved every byte.
+            (Ok(_), Source::Ring { .. }) => Ok(linked),
+            // epoll: the bytes written (synced when all of them).
+            (Ok(n), _) => Ok(n as usize),
+            (Err(e), _) => Err(e),
+        };
+        (out, self.buf)
+    }
+}
+
+impl<B: IoBuf> UringOp for WriteSync<B> {
     fn uring_chain(&mut self) -> Vec<Entry> {
         let len = self.buf.bytes_init().min(MAX_LINKED) as u32;
         vec![write_entry(
@@ -65,7 +86,9 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
             .flags(sys::IORING_FSYNC_DATASYNC)
             .build()
     }
+}
 
+impl<B: IoBuf> EpollOp for WriteSync<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -77,24 +100,5 @@ impl<B: IoBuf> OpCode for WriteSync<B> {
             cvt(unsafe { libc::fdatasync(self.fd) } as isize)?;
         }
         Ok(n)
-    }
-
-    fn complete(self, res: io::Result<u32>, from: Source) -> Self::Output {
-        // What the linked write submitted (epoll writes the whole buffer).
-        let linked = self.buf.bytes_init().min(MAX_LINKED);
-        let out = match (res, from) {
-            // io_uring, the write's own CQE: it came up short (or failed,
-            // below) and the fsync was cancelled.
-            (Ok(n), Source::ChainMember { .. }) if (n as usize) < linked => Ok(n as usize),
-            (Ok(_), Source::ChainMember { .. }) => Err(io::Error::other(
-                "a linked write posted its CQE without a failure; its sync did not run",
-            )),
-            // io_uring: the fsync's CQE, after a write that moved every byte.
-            (Ok(_), Source::Ring { .. }) => Ok(linked),
-            // epoll: the bytes written (synced when all of them).
-            (Ok(n), _) => Ok(n as usize),
-            (Err(e), _) => Err(e),
-        };
-        (out, self.buf)
     }
 }

@@ -7,7 +7,7 @@ use ringkit_uring::opcode::{self, Entry, Target};
 
 use super::cvt;
 use crate::buf::IoBuf;
-use crate::driver::{Dir, OpCode, Source};
+use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
 pub(crate) struct Writev<B> {
     fd: RawFd,
@@ -38,6 +38,12 @@ impl<B: IoBuf> Writev<B> {
 impl<B: IoBuf> OpCode for Writev<B> {
     type Output = (io::Result<usize>, Vec<B>);
 
+    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
+        (res.map(|n| n as usize), self.bufs)
+    }
+}
+
+impl<B: IoBuf> UringOp for Writev<B> {
     fn uring_entry(&mut self) -> Entry {
         opcode::Writev::new(
             Target::Fd(self.fd),
@@ -47,7 +53,9 @@ impl<B: IoBuf> OpCode for Writev<B> {
         .offset(self.offset)
         .build()
     }
+}
 
+impl<B: IoBuf> EpollOp for Writev<B> {
     fn epoll_ready(&self) -> Option<(RawFd, Dir)> {
         None
     }
@@ -62,9 +70,5 @@ impl<B: IoBuf> OpCode for Writev<B> {
                 self.offset as i64,
             )
         })
-    }
-
-    fn complete(self, res: io::Result<u32>, _from: Source) -> Self::Output {
-        (res.map(|n| n as usize), self.bufs)
     }
 }

@@ -8,7 +8,7 @@ use ringkit_uring::{sys, Cqe};
 
 use super::lifecycle::{discard, Lifecycle, MultiKind};
 use super::{UringDriver, CANCEL_UD, CHAIN_TAG};
-use crate::driver::{OpCode, Source};
+use crate::driver::{Source, UringOp};
 use crate::metrics::Metrics;
 
 impl UringDriver {
@@ -128,7 +128,7 @@ impl UringDriver {
     }
 
     /// The future of `key` was dropped: keep `data` until the CQE, cancel.
-    pub(crate) fn orphan<T: OpCode>(&mut self, key: usize, mut data: T, m: &Metrics) {
+    pub(crate) fn orphan<T: UringOp>(&mut self, key: usize, mut data: T, m: &Metrics) {
         match self.ops.get_mut(key) {
             Some(Lifecycle::Completed(res, from)) => {
                 let (res, from) = (*res, *from);
