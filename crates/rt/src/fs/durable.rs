@@ -12,7 +12,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::driver::op::fallocate::Fallocate;
 use crate::driver::op::ftruncate::Ftruncate;
 use crate::driver::op::read_at::ReadAt;
-use crate::driver::op::write_sync::WriteSync;
+use crate::driver::op::write_sync;
 use crate::driver::Op;
 
 impl File {
@@ -79,13 +79,7 @@ impl File {
     /// The write linked to its sync, one submission on io_uring.
     async fn linked_write_sync<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<usize>, B) {
         let buf_index = buf.fixed_index();
-        Op::new(WriteSync {
-            fd: self.fd,
-            buf,
-            offset,
-            buf_index,
-        })
-        .await
+        write_sync::synced(Op::new(write_sync::write_sync(self.fd, buf, offset, buf_index)).await)
     }
 
     /// Write all of `buf` at `offset` and make it durable: `Ok(())` only

@@ -10,6 +10,7 @@ pub(crate) mod connect;
 pub(crate) mod fallocate;
 pub(crate) mod fsync;
 pub(crate) mod ftruncate;
+pub(crate) mod link;
 pub(crate) mod open;
 pub(crate) mod path;
 pub(crate) mod raw;

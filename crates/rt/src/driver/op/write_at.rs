@@ -23,6 +23,10 @@ pub(crate) struct WriteAt<B> {
     pub(crate) dsync: bool,
 }
 
+/// The most one write's SQE asks for (its length is 32 bits), a whole
+/// number of pages: a larger buffer is written in part (a short write).
+pub(crate) const MAX_WRITE: usize = (u32::MAX as usize) & !4095;
+
 /// `RWF_DSYNC` when `dsync`, else no flags.
 pub(crate) fn rw_flags(dsync: bool) -> i32 {
     if dsync {
@@ -82,7 +86,9 @@ impl<B: IoBuf> OpCode for WriteAt<B> {
 
 impl<B: IoBuf> UringOp for WriteAt<B> {
     fn uring_entry(&mut self) -> Entry {
-        let len = self.buf.bytes_init() as u32;
+        // An SQE's length is 32 bits: a larger buffer is written in part
+        // (a short write), never with its length wrapped.
+        let len = self.buf.bytes_init().min(MAX_WRITE) as u32;
         write_entry(
             self.fd,
             self.buf.stable_ptr(),
