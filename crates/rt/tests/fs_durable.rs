@@ -170,6 +170,29 @@ ringkit::test_all! {
         assert_eq!(e.unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
 
+    async fn write_at_sync_reports_a_failed_sync_after_a_whole_write() {
+        // The link's second half failing: `fdatasync` of /dev/null is
+        // EINVAL, after a write that took every byte. Never `Ok`.
+        let f = OpenOptions::new().write(true).open("/dev/null").await.unwrap();
+        let (r, _) = f.write_at_sync(vec![1u8; 100], 0).await;
+        let e = r.expect_err("the sync failed: the write must not be acknowledged");
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        let (r, _) = f.write_all_at_sync(vec![1u8; 100], 0).await;
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EINVAL));
+    }
+
+    async fn a_read_into_a_4_gib_buffer_is_not_an_end_of_file() {
+        // An SQE's length is 32 bits: a capacity of exactly 4 GiB used to
+        // wrap to a zero-length read, `Ok(0)`, which reads as EOF. (The
+        // capacity is reserved, never touched.)
+        let t = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(t.path(), b"hello").unwrap();
+        let f = ringkit::fs::File::open(t.path()).await.unwrap();
+        let (n, buf) = f.read_at(Vec::with_capacity(1usize << 32), 0).await;
+        assert_eq!(n.unwrap(), 5);
+        assert_eq!(&buf[..], b"hello");
+    }
+
     async fn set_len_shrinks_extends_and_is_seen_by_the_hook() {
         // One `IORING_OP_FTRUNCATE` on io_uring (in place where the kernel
         // lacks it), the syscall on epoll: the same sizes and bytes either

@@ -425,3 +425,45 @@ fn a_bind_error_names_the_address() {
     assert_eq!(e.kind(), std::io::ErrorKind::AddrInUse, "{e}");
     assert!(e.to_string().contains(&addr.to_string()), "{e}");
 }
+
+/// An operation in flight that escapes its runtime (a future returned from
+/// `block_on`, still pending) and is dropped under a later runtime on the
+/// same thread: its slot key means nothing to the new driver, so it must
+/// neither cancel nor take over what that key names there (the new
+/// runtime's own read must complete), and its buffers are leaked, counted.
+#[test]
+fn an_operation_dropped_under_a_later_runtime_touches_nothing_of_it() {
+    use std::task::Context;
+
+    let Ok(rt) = Builder::new().backend(Backend::Uring).build() else {
+        return eprintln!("skipped: io_uring unavailable here");
+    };
+    let (escaped, _peer) = rt.block_on(async {
+        let (a, b) = ringkit::net::UnixStream::pair().unwrap();
+        let mut fut = Box::pin(async move {
+            let r = a.read(vec![0u8; 64]).await;
+            (r, a)
+        });
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        (fut, b)
+    });
+    drop(rt);
+    let rt = Builder::new().backend(Backend::Uring).build().unwrap();
+    let (read, leaked) = rt.block_on(async move {
+        let (c, d) = ringkit::net::UnixStream::pair().unwrap();
+        let mut read = pin!(c.read(vec![0u8; 64]));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(read.as_mut().poll(&mut cx).is_pending());
+        drop(escaped);
+        d.write_all(b"ping".to_vec()).await.0.unwrap();
+        let r = ringkit::time::timeout(std::time::Duration::from_secs(5), read).await;
+        let (n, buf) = r.expect("the new runtime's read completes");
+        (
+            buf[..n.expect("and reads the bytes")].to_vec(),
+            ringkit::metrics().ops_leaked,
+        )
+    });
+    assert_eq!(read, b"ping");
+    assert_eq!(leaked, 1, "the old operation's buffers are leaked, counted");
+}

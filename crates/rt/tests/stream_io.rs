@@ -92,6 +92,14 @@ fn enobufs_recovery_epoll() {
 // ---------------------------------------------------------------- tests
 
 ringkit::test_all! {
+    async fn pooled_reads_say_whether_they_copy() {
+        // The capability protocol code asks instead of the backend: a
+        // pooled read hands out the kernel's buffer on io_uring, a copy
+        // out of the scratch buffer on epoll.
+        let uring = ringkit::backend_report().unwrap().chosen == ringkit::Backend::Uring;
+        assert_eq!(ringkit::net::pooled_reads_are_copy_free(), uring);
+    }
+
     async fn dead_peer_timeout_takes_any_duration() {
         // The kernel takes keepalive times of 1 to 32 767 s and reads a
         // user timeout of 0 ms as none: every value maps into those
@@ -332,4 +340,9 @@ ringkit::test_all! {
         assert!(reply == want, "reply differs");
         assert_eq!(server.await.unwrap(), req.len());
     }
+}
+
+#[test]
+fn pooled_reads_copy_outside_a_runtime() {
+    assert!(!ringkit::net::pooled_reads_are_copy_free());
 }

@@ -25,6 +25,9 @@ use crate::metrics::Metrics;
 /// Where this thread's driver, counters and timers live.
 #[derive(Clone, Copy)]
 struct Slot {
+    /// This runtime's number, unique in the process: an operation
+    /// submitted on one runtime is never handed to a later one.
+    id: u64,
     driver: NonNull<RefCell<Driver>>,
     metrics: NonNull<Metrics>,
     clock: Clock,
@@ -42,7 +45,9 @@ thread_local! {
 /// [`uninstall`] is called on this thread (the runtime keeps them in its
 /// boxed context).
 pub(crate) unsafe fn install(driver: &RefCell<Driver>, metrics: &Metrics, clock: Clock) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let slot = Slot {
+        id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         driver: NonNull::from(driver),
         metrics: NonNull::from(metrics),
         clock,
@@ -69,7 +74,7 @@ fn slot<'a>() -> Option<(&'a RefCell<Driver>, &'a Metrics, Clock)> {
 pub(crate) fn try_driver<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Option<R> {
     let (d, m, _) = slot()?;
     let mut d = d.try_borrow_mut().expect(
-        "ringkit: the driver was reached from inside a call that holds it          (current::driver is not reentrant)",
+        "ringkit: the driver was reached from inside a call that holds it (current::driver is not reentrant)",
     );
     Some(f(&mut d, m))
 }
@@ -94,6 +99,12 @@ pub(crate) fn hand_off<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Result<
     let (d, m, _) = slot().ok_or(Away::NoRuntime)?;
     let mut d = d.try_borrow_mut().map_err(|_| Away::InUse)?;
     Ok(f(&mut d, m))
+}
+
+/// This thread's runtime's number (see `Slot::id`), or `None` outside
+/// one.
+pub(crate) fn id() -> Option<u64> {
+    CURRENT.try_with(Cell::get).ok().flatten().map(|s| s.id)
 }
 
 /// Run `f` with this thread's counters alone (they are plain cells: no

@@ -17,7 +17,9 @@ use crate::metrics::Metrics;
 #[derive(Debug, Clone, Copy)]
 enum State {
     Init,
-    Uring(usize),
+    /// In flight on io_uring: its slot key, and the number of the runtime
+    /// whose driver holds it (`current::id`).
+    Uring(usize, u64),
     Epoll,
     Done,
 }
@@ -55,8 +57,12 @@ impl<T: Operation> Op<T> {
                 let data = self.data.take()?;
                 Some(data.complete(Err(timed_out()), Source::Early))
             }
-            State::Uring(key) => {
+            State::Uring(key, owner) => {
                 self.expired = true;
+                if current::id() != Some(owner) {
+                    // Its runtime is gone: nothing to cancel there.
+                    return None;
+                }
                 let members = self.data.as_ref().map_or(0, T::uring_chain_len);
                 current::try_driver(|d, m| {
                     if let Driver::Uring(u) = d {
@@ -72,12 +78,16 @@ impl<T: Operation> Op<T> {
     /// Whether the kernel holds it with a linked timeout of its own
     /// ([`super::UringOp::uring_link_timeout`]): then no runtime timer is needed.
     pub(crate) fn kernel_bounded(&self) -> bool {
-        matches!(self.state, State::Uring(_))
+        matches!(self.state, State::Uring(..))
             && self
                 .data
                 .as_ref()
                 .is_some_and(|d| d.uring_link_timeout().is_some())
     }
+}
+
+fn runtime_gone() -> io::Error {
+    io::Error::other("the runtime this operation was submitted on was dropped")
 }
 
 fn timed_out() -> io::Error {
@@ -231,7 +241,13 @@ fn poll_uring<T: Operation>(
 ) -> Poll<Done> {
     match *state {
         State::Init => {}
-        State::Uring(key) => return u.poll_op(key, cx).map(|(res, from)| (to_result(res), from)),
+        State::Uring(key, owner) if Some(owner) == current::id() => {
+            return u.poll_op(key, cx).map(|(res, from)| (to_result(res), from))
+        }
+        // Polled under a later runtime than the one it was submitted on,
+        // which was dropped (and waited for its operations) first: its key
+        // means nothing here.
+        State::Uring(..) => return Poll::Ready((Err(runtime_gone()), Source::Early)),
         State::Epoll | State::Done => unreachable!("an epoll or finished op polled on io_uring"),
     }
     if let Some(tried) = data.uring_try_inline() {
@@ -249,7 +265,7 @@ fn poll_uring<T: Operation>(
     };
     match key {
         Ok(key) => {
-            *state = State::Uring(key);
+            *state = State::Uring(key, current::id().expect("inside the runtime"));
             u.set_waker(key, cx.waker());
             Poll::Pending
         }
@@ -301,12 +317,23 @@ fn poll_epoll<T: Operation>(
 
 impl<T: Operation> Drop for Op<T> {
     fn drop(&mut self) {
-        let State::Uring(key) = self.state else {
+        let State::Uring(key, owner) = self.state else {
             return;
         };
         let Some(data) = self.data.take() else {
             return;
         };
+        if current::id() != Some(owner) {
+            // Dropped after its runtime (under a later one, or none): the
+            // key means nothing to this thread's driver, and whether the
+            // kernel is done with the data is unknown. Leak it, counted.
+            current::try_metrics(|m| Metrics::add(&m.ops_leaked, 1));
+            tracing::warn!(
+                "ringkit: an operation dropped in flight after its runtime; its buffers are leaked"
+            );
+            std::mem::forget(data);
+            return;
+        }
         let mut data = Some(data);
         let handed = current::hand_off(|d, m| {
             if let Driver::Uring(u) = d {
@@ -319,14 +346,8 @@ impl<T: Operation> Drop for Op<T> {
             // path makes): the kernel may still use its memory, so leak it
             // rather than free it under the kernel's feet, and count it
             // (`MetricsSnapshot::ops_leaked`).
-            match handed {
-                Err(current::Away::InUse) => {
-                    current::try_metrics(|m| Metrics::add(&m.ops_leaked, 1));
-                }
-                _ => tracing::warn!(
-                    "ringkit: an operation dropped in flight after its runtime; its buffers are leaked"
-                ),
-            }
+            debug_assert_eq!(handed.err(), Some(current::Away::InUse));
+            current::try_metrics(|m| Metrics::add(&m.ops_leaked, 1));
             std::mem::forget(d);
         }
     }

@@ -29,7 +29,7 @@ impl Driver {
         }
     }
 
-    /// Whether a write and its sync can go as one op (`WriteSync`): always
+    /// Whether a write and its sync can go as one op (`write_sync::write_sync`, a `Link`): always
     /// on epoll (one inline attempt does both); on io_uring where a chain
     /// of skipped links posts exactly one CQE.
     pub(crate) fn links_hold(&self) -> bool {

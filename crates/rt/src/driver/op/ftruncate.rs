@@ -21,11 +21,15 @@ pub(crate) struct Ftruncate {
 }
 
 /// The syscall, in place (lengths past `i64::MAX` are `EINVAL`, as the
-/// kernel's own check says).
-fn ftruncate(fd: RawFd, len: u64) -> io::Result<u32> {
+/// kernel's own check says, without a call); `counted`: count it in the
+/// thread's syscalls (the epoll driver counts its own attempts).
+fn ftruncate(fd: RawFd, len: u64, counted: bool) -> io::Result<u32> {
     let Ok(len) = i64::try_from(len) else {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     };
+    if counted {
+        current::count_syscalls(1);
+    }
     // SAFETY: a plain syscall on a file descriptor.
     cvt(unsafe { libc::ftruncate(fd, len) } as isize)
 }
@@ -36,8 +40,7 @@ impl OpCode for Ftruncate {
     fn complete(self, res: io::Result<u32>, from: Source) -> io::Result<()> {
         match (res, from) {
             (Err(e), Source::Ring { .. }) if e.raw_os_error() == Some(libc::EINVAL) => {
-                current::count_syscalls(1);
-                ftruncate(self.fd, self.len).map(drop)
+                ftruncate(self.fd, self.len, true).map(drop)
             }
             (res, _) => res.map(drop),
         }
@@ -56,7 +59,7 @@ impl EpollOp for Ftruncate {
     }
 
     fn epoll_attempt(&mut self) -> io::Result<u32> {
-        ftruncate(self.fd, self.len)
+        ftruncate(self.fd, self.len, false)
     }
 }
 

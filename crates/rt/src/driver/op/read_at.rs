@@ -43,7 +43,7 @@ impl<B: IoBufMut> OpCode for ReadAt<B> {
 
 impl<B: IoBufMut> UringOp for ReadAt<B> {
     fn uring_entry(&mut self) -> Entry {
-        let len = self.buf.bytes_total() as u32;
+        let len = self.buf.bytes_total().min(super::write_at::MAX_WRITE) as u32;
         let (fd, ptr) = (Target::Fd(self.fd), self.buf.stable_mut_ptr());
         match self.buf_index {
             Some(i) => opcode::ReadFixed::new(fd, ptr, len, i)

@@ -166,7 +166,8 @@ impl<B: IoBufMut> OpCode for Recv<B> {
 
 impl<B: IoBufMut> UringOp for Recv<B> {
     fn uring_entry(&mut self) -> Entry {
-        let (ptr, len) = (self.buf.stable_mut_ptr(), self.total() as u32);
+        let len = self.total().min(super::write_at::MAX_WRITE) as u32;
+        let ptr = self.buf.stable_mut_ptr();
         if self.socket {
             opcode::Recv::new(target(self.fd, self.fixed), ptr, len).build()
         } else {

@@ -66,6 +66,7 @@ impl<B: IoBuf> OpCode for Send<B> {
 impl<B: IoBuf> UringOp for Send<B> {
     fn uring_entry(&mut self) -> Entry {
         let (ptr, len) = self.slice();
+        let len = len.min(super::write_at::MAX_WRITE);
         if self.socket {
             opcode::Send::new(target(self.fd, self.fixed), ptr, len as u32)
                 .flags(libc::MSG_NOSIGNAL | self.flags)

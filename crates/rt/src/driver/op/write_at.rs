@@ -23,8 +23,9 @@ pub(crate) struct WriteAt<B> {
     pub(crate) dsync: bool,
 }
 
-/// The most one write's SQE asks for (its length is 32 bits), a whole
-/// number of pages: a larger buffer is written in part (a short write).
+/// The most one read's or write's SQE asks for (its length is 32 bits),
+/// a whole number of pages: a larger buffer is read or written in part
+/// (a short count), never with its length wrapped.
 pub(crate) const MAX_WRITE: usize = (u32::MAX as usize) & !4095;
 
 /// `RWF_DSYNC` when `dsync`, else no flags.

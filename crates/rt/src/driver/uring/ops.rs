@@ -147,7 +147,9 @@ impl UringDriver {
                 }
             }
             _ => {
-                // Unknown key: cannot tell whether the kernel is done; leak.
+                // Unknown key: cannot tell whether the kernel is done; leak,
+                // counted (`MetricsSnapshot::ops_leaked`).
+                Metrics::add(&m.ops_leaked, 1);
                 std::mem::forget(data);
             }
         }
