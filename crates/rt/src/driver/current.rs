@@ -61,22 +61,30 @@ pub(crate) fn uninstall() {
 }
 
 /// This thread's slot, as references (`None` outside a runtime).
-fn slot<'a>() -> Option<(&'a RefCell<Driver>, &'a Metrics, Clock)> {
+fn slot<'a>() -> Option<(&'a RefCell<Driver>, &'a Metrics, Clock, u64)> {
     let s = CURRENT.try_with(Cell::get).ok().flatten()?;
     // SAFETY: `install`'s contract: both live at these addresses until
     // `uninstall`, which clears this slot first. The references do not
     // outlive the calls below, which run while the runtime is installed.
-    Some(unsafe { (s.driver.as_ref(), s.metrics.as_ref(), s.clock) })
+    Some(unsafe { (s.driver.as_ref(), s.metrics.as_ref(), s.clock, s.id) })
 }
 
 /// Run `f` with this thread's driver and counters, or `None` outside a
 /// runtime. Panics if `f` (or its caller) already holds the driver.
 pub(crate) fn try_driver<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Option<R> {
-    let (d, m, _) = slot()?;
+    try_driver_of_runtime(|d, m, _| f(d, m))
+}
+
+/// As [`try_driver`], with the runtime's number ([`id`]) too: one read of
+/// the thread-local for both (an operation's poll needs them together).
+pub(crate) fn try_driver_of_runtime<R>(
+    f: impl FnOnce(&mut Driver, &Metrics, u64) -> R,
+) -> Option<R> {
+    let (d, m, _, id) = slot()?;
     let mut d = d.try_borrow_mut().expect(
         "ringkit: the driver was reached from inside a call that holds it (current::driver is not reentrant)",
     );
-    Some(f(&mut d, m))
+    Some(f(&mut d, m, id))
 }
 
 /// Run `f` with this thread's driver and counters. Panics outside a
@@ -96,7 +104,7 @@ pub(crate) enum Away {
 
 /// For drops: run `f` with the driver if it is free; never panics.
 pub(crate) fn hand_off<R>(f: impl FnOnce(&mut Driver, &Metrics) -> R) -> Result<R, Away> {
-    let (d, m, _) = slot().ok_or(Away::NoRuntime)?;
+    let (d, m, _, _) = slot().ok_or(Away::NoRuntime)?;
     let mut d = d.try_borrow_mut().map_err(|_| Away::InUse)?;
     Ok(f(&mut d, m))
 }
@@ -110,7 +118,7 @@ pub(crate) fn id() -> Option<u64> {
 /// Run `f` with this thread's counters alone (they are plain cells: no
 /// borrow), or `None` outside a runtime.
 pub(crate) fn try_metrics<R>(f: impl FnOnce(&Metrics) -> R) -> Option<R> {
-    let (_, m, _) = slot()?;
+    let (_, m, _, _) = slot()?;
     Some(f(m))
 }
 
@@ -164,6 +172,6 @@ impl Drop for Deadline {
 /// The runtime's timers. Panics outside a runtime.
 pub(crate) fn clock() -> Clock {
     slot()
-        .map(|(_, _, c)| c)
+        .map(|(_, _, c, _)| c)
         .expect("not inside a ringkit runtime (build a Runtime on this thread first)")
 }

@@ -204,13 +204,14 @@ impl<T: Operation> Op<T> {
                 Poll::Ready(None) => {}
             }
         }
-        let polled = current::driver(|d, m| match d {
-            Driver::Uring(u) => poll_uring(u, m, state, data, cx),
+        let polled = current::try_driver_of_runtime(|d, m, runtime| match d {
+            Driver::Uring(u) => poll_uring(u, m, runtime, state, data, cx),
             Driver::Epoll(e) => {
                 *state = State::Epoll;
                 poll_epoll(e, m, data, cx)
             }
-        });
+        })
+        .expect("not inside a ringkit runtime (build a Runtime on this thread first)");
         match polled {
             Poll::Ready(done) => Poll::Ready(self.finish(done)),
             Poll::Pending => Poll::Pending,
@@ -235,13 +236,14 @@ impl<T: Operation> Op<T> {
 fn poll_uring<T: Operation>(
     u: &mut UringDriver,
     m: &Metrics,
+    runtime: u64,
     state: &mut State,
     data: &mut T,
     cx: &mut Context<'_>,
 ) -> Poll<Done> {
     match *state {
         State::Init => {}
-        State::Uring(key, owner) if Some(owner) == current::id() => {
+        State::Uring(key, owner) if owner == runtime => {
             return u.poll_op(key, cx).map(|(res, from)| (to_result(res), from))
         }
         // Polled under a later runtime than the one it was submitted on,
@@ -265,7 +267,7 @@ fn poll_uring<T: Operation>(
     };
     match key {
         Ok(key) => {
-            *state = State::Uring(key, current::id().expect("inside the runtime"));
+            *state = State::Uring(key, runtime);
             u.set_waker(key, cx.waker());
             Poll::Pending
         }
