@@ -300,6 +300,49 @@ ringkit::test_all! {
         );
     }
 
+    async fn a_failed_dsync_sync_leaves_a_direct_write_in_the_file() {
+        // As the kernel does: the write reaches the file, its sync fails.
+        // The crash-state explorer's process kills take the write as done;
+        // an `O_DIRECT` file must hold it too (a copy into an unaligned
+        // buffer was refused with `EINVAL`, unseen).
+        struct Plant;
+        impl FsHook for Plant {
+            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+                matches!(op, FsOp::WriteDsync { .. })
+                    .then(|| Fault::FailSync(std::io::Error::from_raw_os_error(libc::EIO)))
+            }
+        }
+        // The temp dir may be tmpfs, which refuses O_DIRECT: the build
+        // directory is on a disk.
+        let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = t.path().join("direct");
+        let f = match OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .direct(true)
+            .open(&path)
+            .await
+        {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let data = pattern(8192, 9);
+        let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
+        buf.as_mut_slice().copy_from_slice(&data);
+        let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant)));
+        let res = f.write_at_dsync(buf, 4096).await.0;
+        ringkit::fs::hook::set_hook(prev);
+        assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EIO));
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 4096 + 8192, "the write under the failed sync is in the file");
+        assert_eq!(&got[4096..], &data[..]);
+    }
+
     async fn allocate_reserves_zeroed_space() {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("seg");

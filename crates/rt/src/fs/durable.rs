@@ -127,9 +127,10 @@ impl File {
                 (self.write_op(part, offset, true).await.0, buf)
             }
             Err(Fault::FailSync(e)) => {
-                // The write reaches the page cache; its sync fails.
-                let part = buf.init_slice().to_vec();
-                let _ = self.write_op(part, offset, false).await;
+                // The write reaches the file; its sync fails. The caller's
+                // own buffer goes, so an `O_DIRECT` write keeps its
+                // alignment (a copy into a `Vec` was refused, unseen).
+                let (_, buf) = self.write_op(buf, offset, false).await;
                 (Err(e), buf)
             }
             Err(Fault::Fail(e)) => return (Err(e), buf),
