@@ -26,6 +26,14 @@
 //! and clears them (none was acknowledged: an acknowledgement waits for
 //! every earlier batch's sync).
 //!
+//! # Decisions and I/O apart
+//!
+//! Every decision above (what a batch takes, where it goes, when its sync
+//! may start, when it is acknowledged) is made by [`Pipeline`], which does
+//! no I/O and is unit-tested without a runtime (`pipeline_tests.rs`). This
+//! file frames the batches it plans and polls their I/O itself: no task
+//! per batch, no channel per batch or per record.
+//!
 //! # Two batches on one page
 //!
 //! With `O_DIRECT` each batch is padded to its own blocks, so the two
@@ -46,313 +54,288 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
-use std::task::Poll;
+use std::task::{Context, Poll};
 
-use futures_channel::oneshot;
 use ringkit::fs::{File, OpenOptions};
-use ringkit::JoinHandle;
 
 use crate::ack::Ack;
-use crate::batch::{BatchBuf, ALIGN};
+use crate::batch::BatchBuf;
 use crate::edit;
 use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
 use crate::log::{failed, Control, Inner, Item, Pending, Segment, State};
 use crate::manifest;
+use crate::pipeline::{Done, Geometry, Next, Pipeline, Plan, Queued, Tail};
 use crate::record::{self, HEADER};
 use crate::segment;
 use crate::spare;
 
-/// A batch written (or being written) and not yet acknowledged.
-struct InFlight {
-    batch: Vec<Pending>,
-    /// A hole of this many LSNs (see `salvage`), or 0.
-    hole: u64,
-    /// Its first LSN.
-    first: u64,
-    /// Where it starts in the last segment, and its length (padding
-    /// included).
-    start: u64,
-    len: u64,
-    /// Its write and sync.
-    task: JoinHandle<(io::Result<()>, BatchBuf)>,
-    /// Fires when its sync has returned: the next batch's sync waits for
-    /// it (taken by that batch).
-    synced: Option<oneshot::Receiver<()>>,
+/// What a batch's I/O returned.
+enum Event {
+    /// Its write (with its sync when linked or `RWF_DSYNC`).
+    Written(io::Result<()>, BatchBuf),
+    /// Its `fdatasync`.
+    Synced(io::Result<()>),
 }
 
-impl InFlight {
-    fn lsns(&self) -> u64 {
-        if self.hole > 0 {
-            self.hole
-        } else {
-            self.batch.len() as u64
-        }
-    }
+/// A batch's I/O in flight: owned by the flusher, polled by it (no task
+/// per batch).
+type Io = Pin<Box<dyn Future<Output = Event>>>;
+
+/// A batch in flight: its appends and its I/O. Slots are in batch order,
+/// beside the pipeline's batches.
+struct Slot {
+    plan: Plan,
+    batch: Vec<Pending>,
+    writer: Rc<File>,
+    /// Back when its write returned.
+    buf: Option<BatchBuf>,
+    io: Option<Io>,
+    /// The first error its write or sync returned.
+    err: Option<io::Error>,
 }
 
 /// The flusher task: while the log lives, write what is queued, up to the
-/// segment's depth of batches at once, and acknowledge them in order. It
-/// keeps the log alive while a batch is in flight, so a batch written is
-/// always acknowledged (or failed).
+/// segment's depth of batches at once, and acknowledge them in order (as
+/// [`Pipeline`] decides). It keeps the log alive while a batch is in
+/// flight, so a batch written is always acknowledged (or failed).
 pub(crate) async fn flusher(log: Weak<Inner>) {
-    let mut flight: VecDeque<InFlight> = VecDeque::new();
+    let mut pipe = Pipeline::default();
+    let mut slots: VecDeque<Slot> = VecDeque::new();
     let mut hold: Option<Rc<Inner>> = None;
     loop {
         let step = poll_fn(|cx| {
             let Some(inner) = hold.clone().or_else(|| log.upgrade()) else {
                 return Poll::Ready(None);
             };
-            if let Some(f) = flight.front_mut() {
-                if let Poll::Ready(res) = Pin::new(&mut f.task).poll(cx) {
-                    return Poll::Ready(Some((inner, Some(res))));
-                }
+            drive(cx, &mut pipe, &mut slots);
+            debug_assert_eq!(pipe.len(), slots.len());
+            let st = inner.st.borrow();
+            if let Some(done) = pipe.done(tail(&st)) {
+                drop(st);
+                return Poll::Ready(Some((inner, Some(done))));
             }
-            if can_start(&inner, &inner.st.borrow(), &flight) {
+            let next = match st.queue.front() {
+                Some(_) if st.failed.is_some() => Next::Batch,
+                front => pipe.next(
+                    &geometry(&inner, &st),
+                    tail(&st),
+                    front.map(queued),
+                    !st.bufs.is_empty(),
+                ),
+            };
+            if next != Next::Wait {
+                drop(st);
                 return Poll::Ready(Some((inner, None)));
             }
+            drop(st);
             *inner.flusher.borrow_mut() = Some(cx.waker().clone());
-            let mut st = inner.st.borrow_mut();
-            if flight.is_empty() && st.queue.is_empty() {
-                for w in st.idle_waiters.drain(..) {
-                    w.wake();
-                }
+            let st = inner.st.borrow_mut();
+            if slots.is_empty() && st.queue.is_empty() {
+                wake_idle(st);
             }
             Poll::Pending
         })
         .await;
         let Some((inner, done)) = step else { return };
         match done {
-            Some(res) => {
-                let f = flight.pop_front().expect("a batch in flight");
-                complete(&inner, f, res);
+            Some(done) => {
+                let slot = slots.pop_front().expect("a batch in flight");
+                debug_assert_eq!(slot.plan.id, done.plan.id);
+                complete(&inner, slot, done);
             }
-            None => start(&inner, &mut flight).await,
+            None => start(&inner, &mut pipe, &mut slots).await,
         }
         let mut st = inner.st.borrow_mut();
-        st.flushing = !flight.is_empty();
+        st.flushing = !slots.is_empty();
         hold = st.flushing.then(|| inner.clone());
         if !st.flushing && st.queue.is_empty() {
-            for w in st.idle_waiters.drain(..) {
-                w.wake();
-            }
+            wake_idle(st);
         }
     }
 }
 
-/// Where the next batch goes: after the last one in flight, else where
-/// the records end.
-fn tail(st: &State, flight: &VecDeque<InFlight>) -> u64 {
-    flight.back().map_or(st.end, |f| f.start + f.len)
+fn wake_idle(mut st: std::cell::RefMut<'_, State>) {
+    for w in st.idle_waiters.drain(..) {
+        w.wake();
+    }
 }
 
-/// The most record bytes the next batch may hold: the options' bound, and
-/// what the segment's window leaves beside the batches in flight (a
-/// segment made with a smaller `max_batch` or depth keeps its own bound).
-fn batch_limit(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> usize {
-    let busy: u64 = flight.iter().map(|f| f.len).sum();
-    let in_window = st
-        .seg_window
-        .saturating_sub(busy + (BATCH_HEADER + ALIGN) as u64) as usize;
-    inner.opts.max_batch.min(in_window)
+/// Poll every batch's I/O, tell the pipeline what returned, and issue the
+/// syncs it allows, until nothing more moves.
+fn drive(cx: &mut Context<'_>, pipe: &mut Pipeline, slots: &mut VecDeque<Slot>) {
+    loop {
+        let mut moved = false;
+        for slot in slots.iter_mut() {
+            let Some(io) = slot.io.as_mut() else { continue };
+            let Poll::Ready(event) = io.as_mut().poll(cx) else {
+                continue;
+            };
+            slot.io = None;
+            moved = true;
+            let (res, with_write) = match event {
+                Event::Written(res, buf) => {
+                    slot.buf = Some(buf);
+                    (res, slot.plan.sync_with_write)
+                }
+                Event::Synced(res) => (res, true),
+            };
+            let ok = res.is_ok();
+            if let Err(e) = res {
+                slot.err.get_or_insert(e);
+            }
+            if with_write {
+                pipe.synced(slot.plan.id, ok);
+            } else {
+                pipe.written(slot.plan.id, ok);
+            }
+        }
+        while let Some(id) = pipe.sync_to_start() {
+            let slot = slots
+                .iter_mut()
+                .find(|s| s.plan.id == id)
+                .expect("a slot per batch");
+            let writer = slot.writer.clone();
+            slot.io = Some(Box::pin(
+                async move { Event::Synced(writer.sync_data().await) },
+            ));
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
 }
 
-/// Whether the next batch can be started now: something is queued, and
-/// either nothing is in flight (a failed log fails the queue; a segment
-/// is started if need be), or the segment's depth and window leave room
-/// for its first record in this segment.
-fn can_start(inner: &Inner, st: &State, flight: &VecDeque<InFlight>) -> bool {
-    let Some(front) = st.queue.front() else {
-        return false;
-    };
-    if flight.is_empty() || st.failed.is_some() {
-        return true;
+/// The last segment and the options, for the pipeline.
+fn geometry(inner: &Inner, st: &State) -> Geometry {
+    Geometry {
+        size: st.seg_size,
+        window: st.seg_window,
+        depth: st.seg_depth as usize,
+        direct: inner.opts.direct,
+        max_batch: inner.opts.max_batch,
     }
-    // An edit waits for every batch before it.
-    if front.is_edit() {
-        return false;
-    }
-    if flight.len() >= st.seg_depth as usize || st.bufs.is_empty() {
-        return false;
-    }
-    let first = HEADER + front.payload().len();
-    first <= batch_limit(inner, st, flight) && fits(inner, st, tail(st, flight), first)
 }
 
-/// Frame what is queued into one batch and start its write and sync, or
-/// fail the queue.
-async fn start(inner: &Rc<Inner>, flight: &mut VecDeque<InFlight>) {
+/// Where the acknowledged records end.
+fn tail(st: &State) -> Tail {
+    Tail {
+        end: st.end,
+        next_lsn: st.next_lsn,
+    }
+}
+
+/// A queued item as the pipeline sees it.
+fn queued(p: &Pending) -> Queued {
+    match &p.item {
+        Item::Record(r) => Queued::Record(r.len()),
+        Item::Hole(n) => Queued::Hole(*n),
+        Item::Edit(_) => Queued::Edit,
+    }
+}
+
+/// Frame what is queued into one batch and start its write (and sync),
+/// or run an edit, start the next segment, or fail the queue.
+async fn start(inner: &Rc<Inner>, pipe: &mut Pipeline, slots: &mut VecDeque<Slot>) {
     let failed_before = failed(&inner.st.borrow());
     if let Some(err) = failed_before {
         fail_queue(inner, &err);
         return;
     }
-    let is_edit = inner
-        .st
-        .borrow()
-        .queue
-        .front()
-        .is_some_and(Pending::is_edit);
-    if is_edit {
-        debug_assert!(flight.is_empty());
-        edit(inner).await;
-        return;
-    }
-    // A batch never spans segments: if the first record does not fit what
-    // is left of this one, start the next segment first (only with
-    // nothing in flight: `can_start`).
-    let needs_roll = {
+    let next = {
         let st = inner.st.borrow();
-        let first = HEADER + st.queue.front().expect("queue not empty").payload().len();
-        first > batch_limit(inner, &st, flight) || !fits(inner, &st, tail(&st, flight), first)
+        let front = st.queue.front().map(queued);
+        pipe.next(&geometry(inner, &st), tail(&st), front, !st.bufs.is_empty())
     };
-    if needs_roll {
-        debug_assert!(flight.is_empty());
-        if let Err(e) = roll(inner).await {
-            // A full disk: these records fail; nothing was written, so the
-            // log is sound and the next append tries again.
-            let e = io::Error::new(e.kind(), format!("cannot start a new log segment: {e}"));
-            fail_queue(inner, &e);
-            return;
+    match next {
+        Next::Wait => return,
+        Next::Edit => return edit(inner).await,
+        // A batch never spans segments: the first record does not fit
+        // what is left of this one (and nothing is in flight).
+        Next::Roll => {
+            if let Err(e) = roll(inner).await {
+                // A full disk: these records fail; nothing was written, so
+                // the log is sound and the next append tries again.
+                let e = io::Error::new(e.kind(), format!("cannot start a new log segment: {e}"));
+                fail_queue(inner, &e);
+                return;
+            }
         }
+        Next::Batch => {}
     }
     let mut st = inner.st.borrow_mut();
-    let limit = batch_limit(inner, &st, flight);
-    let start = tail(&st, flight);
-    let first = flight.back().map_or(st.next_lsn, |f| f.first + f.lsns());
-    let mut bytes = 0usize;
-    let mut batch = Vec::new();
-    while let Some(p) = st.queue.front() {
-        // A hole goes alone, in a batch of its own; an edit waits.
-        if p.is_edit() || (!batch.is_empty() && p.hole() > 0) {
-            break;
-        }
-        let need = HEADER + p.payload().len();
-        if !batch.is_empty() && (bytes + need > limit || !fits(inner, &st, start, bytes + need)) {
-            break;
-        }
-        bytes += need;
-        let hole = p.hole() > 0;
-        batch.push(st.queue.pop_front().expect("front exists"));
-        if hole {
-            break;
-        }
-    }
-    let hole = batch.first().map_or(0, Pending::hole);
+    let geo = geometry(inner, &st);
+    let plan = pipe.plan(&geo, tail(&st), st.queue.iter().map(queued));
+    let batch: Vec<Pending> = st.queue.drain(..plan.take).collect();
     let mut buf = st
         .bufs
         .pop()
         .expect("a free batch buffer per batch in flight");
     let space = buf.space();
     let mut at = BATCH_HEADER;
-    for (lsn, p) in (first..).zip(&batch) {
-        if hole > 0 {
-            break;
+    if plan.hole == 0 {
+        for (lsn, p) in (plan.first..).zip(&batch) {
+            let n = HEADER + p.payload().len();
+            record::encode_into(lsn, p.payload(), &mut space[at..at + n]);
+            at += n;
         }
-        let n = HEADER + p.payload().len();
-        record::encode_into(lsn, p.payload(), &mut space[at..at + n]);
-        at += n;
     }
-    let align = if inner.opts.direct { ALIGN } else { 1 };
-    let len = no_straddle(start, at.div_ceil(align) * align);
-    space[at..len].fill(0);
-    let h = BatchHeader {
-        first,
-        count: if hole > 0 {
-            hole as u32
-        } else {
-            batch.len() as u32
-        },
-        len: (at - BATCH_HEADER) as u32,
-        pad: (len - at) as u32,
-        hole: hole > 0,
-    };
-    h.encode_into(inner.log_id, space);
-    buf.set_len(len);
-    // The batch lies inside its segment, after the one before it, on a
-    // block in direct mode, within the depth.
-    debug_assert!(
-        start + len as u64 <= st.seg_size,
-        "a batch past its segment"
-    );
-    debug_assert!(!inner.opts.direct || start % ALIGN as u64 == 0);
-    debug_assert!(
-        flight.len() < st.seg_depth as usize,
-        "more batches in flight than the depth"
-    );
-    debug_assert_eq!(
-        flight.back().map_or((st.end, st.next_lsn), |f| (
-            f.start + f.len,
-            f.first + f.lsns()
-        )),
-        (start, first),
-        "a batch framed apart from the one before it"
-    );
+    debug_assert_eq!(at, BATCH_HEADER + plan.body);
+    space[at..plan.len].fill(0);
+    BatchHeader {
+        first: plan.first,
+        count: plan.lsns() as u32,
+        len: plan.body as u32,
+        pad: (plan.len - at) as u32,
+        hole: plan.hole > 0,
+    }
+    .encode_into(inner.log_id, space);
+    buf.set_len(plan.len);
+    pipe.start(&geo, tail(&st), plan.clone());
     let writer = st.writer.clone().expect("a log open for writing");
-    let syncing = st.syncing.clone();
-    let dsync = st.dsync.clone();
-    drop(st);
-    let before = flight.back_mut().and_then(|f| f.synced.take());
-    let (synced_tx, synced) = oneshot::channel();
-    let task = ringkit::spawn(write_and_sync(
-        writer, buf, start, before, dsync, synced_tx, syncing,
-    ));
-    flight.push_back(InFlight {
+    let io: Io = if plan.sync_with_write {
+        Box::pin(write_synced(
+            writer.clone(),
+            buf,
+            plan.start,
+            st.dsync.clone(),
+        ))
+    } else {
+        let (w, start) = (writer.clone(), plan.start);
+        Box::pin(async move {
+            let (res, buf) = w.write_all_at(buf, start).await;
+            Event::Written(res, buf)
+        })
+    };
+    slots.push_back(Slot {
+        plan,
         batch,
-        hole,
-        first,
-        start,
-        len: len as u64,
-        task,
-        synced: Some(synced),
+        writer,
+        buf: None,
+        io: Some(io),
+        err: None,
     });
 }
 
-/// Write a batch and make it durable. With no batch before it in flight:
-/// one submission (write linked to its sync, or with `dsync` one
-/// `RWF_DSYNC` write). With one: the write goes at once, the sync only
-/// after the one before it has returned (`before`), so no two syncs of the
-/// segment ever overlap. `synced` fires when this sync has returned,
-/// whatever it said.
-async fn write_and_sync(
-    writer: Rc<File>,
-    buf: BatchBuf,
-    start: u64,
-    before: Option<oneshot::Receiver<()>>,
-    dsync: Rc<Cell<bool>>,
-    synced: oneshot::Sender<()>,
-    syncing: Rc<Cell<bool>>,
-) -> (io::Result<()>, BatchBuf) {
-    let out = match before {
-        None if dsync.get() => {
-            let _one = OneSync::enter(&syncing);
-            match writer.write_all_at_dsync(buf, start).await {
-                // The kernel (or a sandbox) refuses the flag, before
-                // writing anything: write and `fdatasync` from now on.
-                (Err(e), buf) if refused(&e) => {
-                    tracing::warn!("RWF_DSYNC refused ({e}): batches go as write and fdatasync");
-                    dsync.set(false);
-                    writer.write_all_at_sync(buf, start).await
-                }
-                out => out,
+/// Write a batch and make it durable in one submission, with nothing in
+/// flight before it: a write linked to its sync, or with `dsync` one
+/// `RWF_DSYNC` write.
+async fn write_synced(writer: Rc<File>, buf: BatchBuf, start: u64, dsync: Rc<Cell<bool>>) -> Event {
+    let (res, buf) = if dsync.get() {
+        match writer.write_all_at_dsync(buf, start).await {
+            // The kernel (or a sandbox) refuses the flag, before writing
+            // anything: write and `fdatasync` from now on.
+            (Err(e), buf) if refused(&e) => {
+                tracing::warn!("RWF_DSYNC refused ({e}): batches go as write and fdatasync");
+                dsync.set(false);
+                writer.write_all_at_sync(buf, start).await
             }
+            out => out,
         }
-        None => {
-            let _one = OneSync::enter(&syncing);
-            writer.write_all_at_sync(buf, start).await
-        }
-        Some(before) => match writer.write_all_at(buf, start).await {
-            (Ok(()), buf) => {
-                // Dropped unsent only with its task: then this batch is
-                // failed anyway (`complete`).
-                let _ = before.await;
-                let _one = OneSync::enter(&syncing);
-                (writer.sync_data().await, buf)
-            }
-            failed => failed,
-        },
+    } else {
+        writer.write_all_at_sync(buf, start).await
     };
-    let _ = synced.send(());
-    out
+    Event::Written(res, buf)
 }
 
 /// Whether `e` says the kernel does not take `RWF_DSYNC` at all.
@@ -360,48 +343,27 @@ fn refused(e: &io::Error) -> bool {
     matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS))
 }
 
-/// A sync of the segment in flight: at most one at a time (Linux reports
-/// a writeback error to one `fdatasync` of an open file, so a second one
-/// could return success over pages the first failed to write). Checked in
-/// debug builds.
-struct OneSync(Rc<Cell<bool>>);
-
-impl OneSync {
-    fn enter(syncing: &Rc<Cell<bool>>) -> OneSync {
-        let was = syncing.replace(true);
-        debug_assert!(!was, "two syncs of one segment in flight");
-        OneSync(syncing.clone())
-    }
-}
-
-impl Drop for OneSync {
-    fn drop(&mut self) {
-        self.0.set(false);
-    }
-}
-
-/// A batch's write and sync returned: acknowledge its appends if it and
-/// every batch before it are durable, else fail them (and the log).
-fn complete(
-    inner: &Inner,
-    f: InFlight,
-    res: Result<(io::Result<()>, BatchBuf), ringkit::JoinError>,
-) {
+/// A batch is settled ([`Pipeline::done`], in order): acknowledge its
+/// appends if it and every batch before it are durable, else fail them
+/// (and the log).
+fn complete(inner: &Inner, slot: Slot, done: Done) {
     let mut st = inner.st.borrow_mut();
-    let res = match res {
-        Ok((res, buf)) => {
-            st.bufs.push(buf);
-            res
-        }
-        // The task panics only on a broken rule of the log's own (a debug
-        // assertion: two syncs in flight); then its buffer is lost, and
-        // the log refuses appends (it has no buffer to spare).
-        Err(e) => Err(io::Error::other(format!("the batch's write task: {e}"))),
+    match slot.buf {
+        Some(buf) => st.bufs.push(buf),
+        // Its write never returned: the flusher holds its I/O to the end,
+        // so only a broken rule of the log's own gets here.
+        None => debug_assert!(false, "a batch settled before its write returned"),
+    }
+    let f = &done.plan;
+    let res = match (done.ok, slot.err) {
+        (true, _) => Ok(()),
+        (false, Some(e)) => Err(e),
+        (false, None) => Err(io::Error::other("a batch before it failed")),
     };
     match (res, st.failed.is_some()) {
         (Ok(()), false) => {
             st.stats.batches += 1;
-            st.stats.bytes_written += f.len;
+            st.stats.bytes_written += f.len as u64;
             debug_assert_eq!((f.start, f.first), (st.end, st.next_lsn));
             let lsns = f.lsns();
             let mut off = f.start + BATCH_HEADER as u64;
@@ -411,12 +373,12 @@ fn complete(
                 seg.holes.push((f.first, f.hole));
                 seg.offsets.extend((0..f.hole).map(|_| f.start as u32));
             } else {
-                for p in &f.batch {
+                for p in &slot.batch {
                     seg.offsets.push(off as u32);
                     off += (HEADER + p.payload().len()) as u64;
                 }
             }
-            st.end = f.start + f.len;
+            st.end = f.start + f.len as u64;
             st.next_lsn += lsns;
             st.stats.records += lsns;
             let half = st.seg_size / 2;
@@ -426,7 +388,7 @@ fn complete(
                 st.spare = Some(ringkit::spawn(spare::ready(dir, size, dead)));
             }
             drop(st);
-            for (i, p) in f.batch.into_iter().enumerate() {
+            for (i, p) in slot.batch.into_iter().enumerate() {
                 p.done.send(Ok(f.first + i as u64));
             }
         }
@@ -434,7 +396,7 @@ fn complete(
             st.failed = Some((e.kind(), e.to_string()));
             drop(st);
             tracing::error!("ringkit-log: {}: write failed: {e}", inner.dir.display());
-            for p in f.batch {
+            for p in slot.batch {
                 p.done.send(Err(io::Error::new(
                     e.kind(),
                     format!("log write failed: {e}"),
@@ -448,36 +410,11 @@ fn complete(
         (_, true) => {
             let err = failed(&st).expect("failed");
             drop(st);
-            for p in f.batch {
+            for p in slot.batch {
                 p.done
                     .send(Err(io::Error::new(err.kind(), err.to_string())));
             }
         }
-    }
-}
-
-/// Whether a batch of `bytes` record bytes at `at` fits the last segment
-/// (with its header and, in direct mode, its padding). In direct mode a
-/// batch must start on a block: an end left unaligned (a buffered log
-/// reopened direct, with no room left to pad) fits nothing, so a new
-/// segment starts.
-fn fits(inner: &Inner, st: &State, at: u64, bytes: usize) -> bool {
-    let end = at + (BATCH_HEADER + bytes) as u64;
-    let align = if inner.opts.direct { ALIGN as u64 } else { 1 };
-    let len = no_straddle(at, (end.div_ceil(align) * align - at) as usize);
-    at % align == 0 && at + len as u64 <= st.seg_size
-}
-
-/// The length of a batch of `len` bytes at `start`, padded so that the
-/// next batch's header does not straddle a 512-byte sector: a header then
-/// lies in one sector, which a crash leaves whole or zero, so a header
-/// that is neither is damage (see `segment::classify`).
-pub(crate) fn no_straddle(start: u64, len: usize) -> usize {
-    let next = (start + len as u64) % 512;
-    if next > 512 - BATCH_HEADER as u64 {
-        len + (512 - next) as usize
-    } else {
-        len
     }
 }
 

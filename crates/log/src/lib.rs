@@ -102,6 +102,7 @@ mod frame;
 mod log;
 mod manifest;
 mod open;
+mod pipeline;
 pub mod record;
 mod recover;
 mod segment;

@@ -99,26 +99,11 @@ impl Pending {
             _ => &[],
         }
     }
-
-    /// The LSNs a hole marks lost (0 for a record or an edit).
-    pub(crate) fn hole(&self) -> u64 {
-        match self.item {
-            Item::Hole(n) => n,
-            _ => 0,
-        }
-    }
-
-    pub(crate) fn is_edit(&self) -> bool {
-        matches!(self.item, Item::Edit(_))
-    }
 }
 
 #[derive(Debug)]
 pub(crate) struct State {
     pub(crate) segments: Vec<Segment>,
-    /// Set while a sync of the last segment is in flight: at most one at
-    /// a time (checked in debug builds, `flush::OneSync`).
-    pub(crate) syncing: Rc<std::cell::Cell<bool>>,
     /// Whether batches go as `RWF_DSYNC` writes: `Options::dsync_writes`,
     /// until the kernel refuses the flag (then write and `fdatasync`).
     pub(crate) dsync: Rc<std::cell::Cell<bool>>,

@@ -373,7 +373,6 @@ fn build(
         opts,
         log_id: manifest.log_id,
         st: RefCell::new(State {
-            syncing: Rc::default(),
             dsync: Rc::new(std::cell::Cell::new(dsync_writes)),
             segments,
             writer: writer.map(Rc::new),

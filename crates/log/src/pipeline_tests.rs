@@ -1,0 +1,376 @@
+//! The pipeline without a runtime: offsets, depth, one sync at a time and
+//! in-order acknowledgement, as plain function calls.
+
+use super::*;
+use crate::frame::SEGMENT_HEADER;
+
+const MIB: u64 = 1 << 20;
+
+fn geo(direct: bool, depth: usize) -> Geometry {
+    Geometry {
+        size: MIB,
+        window: 256 << 10,
+        depth,
+        direct,
+        max_batch: 64 << 10,
+    }
+}
+
+fn fresh() -> Tail {
+    Tail {
+        end: SEGMENT_HEADER,
+        next_lsn: 1,
+    }
+}
+
+/// Plan and start a batch of `records` of `len` bytes each.
+fn go(p: &mut Pipeline, g: &Geometry, acked: Tail, records: usize, len: usize) -> Plan {
+    assert_eq!(
+        p.next(g, acked, Some(Queued::Record(len)), true),
+        Next::Batch
+    );
+    let plan = p.plan(g, acked, vec![Queued::Record(len); records]);
+    p.start(g, acked, plan.clone());
+    plan
+}
+
+/// What acknowledging `d` does to the tail.
+fn ack(acked: Tail, d: &Done) -> Tail {
+    assert!(d.ok);
+    assert_eq!((d.plan.start, d.plan.first), (acked.end, acked.next_lsn));
+    Tail {
+        end: d.plan.start + d.plan.len as u64,
+        next_lsn: d.plan.first + d.plan.lsns(),
+    }
+}
+
+#[test]
+fn batches_follow_each_other_on_blocks() {
+    let g = geo(true, 3);
+    let mut p = Pipeline::default();
+    let a = go(&mut p, &g, fresh(), 3, 100);
+    assert_eq!((a.start, a.first, a.take), (SEGMENT_HEADER, 1, 3));
+    assert_eq!(a.body, 3 * (HEADER + 100));
+    assert_eq!(a.len, 4096, "padded to one block");
+    assert!(a.sync_with_write, "nothing before it: linked or RWF_DSYNC");
+    let b = go(&mut p, &g, fresh(), 2, 5000);
+    assert_eq!((b.start, b.first), (SEGMENT_HEADER + 4096, 4));
+    assert_eq!(b.len, 3 * 4096);
+    assert!(!b.sync_with_write, "a batch before it: its sync waits");
+    assert_eq!(
+        p.tail(fresh()),
+        Tail {
+            end: SEGMENT_HEADER + 4 * 4096,
+            next_lsn: 6
+        }
+    );
+}
+
+#[test]
+fn buffered_batches_pad_only_so_no_header_straddles_a_sector() {
+    let g = geo(false, 2);
+    let mut p = Pipeline::default();
+    // 32 + 16 + 449 = 497: the next header would cross byte 512.
+    let a = go(&mut p, &g, fresh(), 1, 449);
+    assert_eq!(a.len, 512);
+    let mut p = Pipeline::default();
+    let a = go(&mut p, &g, fresh(), 1, 400);
+    assert_eq!(a.len, BATCH_HEADER + HEADER + 400);
+}
+
+#[test]
+fn no_more_than_the_depth_is_in_flight() {
+    let g = geo(true, 2);
+    let mut p = Pipeline::default();
+    go(&mut p, &g, fresh(), 1, 10);
+    go(&mut p, &g, fresh(), 1, 10);
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(10)), true),
+        Next::Wait
+    );
+    // Nor without a free buffer.
+    let mut p = Pipeline::default();
+    go(&mut p, &g, fresh(), 1, 10);
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(10)), false),
+        Next::Wait
+    );
+}
+
+#[test]
+#[should_panic(expected = "more batches in flight than the depth")]
+fn starting_past_the_depth_is_refused() {
+    let g = geo(true, 1);
+    let mut p = Pipeline::default();
+    go(&mut p, &g, fresh(), 1, 10);
+    let plan = p.plan(&g, fresh(), [Queued::Record(10)]);
+    p.start(&g, fresh(), plan);
+}
+
+#[test]
+fn one_sync_at_a_time_each_after_its_write_and_the_sync_before() {
+    let g = geo(true, 3);
+    let mut p = Pipeline::default();
+    let a = go(&mut p, &g, fresh(), 1, 10);
+    let b = go(&mut p, &g, fresh(), 1, 10);
+    let c = go(&mut p, &g, fresh(), 1, 10);
+    // a syncs with its write; b and c wait for theirs and for a's.
+    assert_eq!(p.sync_to_start(), None);
+    p.written(c.id, true);
+    assert_eq!(
+        p.sync_to_start(),
+        None,
+        "c's write is whole, but b is before it"
+    );
+    p.written(b.id, true);
+    assert_eq!(p.sync_to_start(), None, "a's sync is in flight");
+    p.synced(a.id, true);
+    assert_eq!(p.sync_to_start(), Some(b.id));
+    assert_eq!(p.sync_to_start(), None, "b's sync is in flight");
+    p.synced(b.id, true);
+    assert_eq!(p.sync_to_start(), Some(c.id));
+    p.synced(c.id, true);
+    assert_eq!(p.sync_to_start(), None);
+}
+
+#[test]
+#[should_panic(expected = "syncs returned out of order")]
+fn a_sync_returning_before_an_earlier_one_is_refused() {
+    let g = geo(true, 2);
+    let mut p = Pipeline::default();
+    go(&mut p, &g, fresh(), 1, 10);
+    let b = go(&mut p, &g, fresh(), 1, 10);
+    p.written(b.id, true);
+    // b's sync was never issued: a's is in flight.
+    p.get(b.id).stage = Stage::Syncing;
+    p.synced(b.id, true);
+}
+
+#[test]
+fn acknowledgements_come_in_batch_order() {
+    let g = geo(true, 2);
+    let mut p = Pipeline::default();
+    let mut acked = fresh();
+    let a = go(&mut p, &g, acked, 2, 10);
+    let b = go(&mut p, &g, acked, 3, 10);
+    p.written(b.id, true);
+    assert_eq!(p.done(acked), None, "nothing settled");
+    p.synced(a.id, true);
+    let d = p.done(acked).expect("a settled");
+    assert_eq!(d.plan, a);
+    acked = ack(acked, &d);
+    assert_eq!(p.done(acked), None, "b's sync not issued yet");
+    assert_eq!(p.sync_to_start(), Some(b.id));
+    p.synced(b.id, true);
+    let d = p.done(acked).expect("b settled");
+    assert_eq!((d.plan.first, d.plan.lsns()), (3, 3));
+    acked = ack(acked, &d);
+    assert_eq!(p.tail(acked), acked, "nothing in flight");
+    assert_eq!(p.len(), 0);
+}
+
+#[test]
+fn nothing_after_a_failed_batch_is_synced_or_acknowledged() {
+    let g = geo(true, 3);
+    let mut p = Pipeline::default();
+    let acked = fresh();
+    let a = go(&mut p, &g, acked, 1, 10);
+    let b = go(&mut p, &g, acked, 1, 10);
+    let c = go(&mut p, &g, acked, 1, 10);
+    p.written(b.id, true);
+    p.synced(a.id, false);
+    assert_eq!(p.sync_to_start(), None, "a failed: b is never synced");
+    assert_eq!(
+        p.done(acked).map(|d| (d.plan.id, d.ok)),
+        Some((a.id, false))
+    );
+    assert_eq!(
+        p.done(acked).map(|d| (d.plan.id, d.ok)),
+        Some((b.id, false))
+    );
+    assert_eq!(p.done(acked), None, "c's write is still in flight");
+    p.written(c.id, true);
+    assert_eq!(p.sync_to_start(), None);
+    assert_eq!(
+        p.done(acked).map(|d| (d.plan.id, d.ok)),
+        Some((c.id, false))
+    );
+    // And nothing more starts in this log.
+    assert_eq!(p.next(&g, acked, Some(Queued::Record(1)), true), Next::Wait);
+}
+
+#[test]
+fn a_torn_write_fails_its_batch_and_the_ones_after() {
+    let g = geo(false, 2);
+    let mut p = Pipeline::default();
+    let acked = fresh();
+    let a = go(&mut p, &g, acked, 1, 10);
+    let b = go(&mut p, &g, acked, 1, 10);
+    p.written(b.id, false);
+    assert_eq!(p.sync_to_start(), None);
+    p.synced(a.id, true);
+    let d = p.done(acked).expect("a");
+    assert!(d.ok);
+    let acked = ack(acked, &d);
+    assert_eq!(
+        p.done(acked).map(|d| (d.plan.id, d.ok)),
+        Some((b.id, false))
+    );
+}
+
+#[test]
+fn a_hole_goes_alone_and_an_edit_waits_for_every_batch() {
+    let g = geo(true, 3);
+    let p = Pipeline::default();
+    let q = [Queued::Record(5), Queued::Hole(7), Queued::Record(5)];
+    let plan = p.plan(&g, fresh(), q);
+    assert_eq!(
+        (plan.take, plan.hole),
+        (1, 0),
+        "a record, then the hole stops it"
+    );
+    let plan = p.plan(&g, fresh(), [Queued::Hole(7), Queued::Record(5)]);
+    assert_eq!((plan.take, plan.hole, plan.body, plan.lsns()), (1, 7, 0, 7));
+    let plan = p.plan(
+        &g,
+        fresh(),
+        [Queued::Record(5), Queued::Edit, Queued::Record(5)],
+    );
+    assert_eq!(plan.take, 1, "an edit stops a batch");
+    let mut p = Pipeline::default();
+    assert_eq!(p.next(&g, fresh(), Some(Queued::Edit), true), Next::Edit);
+    go(&mut p, &g, fresh(), 1, 5);
+    assert_eq!(p.next(&g, fresh(), Some(Queued::Edit), true), Next::Wait);
+}
+
+#[test]
+fn a_batch_never_spans_segments_or_the_window() {
+    let g = Geometry {
+        size: SEGMENT_HEADER + 3 * 4096,
+        window: 4 * 4096,
+        depth: 4,
+        direct: true,
+        max_batch: 1 << 20,
+    };
+    let mut p = Pipeline::default();
+    let a = go(&mut p, &g, fresh(), 1, 4100);
+    assert_eq!(a.len, 2 * 4096);
+    // The window leaves 4 blocks minus a's 2 and a header and block: no
+    // room for another such record beside a.
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(4100)), true),
+        Next::Wait
+    );
+    // Small ones fit the segment's last block, one per batch.
+    let b = go(&mut p, &g, fresh(), 1, 10);
+    assert_eq!(b.start + b.len as u64, g.size);
+    // The segment is full: wait for the batches in flight, then roll.
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(10)), true),
+        Next::Wait
+    );
+    let empty = Pipeline::default();
+    let full = Tail {
+        end: g.size,
+        next_lsn: 3,
+    };
+    assert_eq!(
+        empty.next(&g, full, Some(Queued::Record(10)), true),
+        Next::Roll
+    );
+    // Many records are cut where the segment ends.
+    let plan = empty.plan(&g, fresh(), vec![Queued::Record(1000); 20]);
+    assert!(plan.start + plan.len as u64 <= g.size);
+    assert_eq!(
+        plan.take, 12,
+        "12 records of 1016 bytes and a header fill 3 blocks: {plan:?}"
+    );
+}
+
+#[test]
+fn a_direct_log_whose_end_is_off_a_block_rolls() {
+    let g = geo(true, 2);
+    let odd = Tail {
+        end: SEGMENT_HEADER + 100,
+        next_lsn: 9,
+    };
+    assert_eq!(
+        Pipeline::default().next(&g, odd, Some(Queued::Record(1)), true),
+        Next::Roll
+    );
+}
+
+/// Random events against a model: whatever order the disk answers in,
+/// every rule above holds (the pipeline asserts them) and every batch is
+/// done exactly once, in order.
+#[test]
+fn random_orders_of_answers_keep_every_rule() {
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut rand = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    let (mut acks, mut fails) = (0, 0);
+    for _ in 0..300 {
+        let g = geo(rand(2) == 0, 1 + rand(4) as usize);
+        let mut p = Pipeline::default();
+        let mut acked = fresh();
+        let (mut started, mut finished, mut failed) = (0, 0u64, false);
+        let mut open: Vec<(u64, bool)> = Vec::new(); // (id, write pending)
+        let mut syncing: Option<u64> = None;
+        for _ in 0..60 {
+            match rand(4) {
+                0 if started < 20 => {
+                    let len = 1 + rand(3000) as usize;
+                    if p.next(&g, acked, Some(Queued::Record(len)), true) == Next::Batch {
+                        let n = 1 + rand(5) as usize;
+                        let plan = p.plan(&g, acked, vec![Queued::Record(len); n]);
+                        if plan.sync_with_write {
+                            syncing = Some(plan.id);
+                        } else {
+                            open.push((plan.id, true));
+                        }
+                        p.start(&g, acked, plan);
+                        started += 1;
+                    }
+                }
+                1 if !open.is_empty() => {
+                    let i = rand(open.len() as u64) as usize;
+                    if open[i].1 {
+                        open[i].1 = false;
+                        p.written(open[i].0, rand(10) != 0);
+                    }
+                }
+                2 => {
+                    if let Some(id) = syncing.take() {
+                        p.synced(id, rand(10) != 0);
+                    }
+                    if let Some(id) = p.sync_to_start() {
+                        syncing = Some(id);
+                    }
+                }
+                _ => {
+                    while let Some(d) = p.done(acked) {
+                        assert_eq!(d.plan.id, finished, "done out of order");
+                        finished += 1;
+                        open.retain(|(id, _)| *id != d.plan.id);
+                        if d.ok {
+                            assert!(!failed, "acknowledged after a failure");
+                            acked = ack(acked, &d);
+                            acks += 1;
+                        } else {
+                            failed = true;
+                            fails += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        acks > 500 && fails > 50,
+        "the walk reached both ends: {acks} acknowledged, {fails} failed"
+    );
+}
