@@ -428,6 +428,32 @@ ringkit::test_all! {
         }
         eprintln!("skipped: O_DIRECT unsupported on {}", tried.join(", "));
     }
+
+    /// `O_DIRECT`'s alignment, as the kernel tells it: powers of two, and
+    /// a direct write that keeps to them goes through.
+    async fn dio_alignment_is_what_direct_writes_need() {
+        // The build directory is on a disk (the temp dir may be tmpfs).
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = dir.path().join("dio");
+        let f = OpenOptions::new().read(true).write(true).create(true).open(&path).await.unwrap();
+        let Some(a) = f.metadata().await.unwrap().dio_alignment() else {
+            println!("skipped: the kernel tells no O_DIRECT alignment for {}", path.display());
+            return;
+        };
+        assert!(a.memory.is_power_of_two() && a.offset.is_power_of_two(), "{a:?}");
+        assert!(a.offset <= 64 << 10, "{a:?}");
+        // The same through a path.
+        assert_eq!(fs::metadata(&path).await.unwrap().dio_alignment(), Some(a));
+        let d = OpenOptions::new().write(true).direct(true).open(&path).await.unwrap();
+        let n = a.offset as usize;
+        let mut buf = AlignedBuf::new(n, (a.memory as usize).max(n));
+        buf.as_mut_slice().fill(7);
+        let (res, _) = d.write_at(buf, u64::from(a.offset)).await;
+        assert_eq!(res.unwrap(), n);
+        assert_eq!(std::fs::read(&path).unwrap()[n..], vec![7u8; n][..]);
+        // A directory takes no direct I/O: nothing to tell.
+        assert_eq!(fs::metadata(dir.path()).await.unwrap().dio_alignment(), None);
+    }
 }
 
 // ---------------------------------------------------------------------------

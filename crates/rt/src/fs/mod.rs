@@ -241,6 +241,25 @@ impl Metadata {
     pub fn blksize(&self) -> u32 {
         self.stx.stx_blksize
     }
+    /// What `O_DIRECT` asks of this file (`STATX_DIOALIGN`, Linux 6.1):
+    /// `None` when the kernel does not say, or the file takes no direct
+    /// I/O (the kernel reports 0).
+    pub fn dio_alignment(&self) -> Option<DioAlignment> {
+        let told = self.stx.stx_mask & libc::STATX_DIOALIGN != 0;
+        (told && self.stx.stx_dio_offset_align != 0).then_some(DioAlignment {
+            memory: self.stx.stx_dio_mem_align,
+            offset: self.stx.stx_dio_offset_align,
+        })
+    }
+}
+
+/// The alignment `O_DIRECT` I/O on a file needs ([`Metadata::dio_alignment`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DioAlignment {
+    /// Of a buffer's address, in bytes.
+    pub memory: u32,
+    /// Of a file offset and a length, in bytes.
+    pub offset: u32,
 }
 
 /// Metadata of the file at `path`.

@@ -18,6 +18,10 @@ use ringkit_uring::opcode::{self, Entry};
 use super::cvt;
 use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
+/// What a stat asks for: the basic fields and `O_DIRECT`'s alignment (a
+/// kernel before 6.1 leaves the latter out of `stx_mask`).
+const MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_DIOALIGN;
+
 pub(crate) struct Statx {
     dirfd: RawFd,
     path: CString,
@@ -51,7 +55,7 @@ impl Statx {
                     self.dirfd,
                     self.path.as_ptr(),
                     self.flags,
-                    libc::STATX_BASIC_STATS,
+                    MASK,
                     &mut *self.buf,
                 )
             } as isize);
@@ -92,7 +96,7 @@ impl UringOp for Statx {
     fn uring_entry(&mut self) -> Entry {
         opcode::Statx::new(self.dirfd, self.path.as_ptr(), &mut *self.buf)
             .flags(self.flags)
-            .mask(libc::STATX_BASIC_STATS)
+            .mask(MASK)
             .build()
     }
 }
