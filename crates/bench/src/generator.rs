@@ -36,7 +36,7 @@ pub const TARGET: f64 = 1.5;
 pub const CLIENTS: [&str; 2] = ["ringkit", "threads"];
 
 /// Settings.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GenConfig {
     /// Connection counts.
     pub conns: Vec<usize>,
@@ -59,7 +59,7 @@ pub struct GenConfig {
 }
 
 /// One measured run of one generator.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GenSample {
     /// `ringkit` or `threads`.
     pub client: String,
@@ -80,7 +80,7 @@ impl GenSample {
 }
 
 /// Per generator and connection count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GenRow {
     /// `ringkit` or `threads`.
     pub client: String,
@@ -103,7 +103,7 @@ pub struct GenRow {
 }
 
 /// Everything the study produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct GenResults {
     /// Machine and tool.
     pub system: SystemInfo,

@@ -26,7 +26,7 @@ use crate::harness::sysinfo::CpuTimes;
 const CONCURRENCY: usize = 50;
 
 /// One ghz run against one contender.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct Sample {
     contender: String,
     round: usize,

@@ -30,3 +30,6 @@ pub mod serve;
 pub mod tls;
 pub mod torture;
 pub mod wakeup;
+
+#[cfg(test)]
+mod golden_tests;

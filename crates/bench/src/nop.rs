@@ -37,7 +37,7 @@ pub const RING_ENTRIES: u32 = 256;
 pub const LIBURING_REFERENCE: [(u32, f64); 2] = [(1, 1.95e6), (32, 12.0e6)];
 
 /// How the ring is set up and driven.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum NopVariant {
     /// Default flags, one `submit_and_wait` per batch.
     Plain,
@@ -71,7 +71,7 @@ impl std::str::FromStr for NopVariant {
 }
 
 /// Settings of a NOP run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct NopConfig {
     /// Batch sizes (NOPs per submit).
     pub batches: Vec<u32>,
@@ -101,7 +101,7 @@ impl Default for NopConfig {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct NopSample {
     /// Variant.
     pub variant: NopVariant,
@@ -122,7 +122,7 @@ pub struct NopSample {
 }
 
 /// One contender summarised over its rounds (medians, min–max).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct NopRow {
     /// Variant.
     pub variant: NopVariant,
@@ -143,7 +143,7 @@ pub struct NopRow {
 }
 
 /// Everything a NOP run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct NopResults {
     /// Machine and tool.
     pub system: SystemInfo,

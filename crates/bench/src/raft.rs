@@ -78,7 +78,7 @@ struct Sample {
     error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, serde::Deserialize)]
 struct Row {
     workload: Workload,
     contender: String,

@@ -16,7 +16,7 @@ use crate::harness::sysinfo::SystemInfo;
 use ringkit::publish::Published;
 
 /// Settings of a comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CompareConfig {
     /// Connection counts.
     pub conns: Vec<usize>,
@@ -43,7 +43,7 @@ pub struct CompareConfig {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Sample {
     /// Contender name.
     pub contender: String,
@@ -85,7 +85,7 @@ impl ServerSample for Sample {
 }
 
 /// Summary of one contender at one connection count.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Summary {
     /// The figures every server study has.
     #[serde(flatten)]
@@ -114,7 +114,7 @@ impl std::ops::Deref for Summary {
 }
 
 /// CPU per request over another contender's in the same round.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct PairedRatio {
     /// The contender divided by.
     pub vs: String,
@@ -123,7 +123,7 @@ pub struct PairedRatio {
 }
 
 /// Everything a comparison produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CompareResults {
     /// Machine and tool.
     pub system: SystemInfo,

@@ -28,7 +28,7 @@ use serde::Serialize;
 use crate::harness::tasks::run_watching;
 
 /// A fio ioengine with the options the study compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum FioEngine {
     /// `--ioengine=io_uring`, optionally with `--fixedbufs --registerfiles`,
     /// `--sqthread_poll` (poller on `sq_cpu`) or `--hipri` (IOPOLL).
@@ -100,7 +100,7 @@ pub struct FioJob<'a> {
 }
 
 /// What fio reported.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct FioResult {
     /// I/Os completed.
     pub ios: u64,

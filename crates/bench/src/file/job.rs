@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::fio::FioEngine;
 
 /// Direction and pattern of a job (fio's `--rw` names).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Rw {
     /// Sequential read.
     Read,
@@ -40,7 +40,7 @@ impl Rw {
 }
 
 /// One job: what to do, not how long or on which file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Job {
     /// Direction and pattern.
     pub rw: Rw,
@@ -172,7 +172,7 @@ impl Job {
 }
 
 /// How the I/O is done.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Engine {
     /// Directly on `ringkit-uring`.
     Uring {
@@ -187,15 +187,11 @@ pub enum Engine {
         spin: bool,
     },
     /// ringkit tasks on this backend.
-    Rt(#[serde(serialize_with = "ser_backend")] Backend),
+    Rt(#[serde(with = "crate::harness::backend_serde")] Backend),
     /// glommio tasks on its `DmaFile` (`O_DIRECT` only).
     Glommio,
     /// fio.
     Fio(FioEngine),
-}
-
-fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(b)
 }
 
 impl Engine {

@@ -9,7 +9,7 @@ use crate::harness::stat::Stat;
 use crate::harness::sysinfo::SystemInfo;
 
 /// A job with the engines to run it on.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct JobPlan {
     /// The job.
     pub job: Job,
@@ -18,7 +18,7 @@ pub struct JobPlan {
 }
 
 /// Settings of a file run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileConfig {
     /// Directory for the test file.
     pub dir: PathBuf,
@@ -40,7 +40,7 @@ pub struct FileConfig {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct FileSample {
     /// Job label.
     pub job: String,
@@ -76,7 +76,7 @@ pub struct FileSample {
 }
 
 /// One (job, engine) over its rounds.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileRow {
     /// Job.
     pub job: Job,
@@ -124,7 +124,7 @@ pub struct FileRow {
 }
 
 /// Where the test file lived.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileTarget {
     /// Path of the test file (removed afterwards).
     pub path: String,
@@ -139,7 +139,7 @@ pub struct FileTarget {
 }
 
 /// Everything a file run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct FileResults {
     /// Machine and tool.
     pub system: SystemInfo,

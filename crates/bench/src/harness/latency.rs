@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 /// Latency figures of one sample, in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct LatencySummary {
     /// Number of measurements.
     pub count: u64,

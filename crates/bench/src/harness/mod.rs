@@ -3,6 +3,7 @@
 //! contract, system information, latency and random numbers, and finding
 //! the peers. Nothing here imports a study.
 
+pub mod backend_serde;
 pub mod bars;
 pub mod child;
 pub mod curves;

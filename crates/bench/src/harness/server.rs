@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::child;
 
 /// Which family a contender belongs to (for "ratio to the best epoll").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Family {
     /// io_uring based.
     Uring,
@@ -21,7 +21,7 @@ pub enum Family {
 }
 
 /// One server to measure.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Contender {
     /// Short name.
     pub name: String,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 /// Median and range.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
 pub struct Stat {
     /// Median.
     pub median: f64,

@@ -46,7 +46,7 @@ pub enum PeerSyscalls {
 }
 
 /// The shared figures of one contender.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Figures {
     /// Contender.
     pub contender: String,

@@ -64,7 +64,7 @@ fn wait_traced(pid: u32, tracer: u32, timeout: Duration) -> bool {
 
 /// How peers' syscalls are counted (in a separate run whose throughput is
 /// not used).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum SyscallTool {
     /// `perf stat -e raw_syscalls:sys_enter`: the kernel counts at the
     /// tracepoint, and the server runs at nearly full speed.

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Facts about this machine and tool.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SystemInfo {
     /// `uname -sr`.
     pub kernel: String,

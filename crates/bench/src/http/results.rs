@@ -16,7 +16,7 @@ use crate::harness::sysinfo::SystemInfo;
 use ringkit::publish::Published;
 
 /// One load shape.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Workload {
     /// Label, e.g. "keep-alive c=100".
     pub name: String,
@@ -128,7 +128,7 @@ impl Workload {
 }
 
 /// The load generator used.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, PartialEq, Eq)]
 pub enum LoadTool {
     /// wrk (Debian package).
     Wrk,
@@ -137,7 +137,7 @@ pub enum LoadTool {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HttpSample {
     /// Contender.
     pub contender: String,
@@ -199,7 +199,7 @@ impl ServerSample for HttpSample {
 }
 
 /// Summary of one contender under one workload.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HttpSummary {
     /// The figures every server study has.
     #[serde(flatten)]
@@ -237,7 +237,7 @@ impl std::ops::Deref for HttpSummary {
 }
 
 /// Everything the study produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct HttpResults {
     /// The study: "http", "static" or "axum".
     pub study: String,

@@ -17,7 +17,7 @@ use serde::Serialize;
 pub const WRK: &str = "/usr/bin/wrk";
 
 /// What wrk reported.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct WrkResult {
     /// Requests completed over the whole run.
     pub requests: u64,

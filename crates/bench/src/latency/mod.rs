@@ -28,7 +28,7 @@
 
 mod oha;
 mod plan;
-mod report;
+pub(crate) mod report;
 
 use std::io;
 use std::time::Instant;
@@ -47,7 +47,7 @@ pub const LEVELS: [f64; 4] = [0.25, 0.5, 0.75, 0.9];
 pub const C10K_LEVELS: [f64; 1] = [0.5];
 
 /// Which study runs on this machinery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Variant {
     /// `compare latency`: four workloads at 25, 50, 75 and 90%.
     Latency,
@@ -207,7 +207,7 @@ pub struct Reference {
 pub const OVERLOADS: [f64; 2] = [1.2, 2.0];
 
 /// Everything the study measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LatencyResults {
     /// Which study.
     pub variant: Variant,

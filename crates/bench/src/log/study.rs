@@ -53,7 +53,7 @@ const FIOS: [(&str, &str, bool); 3] = [
 const RECORD: usize = 4096;
 
 /// One sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 struct Sample {
     contender: String,
     direct: bool,
@@ -318,7 +318,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     Ok(section(&names, &samples, &p, opts, fio))
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 struct Row {
     mode: String,
     writers: usize,

@@ -48,7 +48,7 @@ pub const MAX_MSG: usize = 256 * 1024;
 const MAX_BURST: usize = 1024 * 1024;
 
 /// What the echo clients did and saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct EchoCounts {
     /// What every chaos client counts.
     #[serde(flatten)]

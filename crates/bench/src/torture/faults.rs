@@ -29,7 +29,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 /// What goes wrong on the link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum FaultProfile {
     /// 1% of packets dropped, each direction.
     Loss1,

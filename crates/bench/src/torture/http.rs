@@ -62,7 +62,7 @@ pub fn make_files(dir: &Path, seed: u64) -> io::Result<()> {
 }
 
 /// What the HTTP clients did and saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct HttpCounts {
     /// What every chaos client counts.
     #[serde(flatten)]

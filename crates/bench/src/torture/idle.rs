@@ -115,7 +115,7 @@ impl IdleConfig {
 }
 
 /// How the idle connections send their first message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum First {
     /// In waves of 128 connections, each wave echoed before the next.
     #[default]
@@ -137,7 +137,7 @@ impl First {
 }
 
 /// One server's figures.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct IdleRow {
     /// Server name.
     pub name: String,
@@ -165,7 +165,7 @@ pub struct IdleRow {
 }
 
 /// The result of an idle-memory run.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct IdleReport {
     /// One row per server.
     pub rows: Vec<IdleRow>,

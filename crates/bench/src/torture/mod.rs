@@ -76,7 +76,7 @@ pub struct ChaosConfig {
 }
 
 /// Which server a torture run attacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 pub enum TortureMode {
     /// `ringkit echo`: every byte echoed back.
     #[default]

@@ -7,7 +7,7 @@ use super::http::HttpCounts;
 use super::server::ProcSample;
 
 /// Server figures at one moment.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
 pub struct ServerFigures {
     /// RSS, KiB.
     pub rss_kib: u64,
@@ -25,7 +25,7 @@ impl From<ProcSample> for ServerFigures {
 }
 
 /// What a torture run saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct TortureReport {
     /// `echo` or `http`.
     pub mode: String,
@@ -73,7 +73,7 @@ pub struct TortureReport {
 }
 
 /// What a run with network faults saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct FaultFigures {
     /// The profile's name.
     pub profile: String,

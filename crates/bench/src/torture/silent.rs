@@ -21,7 +21,7 @@ use super::server::{ProcSample, ServerProc};
 use super::TortureMode;
 
 /// What the phase saw.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct SilentFigures {
     /// Silent connections opened.
     pub conns: usize,

@@ -9,7 +9,7 @@ use serde::Serialize;
 const KEEP_ERRORS: usize = 20;
 
 /// The counts every chaos client keeps.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Tally {
     /// Sessions started.
     pub sessions: u64,

@@ -24,7 +24,7 @@ use super::http::{file_id, file_size, FILES};
 use crate::harness::rng::{ByteGen, Rng};
 
 /// What the TLS clients did and saw.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct TlsCounts {
     /// TLS connections established (handshakes done).
     pub handshakes: u64,

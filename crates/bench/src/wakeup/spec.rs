@@ -9,7 +9,7 @@ use crate::harness::stat::Stat;
 use crate::harness::sysinfo::SystemInfo;
 
 /// What carries the 8 bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Channel {
     /// `pipe2(2)`.
     Pipe,
@@ -43,7 +43,7 @@ impl std::str::FromStr for Channel {
 }
 
 /// io_uring setup flags of a reader's ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum FlagSet {
     /// No flags.
     Default,
@@ -77,7 +77,7 @@ impl FlagSet {
 }
 
 /// How the reader waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Reader {
     /// `epoll_wait` with a 1 s timeout.
     EpollBlock,
@@ -98,15 +98,11 @@ pub enum Reader {
         flags: FlagSet,
     },
     /// A ringkit task awaiting a read, on this backend.
-    Runtime(#[serde(serialize_with = "ser_backend")] Backend),
+    Runtime(#[serde(with = "crate::harness::backend_serde")] Backend),
     /// A ringkit task awaiting `fs::File::read_at` on the pipe itself
     /// (io_uring backend only: on epoll `File` does an inline `pread`,
     /// which a pipe refuses with `ESPIPE`).
     RuntimeFile,
-}
-
-fn ser_backend<S: serde::Serializer>(b: &Backend, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(b)
 }
 
 impl Reader {
@@ -149,7 +145,7 @@ impl Reader {
 }
 
 /// One reader on one channel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct WakeContender {
     /// How it waits.
     pub reader: Reader,
@@ -165,7 +161,7 @@ impl WakeContender {
 }
 
 /// Settings of a wake-up run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WakeConfig {
     /// Contenders.
     pub contenders: Vec<WakeContender>,
@@ -237,7 +233,7 @@ impl Default for WakeConfig {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WakeSample {
     /// Contender name.
     pub contender: String,
@@ -256,7 +252,7 @@ pub struct WakeSample {
 }
 
 /// One contender over its rounds: medians of the per-round percentiles.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WakeRow {
     /// Contender.
     pub contender: WakeContender,
@@ -283,7 +279,7 @@ pub struct WakeRow {
 }
 
 /// The targets, evaluated on this run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WakeVerdict {
     /// Best io_uring busy reader and its p50.
     pub uring_busy: Option<(String, f64)>,
@@ -300,7 +296,7 @@ pub struct WakeVerdict {
 }
 
 /// Everything a wake-up run produced.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct WakeResults {
     /// Machine and tool.
     pub system: SystemInfo,

@@ -16,7 +16,7 @@ use super::held::Held;
 use super::target::{self, Conn, Target};
 
 /// One hostile client's behaviour.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Attack {
     /// Connections that say nothing, up to and past the connection cap.
     IdleFlood,

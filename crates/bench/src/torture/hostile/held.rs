@@ -134,7 +134,7 @@ pub struct Probe {
 }
 
 /// What the well-behaved client saw.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct ProbeFigures {
     /// The longest wait for an answer, seconds.
     pub worst_wait_secs: f64,

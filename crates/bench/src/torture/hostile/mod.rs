@@ -137,7 +137,7 @@ impl HostileConfig {
 }
 
 /// One attack's row.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Row {
     /// Server.
     pub target: &'static str,

@@ -12,7 +12,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 
 /// A server under attack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub enum Target {
     /// `ringkit http`: `GET /` answers 200 with an empty body.
     Http,
@@ -143,7 +143,7 @@ impl Target {
 }
 
 /// The timeouts a server states (what the budgets hold it to).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct Timeouts {
     /// A connection with nothing in progress (`None`: kept while the peer
     /// is alive).
