@@ -199,9 +199,11 @@ fn check(a: CheckArgs) -> io::Result<()> {
         None => println!("MANIFEST: missing or damaged"),
     }
     for s in &r.segments {
-        let header = match s.header {
-            Some((id, first)) => format!("log {id:016x}, first LSN {first}"),
-            None => "no valid header".into(),
+        let header = match (s.header, s.block) {
+            (Some((id, first)), Some(block)) => {
+                format!("log {id:016x}, first LSN {first}, {block}-byte blocks")
+            }
+            _ => "no valid header".into(),
         };
         println!(
             "{}: {} bytes, {header}, {} records ending at offset {}{}",

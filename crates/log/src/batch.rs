@@ -16,7 +16,9 @@ pub enum BatchBuf {
 }
 
 impl BatchBuf {
-    /// `count` buffers of at least `size` bytes (rounded up to a page):
+    /// `count` buffers of at least `size` bytes (rounded up to `block`, at
+    /// least a page), aligned to `block` (a registered buffer to a page,
+    /// which `O_DIRECT` takes: no file system asks more of memory):
     /// registered when `registered` and the ring takes them, else plain
     /// aligned memory. Also returns the pool, which must live as long as
     /// the buffers' use.
@@ -24,8 +26,10 @@ impl BatchBuf {
         size: usize,
         count: usize,
         registered: bool,
+        block: usize,
     ) -> (Vec<BatchBuf>, Option<FixedBufPool>) {
-        let size = size.div_ceil(ALIGN) * ALIGN;
+        let block = block.max(ALIGN);
+        let size = size.div_ceil(block) * block;
         if registered {
             match FixedBufPool::new(count as u16, size) {
                 Ok(pool) => {
@@ -38,7 +42,7 @@ impl BatchBuf {
             }
         }
         let bufs = (0..count)
-            .map(|_| BatchBuf::Aligned(AlignedBuf::new(size, ALIGN)))
+            .map(|_| BatchBuf::Aligned(AlignedBuf::new(size, block)))
             .collect();
         (bufs, None)
     }

@@ -25,6 +25,8 @@ pub struct SegmentReport {
     pub size: u64,
     /// The header, if it checks.
     pub header: Option<(u64, u64)>,
+    /// The block its direct batches are padded to (from the header).
+    pub block: Option<u32>,
     /// Whole records from the segment's first LSN on.
     pub records: u64,
     /// Where they end.
@@ -70,6 +72,7 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
                 name,
                 size,
                 header: None,
+                block: None,
                 records: 0,
                 end: 0,
                 tail: Some("removed by the truncation in progress (TRUNCATE)".into()),
@@ -104,6 +107,7 @@ pub async fn check(dir: impl AsRef<Path>) -> io::Result<CheckReport> {
             name,
             size,
             header: header.map(|h| (h.log_id, h.first)),
+            block: header.map(|h| h.align),
             records,
             end,
             tail,

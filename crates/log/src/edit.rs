@@ -355,6 +355,7 @@ pub(crate) async fn truncate(inner: &Rc<Inner>, from: u64) -> io::Result<u64> {
         st.seg_size = header.size;
         st.seg_window = u64::from(header.window);
         st.seg_depth = header.depth;
+        st.seg_align = header.align;
     }
     st.end = new_end;
     st.next_lsn = from;

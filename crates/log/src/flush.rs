@@ -208,11 +208,15 @@ fn drive(cx: &mut Context<'_>, pipe: &mut Pipeline, slots: &mut VecDeque<Slot>) 
 
 /// The last segment and the options, for the pipeline.
 fn geometry(inner: &Inner, st: &State) -> Geometry {
+    // The segment's block, or the file system's if it asks more now (a
+    // log copied to another disk): a batch keeps to both.
+    let block = u64::from(st.seg_align.max(inner.block));
     Geometry {
         size: st.seg_size,
         window: st.seg_window,
         depth: st.seg_depth as usize,
-        direct: inner.opts.direct,
+        align: if inner.opts.direct { block } else { 1 },
+        block,
         max_batch: inner.opts.max_batch,
     }
 }
@@ -518,13 +522,14 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     let writer = segment::open_write(&spare, inner.opts.direct).await?;
     let size = reader.metadata().await?.len();
     let first = inner.st.borrow().next_lsn;
-    let window = inner.opts.window();
+    let window = inner.opts.window(inner.block);
     let header = SegmentHeader {
         log_id: inner.log_id,
         first,
         window: window as u32,
         size,
         depth: inner.opts.batches_in_flight,
+        align: inner.block,
     };
     let start = inner.st.borrow().start;
     let manifest = Manifest {
@@ -561,6 +566,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     st.seg_size = size;
     st.seg_window = window;
     st.seg_depth = inner.opts.batches_in_flight;
+    st.seg_align = inner.block;
     st.end = SEGMENT_HEADER;
     st.stats.segments_made += 1;
     st.stats.segments_recycled += u64::from(recycled);

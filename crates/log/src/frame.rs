@@ -14,7 +14,8 @@
 //! segment header (the first 4096 bytes of every segment; 64 used):
 //!   0  u32  CRC32C of bytes 4..64
 //!   4  [8]  "RKLOGSEG"
-//!   12 u32  format version (3; a version-2 segment is read as depth 1)
+//!   12 u32  format version (4; a version-3 segment is read as align
+//!           4096, a version-2 one as depth 1 too)
 //!   16 u64  log id
 //!   24 u64  the segment's first LSN
 //!   32 u32  window: the most bytes that may be unsynced at once, from the
@@ -23,7 +24,10 @@
 //!           shorter or longer file is damage)
 //!   44 u32  depth: the most batches in flight (written, not yet synced)
 //!           at once (version 3; a version-2 header has zeros: depth 1)
-//!   48 ..   zeros
+//!   48 u32  align: the block `O_DIRECT` batches are padded to, read from
+//!           the file system when the segment was made (`statx`
+//!           `STATX_DIOALIGN`, at least 4096; version 4; older: 4096)
+//!   52 ..   zeros
 //! batch header (32 bytes, then the batch's records, then `pad` zeros):
 //!   0  u32  CRC32C of the log id (8 bytes LE), then bytes 4..32
 //!   4  [4]  "RKB2"
@@ -43,7 +47,9 @@
 //! Format 1 started each direct batch at the block holding the end of the
 //! records and wrote that block again, acknowledged bytes included: a
 //! sector torn during that rewrite loses acknowledged records. Now each
-//! batch is padded with zeros to the next 4096-byte block, so no write ever
+//! batch is padded with zeros to the next block (4096 bytes, or what the
+//! file system asks of `O_DIRECT` if more: the segment header's `align`),
+//! so no write ever
 //! covers a block holding acknowledged records (as SQLite's WAL and
 //! TigerBeetle pad to the sector). The cost is bytes: at 64 writers of 4
 //! KiB a batch is ~260 KB and pads less than one block; a lone small record
@@ -58,8 +64,9 @@ use std::io;
 
 /// Format version of the manifest.
 pub const VERSION: u32 = 2;
-/// Format version written in every new segment header (3: with `depth`).
-pub const SEGMENT_VERSION: u32 = 3;
+/// Format version written in every new segment header (3: with `depth`;
+/// 4: with `align`).
+pub const SEGMENT_VERSION: u32 = 4;
 /// The oldest segment header version read (2: no `depth`, read as 1).
 const SEGMENT_VERSION_MIN: u32 = 2;
 /// The most batches in flight a segment may say (a header saying more is
@@ -71,17 +78,107 @@ pub const MANIFEST_LEN: usize = 64;
 pub const SEGMENT_HEADER: u64 = 4096;
 /// Bytes of a batch header.
 pub const BATCH_HEADER: usize = 32;
+/// The smallest block a segment pads direct batches to (what a version-3
+/// segment used).
+pub const MIN_ALIGN: u32 = 4096;
+/// The largest `align` a segment header may say.
+pub const MAX_ALIGN: u32 = 1 << 20;
+
+/// Where each field of the headers lies: (offset, width), in order. The
+/// assertions below check at compile time that each follows the one
+/// before it, with no gap and no overlap, inside the header.
+mod at {
+    pub const CRC: (usize, usize) = (0, 4);
+    pub const MAGIC: (usize, usize) = (4, 8);
+    pub const VERSION: (usize, usize) = (12, 4);
+    pub const LOG_ID: (usize, usize) = (16, 8);
+    pub const M_START: (usize, usize) = (24, 8);
+    pub const M_NEWEST: (usize, usize) = (32, 8);
+    pub const S_FIRST: (usize, usize) = (24, 8);
+    pub const S_WINDOW: (usize, usize) = (32, 4);
+    pub const S_SIZE: (usize, usize) = (36, 8);
+    pub const S_DEPTH: (usize, usize) = (44, 4);
+    pub const S_ALIGN: (usize, usize) = (48, 4);
+    pub const B_MAGIC: (usize, usize) = (4, 4);
+    pub const B_FIRST: (usize, usize) = (8, 8);
+    pub const B_COUNT: (usize, usize) = (16, 4);
+    pub const B_LEN: (usize, usize) = (20, 4);
+    pub const B_PAD: (usize, usize) = (24, 4);
+    pub const B_FLAGS: (usize, usize) = (28, 4);
+    /// Bytes of a segment header that carry fields (the rest is zeros).
+    pub const SEGMENT_USED: usize = 64;
+
+    /// Whether `fields` follow each other from 0 with no gap and end
+    /// within `len`.
+    pub const fn packed(fields: &[(usize, usize)], len: usize) -> bool {
+        let (mut i, mut next) = (0, 0);
+        while i < fields.len() {
+            if fields[i].0 != next {
+                return false;
+            }
+            next += fields[i].1;
+            i += 1;
+        }
+        next <= len
+    }
+}
+
+const _: () = assert!(at::packed(
+    &[
+        at::CRC,
+        at::MAGIC,
+        at::VERSION,
+        at::LOG_ID,
+        at::M_START,
+        at::M_NEWEST
+    ],
+    MANIFEST_LEN
+));
+const _: () = assert!(at::packed(
+    &[
+        at::CRC,
+        at::MAGIC,
+        at::VERSION,
+        at::LOG_ID,
+        at::S_FIRST,
+        at::S_WINDOW,
+        at::S_SIZE,
+        at::S_DEPTH,
+        at::S_ALIGN
+    ],
+    at::SEGMENT_USED
+));
+const _: () = assert!(at::packed(
+    &[
+        at::CRC,
+        at::B_MAGIC,
+        at::B_FIRST,
+        at::B_COUNT,
+        at::B_LEN,
+        at::B_PAD,
+        at::B_FLAGS
+    ],
+    BATCH_HEADER
+));
+const _: () = assert!(at::SEGMENT_USED as u64 <= SEGMENT_HEADER);
+
+fn put(b: &mut [u8], (at, width): (usize, usize), v: &[u8]) {
+    assert_eq!(v.len(), width, "a field's width");
+    b[at..at + width].copy_from_slice(v);
+}
 
 const MANIFEST_MAGIC: &[u8; 8] = b"RKLOGMAN";
 const SEGMENT_MAGIC: &[u8; 8] = b"RKLOGSEG";
 /// The batch header's magic (at offset 4).
 pub const BATCH_MAGIC: &[u8; 4] = b"RKB2";
 
-fn u32_at(b: &[u8], at: usize) -> u32 {
+fn u32_at(b: &[u8], (at, width): (usize, usize)) -> u32 {
+    debug_assert_eq!(width, 4);
     u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
 }
 
-fn u64_at(b: &[u8], at: usize) -> u64 {
+fn u64_at(b: &[u8], (at, width): (usize, usize)) -> u64 {
+    debug_assert_eq!(width, 8);
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
@@ -104,13 +201,13 @@ impl Manifest {
     /// The manifest's bytes.
     pub fn encode(&self) -> [u8; MANIFEST_LEN] {
         let mut b = [0u8; MANIFEST_LEN];
-        b[4..12].copy_from_slice(MANIFEST_MAGIC);
-        b[12..16].copy_from_slice(&VERSION.to_le_bytes());
-        b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
-        b[24..32].copy_from_slice(&self.start.to_le_bytes());
-        b[32..40].copy_from_slice(&self.newest.to_le_bytes());
+        put(&mut b, at::MAGIC, MANIFEST_MAGIC);
+        put(&mut b, at::VERSION, &VERSION.to_le_bytes());
+        put(&mut b, at::LOG_ID, &self.log_id.to_le_bytes());
+        put(&mut b, at::M_START, &self.start.to_le_bytes());
+        put(&mut b, at::M_NEWEST, &self.newest.to_le_bytes());
         let crc = crc32c::crc32c(&b[4..]);
-        b[..4].copy_from_slice(&crc.to_le_bytes());
+        put(&mut b, at::CRC, &crc.to_le_bytes());
         b
     }
 
@@ -122,19 +219,19 @@ impl Manifest {
                 b.len()
             )));
         }
-        if crc32c::crc32c(&b[4..]) != u32_at(b, 0) {
+        if crc32c::crc32c(&b[4..]) != u32_at(b, at::CRC) {
             return Err(invalid("MANIFEST does not check (damaged)".into()));
         }
-        let version = u32_at(b, 12);
+        let version = u32_at(b, at::VERSION);
         if version != VERSION {
             return Err(invalid(format!(
                 "MANIFEST: format version {version}, this ringkit-log reads {VERSION}"
             )));
         }
         Ok(Manifest {
-            log_id: u64_at(b, 16),
-            start: u64_at(b, 24),
-            newest: u64_at(b, 32),
+            log_id: u64_at(b, at::LOG_ID),
+            start: u64_at(b, at::M_START),
+            newest: u64_at(b, at::M_NEWEST),
         })
     }
 }
@@ -152,48 +249,59 @@ pub struct SegmentHeader {
     pub size: u64,
     /// The most batches in flight at once (1 for a version-2 segment).
     pub depth: u32,
+    /// The block direct batches are padded to (4096 before version 4).
+    pub align: u32,
 }
 
 impl SegmentHeader {
     /// Write the header into the first 64 bytes of `out` (the rest of the
     /// segment header's 4096 bytes stays zero).
     pub fn encode_into(&self, out: &mut [u8]) {
-        let b = &mut out[..64];
+        let b = &mut out[..at::SEGMENT_USED];
         b.fill(0);
-        b[4..12].copy_from_slice(SEGMENT_MAGIC);
-        b[12..16].copy_from_slice(&SEGMENT_VERSION.to_le_bytes());
-        b[16..24].copy_from_slice(&self.log_id.to_le_bytes());
-        b[24..32].copy_from_slice(&self.first.to_le_bytes());
-        b[32..36].copy_from_slice(&self.window.to_le_bytes());
-        b[36..44].copy_from_slice(&self.size.to_le_bytes());
-        b[44..48].copy_from_slice(&self.depth.to_le_bytes());
+        put(b, at::MAGIC, SEGMENT_MAGIC);
+        put(b, at::VERSION, &SEGMENT_VERSION.to_le_bytes());
+        put(b, at::LOG_ID, &self.log_id.to_le_bytes());
+        put(b, at::S_FIRST, &self.first.to_le_bytes());
+        put(b, at::S_WINDOW, &self.window.to_le_bytes());
+        put(b, at::S_SIZE, &self.size.to_le_bytes());
+        put(b, at::S_DEPTH, &self.depth.to_le_bytes());
+        put(b, at::S_ALIGN, &self.align.to_le_bytes());
         let crc = crc32c::crc32c(&b[4..]);
-        b[..4].copy_from_slice(&crc.to_le_bytes());
+        put(b, at::CRC, &crc.to_le_bytes());
     }
 
     /// Parse the first bytes of a segment (its first 4096 if the file has
     /// them: the unused part must be zeros); `None`: not a segment header.
     pub fn decode(b: &[u8]) -> Option<SegmentHeader> {
-        if b.len() < 64 || &b[4..12] != SEGMENT_MAGIC || b[64..].iter().any(|&x| x != 0) {
+        let used = at::SEGMENT_USED;
+        if b.len() < used || &b[4..12] != SEGMENT_MAGIC || b[used..].iter().any(|&x| x != 0) {
             return None;
         }
-        let version = u32_at(b, 12);
-        if crc32c::crc32c(&b[4..64]) != u32_at(b, 0)
+        let version = u32_at(b, at::VERSION);
+        if crc32c::crc32c(&b[4..used]) != u32_at(b, at::CRC)
             || !(SEGMENT_VERSION_MIN..=SEGMENT_VERSION).contains(&version)
         {
             return None;
         }
+        let (depth, align) = (u32_at(b, at::S_DEPTH), u32_at(b, at::S_ALIGN));
         let depth = match version {
-            2 if b[44..48] == [0; 4] => 1,
-            3 if (1..=MAX_DEPTH).contains(&u32_at(b, 44)) => u32_at(b, 44),
+            2 if depth == 0 => 1,
+            3 | 4 if (1..=MAX_DEPTH).contains(&depth) => depth,
+            _ => return None,
+        };
+        let align = match version {
+            2 | 3 if align == 0 => MIN_ALIGN,
+            4 if align.is_power_of_two() && (MIN_ALIGN..=MAX_ALIGN).contains(&align) => align,
             _ => return None,
         };
         Some(SegmentHeader {
-            log_id: u64_at(b, 16),
-            first: u64_at(b, 24),
-            window: u32_at(b, 32),
-            size: u64_at(b, 36),
+            log_id: u64_at(b, at::LOG_ID),
+            first: u64_at(b, at::S_FIRST),
+            window: u32_at(b, at::S_WINDOW),
+            size: u64_at(b, at::S_SIZE),
             depth,
+            align,
         })
     }
 }
@@ -222,29 +330,29 @@ impl BatchHeader {
     /// Write the header into the first 32 bytes of `out`.
     pub fn encode_into(&self, log_id: u64, out: &mut [u8]) {
         let b = &mut out[..BATCH_HEADER];
-        b[4..8].copy_from_slice(BATCH_MAGIC);
-        b[8..16].copy_from_slice(&self.first.to_le_bytes());
-        b[16..20].copy_from_slice(&self.count.to_le_bytes());
-        b[20..24].copy_from_slice(&self.len.to_le_bytes());
-        b[24..28].copy_from_slice(&self.pad.to_le_bytes());
-        b[28..32].copy_from_slice(&u32::from(self.hole).to_le_bytes());
+        put(b, at::B_MAGIC, BATCH_MAGIC);
+        put(b, at::B_FIRST, &self.first.to_le_bytes());
+        put(b, at::B_COUNT, &self.count.to_le_bytes());
+        put(b, at::B_LEN, &self.len.to_le_bytes());
+        put(b, at::B_PAD, &self.pad.to_le_bytes());
+        put(b, at::B_FLAGS, &u32::from(self.hole).to_le_bytes());
         let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..]);
-        b[..4].copy_from_slice(&crc.to_le_bytes());
+        put(b, at::CRC, &crc.to_le_bytes());
     }
 
     /// Parse a batch header of log `log_id` at the start of `b`; `None`:
     /// not one (zeros, damage, another log's).
     pub fn decode(b: &[u8], log_id: u64) -> Option<BatchHeader> {
-        if b.len() < BATCH_HEADER || &b[4..8] != BATCH_MAGIC || u32_at(b, 28) > 1 {
+        if b.len() < BATCH_HEADER || &b[4..8] != BATCH_MAGIC || u32_at(b, at::B_FLAGS) > 1 {
             return None;
         }
         let crc = crc32c::crc32c_append(crc32c::crc32c(&log_id.to_le_bytes()), &b[4..BATCH_HEADER]);
-        (crc == u32_at(b, 0)).then(|| BatchHeader {
-            first: u64_at(b, 8),
-            count: u32_at(b, 16),
-            len: u32_at(b, 20),
-            pad: u32_at(b, 24),
-            hole: u32_at(b, 28) == 1,
+        (crc == u32_at(b, at::CRC)).then(|| BatchHeader {
+            first: u64_at(b, at::B_FIRST),
+            count: u32_at(b, at::B_COUNT),
+            len: u32_at(b, at::B_LEN),
+            pad: u32_at(b, at::B_PAD),
+            hole: u32_at(b, at::B_FLAGS) == 1,
         })
     }
 }
@@ -289,6 +397,7 @@ mod tests {
             window: 1 << 20,
             size: 64 << 20,
             depth: 2,
+            align: 8192,
         };
         let mut seg = vec![0u8; 4096];
         s.encode_into(&mut seg);
@@ -298,13 +407,35 @@ mod tests {
         assert_eq!(SegmentHeader::decode(&seg), None);
 
         // A version-2 header (no depth field) reads as depth 1.
+        let resealed = |mut h: Vec<u8>| {
+            let crc = crc32c::crc32c(&h[4..64]);
+            h[..4].copy_from_slice(&crc.to_le_bytes());
+            h
+        };
         let mut v2 = good.clone();
         v2[12..16].copy_from_slice(&2u32.to_le_bytes());
-        v2[44..48].fill(0);
-        let crc = crc32c::crc32c(&v2[4..64]);
-        v2[..4].copy_from_slice(&crc.to_le_bytes());
-        let old = SegmentHeader::decode(&v2).expect("a version-2 header");
-        assert_eq!((old.depth, old.window), (1, 1 << 20));
+        v2[44..52].fill(0);
+        let old = SegmentHeader::decode(&resealed(v2)).expect("a version-2 header");
+        assert_eq!((old.depth, old.window, old.align), (1, 1 << 20, 4096));
+        // A version-3 header (no align field) pads to 4096.
+        let mut v3 = good.clone();
+        v3[12..16].copy_from_slice(&3u32.to_le_bytes());
+        v3[48..52].fill(0);
+        let old = SegmentHeader::decode(&resealed(v3.clone())).expect("a version-3 header");
+        assert_eq!((old.depth, old.align), (2, 4096));
+        v3[48] = 1;
+        assert_eq!(
+            SegmentHeader::decode(&resealed(v3)),
+            None,
+            "a version-3 header with an align"
+        );
+        // An align that is not a power of two from 4096 to 1 MiB is not a
+        // header this log wrote.
+        for align in [0u32, 512, 2048, 6000, 2 << 20] {
+            let mut d = good.clone();
+            d[48..52].copy_from_slice(&align.to_le_bytes());
+            assert_eq!(SegmentHeader::decode(&resealed(d)), None, "align {align}");
+        }
         // Depth 0, or more than the log ever writes, in a version-3 header
         // is not a header.
         for depth in [0u32, MAX_DEPTH + 1, u32::MAX] {

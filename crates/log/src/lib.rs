@@ -21,13 +21,15 @@
 //! rename) and segments, `<first LSN, 20 digits>.seg`, each zero-filled to
 //! [`Options::segment_size`] when made (the next one in the background
 //! once the current is half full), so a sync writes data only. A segment
-//! starts with a 4096-byte header (the log's id, its first LSN, and the
-//! most bytes that may be unsynced at once); then batches, each a 32-byte
+//! starts with a 4096-byte header (the log's id, its first LSN, the most
+//! bytes and batches that may be unsynced at once, and its block); then batches, each a 32-byte
 //! header (first LSN, count, length, padding; its checksum covers the
 //! log's id) and its records, each framed with its length, LSN and a
 //! CRC32C (see [`record`]). With `O_DIRECT` ([`Options::direct`]) each batch
-//! is padded to the next 4096-byte block, so no write ever covers a block
-//! that holds acknowledged records.
+//! is padded to the next block, so no write ever covers a block that holds
+//! acknowledged records. The block is what the file system asks of
+//! `O_DIRECT` (`statx` `STATX_DIOALIGN`), at least 4096 bytes, read when a
+//! segment is made and kept in its header.
 //!
 //! # Recovery
 //! [`Log::open`] tells a torn tail from corruption. Only the batches in
@@ -116,9 +118,11 @@ pub use log::{Commit, Log, Stats};
 /// How a log is written.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Write with `O_DIRECT` (no page cache; whole 4 KiB blocks).
+    /// Write with `O_DIRECT` (no page cache; whole blocks of 4 KiB, or
+    /// more where the file system asks more).
     pub direct: bool,
-    /// Bytes per segment file (a multiple of 4096, at least 64 KiB).
+    /// Bytes per segment file (a multiple of 4096, at least 64 KiB; and of
+    /// the file system's `O_DIRECT` block where that is larger).
     pub segment_size: u64,
     /// The most bytes one batch writes (records and their headers); also
     /// bounds one record. At least 4096.
@@ -175,8 +179,10 @@ impl Options {
     /// its batches in flight, each with its header, records and padding (at
     /// most what the segment header's 32 bits hold: the flusher keeps the
     /// batches in flight within it).
-    pub(crate) fn window(&self) -> u64 {
-        let one = (frame::BATCH_HEADER + self.max_batch + batch::ALIGN) as u64;
+    /// `block`: what direct batches are padded to (the segment header's
+    /// `align`).
+    pub(crate) fn window(&self, block: u32) -> u64 {
+        let one = (frame::BATCH_HEADER + self.max_batch) as u64 + u64::from(block);
         (one * u64::from(self.batches_in_flight)).min(u64::from(u32::MAX))
     }
 

@@ -37,6 +37,9 @@ pub(crate) struct Inner {
     pub(crate) opts: Options,
     /// The log's id (from its manifest): in every batch header's checksum.
     pub(crate) log_id: u64,
+    /// The block direct batches are padded to in segments made from now
+    /// on (`segment::block_of`).
+    pub(crate) block: u32,
     pub(crate) st: RefCell<State>,
     /// The flusher, waiting for appends.
     pub(crate) flusher: RefCell<Option<Waker>>,
@@ -118,6 +121,9 @@ pub(crate) struct State {
     /// The last segment's depth (from its header): the most batches that
     /// may be in flight in it at once.
     pub(crate) seg_depth: u32,
+    /// The last segment's block (from its header): what its direct
+    /// batches are padded to.
+    pub(crate) seg_align: u32,
     /// Where the last segment's records end (where the next batch goes).
     pub(crate) end: u64,
     /// The log's first LSN (the manifest's): records before it were

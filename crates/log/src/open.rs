@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use ringkit::fs::OpenOptions;
 
-use crate::batch::{BatchBuf, ALIGN};
+use crate::batch::BatchBuf;
 use crate::edit;
 use crate::flush::flusher;
-use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER};
+use crate::frame::{self, BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, MIN_ALIGN};
 use crate::log::{Inner, Log, Segment, State, Stats};
 use crate::manifest::{self, MANIFEST_TMP};
 use crate::recover::{self, Found, Layout};
@@ -128,6 +128,8 @@ impl Log {
             .write(true)
             .open(&last.path)
             .await?;
+        let block = segment::block_of(&w).await?;
+        check_block(&opts, block)?;
         let mut end = last.end;
         // The page cache may hold bytes past the end that the disk does not
         // (a batch whose writeback failed): they go too.
@@ -147,13 +149,15 @@ impl Log {
         // between a batch's write and its sync): durable before anything is
         // built on it.
         w.sync_data().await?;
-        if opts.direct && end % ALIGN as u64 != 0 {
+        // The segment's block, or the file system's if it asks more now.
+        let a = u64::from(last.align.max(block));
+        if opts.direct && end % a != 0 {
             // Pad to the next block if that fits the segment; if not, the
             // end stays unaligned and the first batch starts a new segment.
-            let next_block = (end + BATCH_HEADER as u64).div_ceil(ALIGN as u64) * ALIGN as u64;
+            let next_block = (end + BATCH_HEADER as u64).div_ceil(a) * a;
             if next_block < last.size {
                 let next = last.first + last.offsets.len() as u64;
-                end = pad_to_block(&w, manifest.log_id, next, end).await?;
+                end = pad_to_block(&w, manifest.log_id, next, end, a).await?;
             }
         }
         let writer = segment::open_write(&last.path, opts.direct).await?;
@@ -167,6 +171,7 @@ impl Log {
             end,
             Some(writer),
             state,
+            block,
         )
     }
 
@@ -213,7 +218,7 @@ impl Log {
                     start: h.first,
                     newest: h.first,
                 };
-                return build(dir, None, opts, m, Vec::new(), 0, None, None);
+                return build(dir, None, opts, m, Vec::new(), 0, None, None, MIN_ALIGN);
             }
             Layout::Log {
                 manifest, segments, ..
@@ -223,7 +228,9 @@ impl Log {
             }
         };
         let state = edit::read_state(&dir, manifest.log_id).await?;
-        build(dir, None, opts, manifest, segments, end, None, state)
+        build(
+            dir, None, opts, manifest, segments, end, None, state, MIN_ALIGN,
+        )
     }
 }
 
@@ -286,12 +293,15 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
         .write(true)
         .open(dir.join(spare::SPARE))
         .await?;
+    let block = segment::block_of(&spare).await?;
+    check_block(opts, block)?;
     let header = SegmentHeader {
         log_id,
         first: start,
-        window: opts.window() as u32,
+        window: opts.window(block) as u32,
         size: opts.segment_size,
         depth: opts.batches_in_flight,
+        align: block,
     };
     spare::install(dir, &spare, &header).await?;
     let m = Manifest {
@@ -302,11 +312,31 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
     manifest::write_manifest(dir, &m).await
 }
 
+/// A segment size the file system's direct I/O block divides (a segment
+/// ends on a block).
+fn check_block(opts: &Options, block: u32) -> io::Result<()> {
+    if opts.segment_size % u64::from(block) != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "segment_size {} is not a multiple of the file system's O_DIRECT block ({block} bytes)",
+                opts.segment_size
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Direct mode after a buffered one left the records ending mid-block: an
 /// empty batch whose padding reaches the next block, written and synced
 /// through the buffered descriptor. Returns the new end.
-async fn pad_to_block(w: &ringkit::fs::File, log_id: u64, next: u64, end: u64) -> io::Result<u64> {
-    let a = ALIGN as u64;
+async fn pad_to_block(
+    w: &ringkit::fs::File,
+    log_id: u64,
+    next: u64,
+    end: u64,
+    a: u64,
+) -> io::Result<u64> {
     let next_block = (end + BATCH_HEADER as u64).div_ceil(a) * a;
     let h = BatchHeader {
         first: next,
@@ -331,10 +361,12 @@ fn build(
     end: u64,
     writer: Option<ringkit::fs::File>,
     state: Option<Vec<u8>>,
+    block: u32,
 ) -> io::Result<Log> {
-    let (seg_size, seg_window, seg_depth) = found
-        .last()
-        .map_or((0, 0, 1), |s| (s.size, s.window, s.depth));
+    let (seg_size, seg_window, seg_depth, seg_align) =
+        found.last().map_or((0, 0, 1, MIN_ALIGN), |s| {
+            (s.size, s.window, s.depth, s.align)
+        });
     let next_lsn = found
         .last()
         .map_or(manifest.start, |s| s.first + s.offsets.len() as u64);
@@ -354,10 +386,12 @@ fn build(
         // on, and in the last segment, which keeps the depth it was made
         // with (a log made with 2 reopened with 1 still has 2 in flight
         // until its next segment).
+        let padded = seg_align.max(block) as usize;
         BatchBuf::new(
-            BATCH_HEADER + opts.max_batch + ALIGN,
+            BATCH_HEADER + opts.max_batch + padded,
             opts.batches_in_flight.max(seg_depth) as usize,
             opts.registered_buffers,
+            padded,
         )
     } else {
         (Vec::new(), None)
@@ -372,6 +406,7 @@ fn build(
         _lock: lock,
         opts,
         log_id: manifest.log_id,
+        block,
         st: RefCell::new(State {
             dsync: Rc::new(std::cell::Cell::new(dsync_writes)),
             segments,
@@ -379,6 +414,7 @@ fn build(
             seg_size,
             seg_window,
             seg_depth,
+            seg_align,
             end,
             start: manifest.start,
             next_lsn,

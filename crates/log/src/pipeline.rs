@@ -16,7 +16,6 @@
 
 use std::collections::VecDeque;
 
-use crate::batch::ALIGN;
 use crate::frame::BATCH_HEADER;
 use crate::record::HEADER;
 
@@ -29,34 +28,30 @@ pub(crate) struct Geometry {
     pub window: u64,
     /// Its depth (from its header): most batches in flight at once.
     pub depth: usize,
-    /// Whether batches are padded to blocks (`O_DIRECT`).
-    pub direct: bool,
+    /// What a batch starts on and is padded to: the block in direct mode
+    /// (`O_DIRECT`), 1 buffered.
+    pub align: u64,
+    /// The block (the segment header's `align`): the room the window
+    /// keeps for a batch's padding.
+    pub block: u64,
     /// The options' bound on a batch's record bytes.
     pub max_batch: usize,
 }
 
 impl Geometry {
-    fn align(&self) -> u64 {
-        if self.direct {
-            ALIGN as u64
-        } else {
-            1
-        }
-    }
-
     /// Whether a batch of `bytes` record bytes at `at` fits the segment
     /// (with its header and padding). In direct mode a batch must start on
     /// a block: an end left unaligned (a buffered log reopened direct, with
     /// no room left to pad) fits nothing, so a new segment starts.
     pub(crate) fn fits(&self, at: u64, bytes: usize) -> bool {
-        at % self.align() == 0 && at + self.padded(at, bytes) as u64 <= self.size
+        at % self.align == 0 && at + self.padded(at, bytes) as u64 <= self.size
     }
 
     /// The length on disk of a batch of `bytes` record bytes at `at`:
     /// header, records, zeros to a block in direct mode, and zeros so the
     /// next header does not straddle a sector.
     pub(crate) fn padded(&self, at: u64, bytes: usize) -> usize {
-        let align = self.align() as usize;
+        let align = self.align as usize;
         no_straddle(at, (BATCH_HEADER + bytes).div_ceil(align) * align)
     }
 }
@@ -211,9 +206,9 @@ impl Pipeline {
     /// and what the segment's window leaves beside the batches in flight.
     pub(crate) fn limit(&self, geo: &Geometry) -> usize {
         let busy: u64 = self.flight.iter().map(|f| f.plan.len as u64).sum();
-        let in_window = geo
-            .window
-            .saturating_sub(busy + (BATCH_HEADER + ALIGN) as u64) as usize;
+        let in_window =
+            geo.window
+                .saturating_sub(busy + BATCH_HEADER as u64 + geo.block) as usize;
         geo.max_batch.min(in_window)
     }
 
@@ -309,9 +304,9 @@ impl Pipeline {
             plan.start + plan.len as u64 <= geo.size,
             "a batch past its segment"
         );
-        assert_eq!(plan.start % geo.align(), 0, "a direct batch off a block");
+        assert_eq!(plan.start % geo.align, 0, "a direct batch off a block");
         assert_eq!(
-            plan.len as u64 % geo.align(),
+            plan.len as u64 % geo.align,
             0,
             "a direct batch not whole blocks"
         );

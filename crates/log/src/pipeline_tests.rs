@@ -11,7 +11,8 @@ fn geo(direct: bool, depth: usize) -> Geometry {
         size: MIB,
         window: 256 << 10,
         depth,
-        direct,
+        align: if direct { 4096 } else { 1 },
+        block: 4096,
         max_batch: 64 << 10,
     }
 }
@@ -249,7 +250,8 @@ fn a_batch_never_spans_segments_or_the_window() {
         size: SEGMENT_HEADER + 3 * 4096,
         window: 4 * 4096,
         depth: 4,
-        direct: true,
+        align: 4096,
+        block: 4096,
         max_batch: 1 << 20,
     };
     let mut p = Pipeline::default();

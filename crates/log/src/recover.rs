@@ -22,6 +22,8 @@ pub struct Found {
     pub window: u64,
     /// The most batches in flight at once (from the header).
     pub depth: u32,
+    /// The block its direct batches are padded to (from the header).
+    pub align: u32,
     pub offsets: Vec<u32>,
     pub holes: Vec<(u64, u64)>,
     pub end: u64,
@@ -250,6 +252,7 @@ pub async fn recover(dir: &Path, direct: bool) -> io::Result<Layout> {
             size,
             window: u64::from(h.window),
             depth: h.depth,
+            align: h.align,
             offsets: scan.offsets,
             holes: scan.holes,
             end: scan.end,

@@ -9,8 +9,27 @@ use std::path::Path;
 use ringkit::buf::AlignedBuf;
 use ringkit::fs::{File, OpenOptions};
 
-use crate::frame::{BatchHeader, BATCH_HEADER, BATCH_MAGIC, SEGMENT_HEADER};
+use crate::frame::{BatchHeader, BATCH_HEADER, BATCH_MAGIC, MAX_ALIGN, MIN_ALIGN, SEGMENT_HEADER};
 use crate::record::{self, Found};
+
+/// The block the file system asks `O_DIRECT` writes on `f` to keep to
+/// (`statx` `STATX_DIOALIGN`: offset and memory alignment), at least
+/// [`MIN_ALIGN`]: what direct batches in a segment made now are padded to,
+/// kept in its header. A kernel that does not tell gets [`MIN_ALIGN`].
+pub(crate) async fn block_of(f: &File) -> io::Result<u32> {
+    let need = f
+        .metadata()
+        .await?
+        .dio_alignment()
+        .map_or(0, |a| a.offset.max(a.memory));
+    if need > MAX_ALIGN {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!("the file system asks O_DIRECT for {need}-byte blocks; ringkit-log pads to at most {MAX_ALIGN}"),
+        ));
+    }
+    Ok(need.max(MIN_ALIGN).next_power_of_two())
+}
 
 /// Name of the segment whose first record is `first`.
 pub fn name(first: u64) -> String {

@@ -156,6 +156,61 @@ ringkit::test_all! {
         check_all(&log, &lsns, 0).await;
     }
 
+    async fn a_segment_keeps_the_block_its_file_system_asks_of_direct_io() {
+        // On a disk (the temp dir may be tmpfs): the block read from the
+        // file (statx), at least 4096, is in every segment's header, and a
+        // direct log's batches are whole blocks of it.
+        let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let opts = Options { direct: true, ..small() };
+        let log = match Log::open(t.path(), opts.clone()).await {
+            Ok(l) => l,
+            Err(e) => {
+                println!("skipped: O_DIRECT not supported in {}: {e}", t.path().display());
+                return;
+            }
+        };
+        let seg = t.path().join(&segments(t.path())[0]);
+        let told = ringkit::fs::metadata(&seg).await.unwrap().dio_alignment();
+        let want = told.map_or(4096, |a| a.offset.max(a.memory).max(4096).next_power_of_two());
+        let lsns = append_many(&log, 0, 300).await;
+        for s in 0..5 {
+            log.append(payload(1000 + s, 10)).await.unwrap();
+        }
+        let stats = log.stats();
+        assert!(stats.segments_made >= 1, "{stats:?}: the appends filled a segment");
+        assert_eq!(stats.bytes_written % u64::from(want), 0, "{stats:?}: batches of {want}-byte blocks");
+        check_all(&log, &lsns, 0).await;
+        log.close().await;
+        let r = ringkit_log::check(t.path()).await.unwrap();
+        assert!(r.segments.len() >= 2);
+        for s in &r.segments {
+            assert_eq!(s.block, Some(want), "{}: told {told:?}", s.name);
+        }
+        println!("O_DIRECT alignment {told:?}: {want}-byte blocks");
+    }
+
+    async fn a_segment_made_by_format_3_opens_and_goes_on() {
+        // Format 3 had no block in its header (bytes 48..52 zero): it
+        // reads as 4096, and the log appends to it.
+        let t = tempfile::tempdir().unwrap();
+        let log = Log::open(t.path(), small()).await.unwrap();
+        let lsns = append_many(&log, 0, 20).await;
+        log.close().await;
+        let seg = t.path().join(&segments(t.path())[0]);
+        let mut b = std::fs::read(&seg).unwrap();
+        assert_eq!(&b[12..16], &4u32.to_le_bytes(), "written as format 4");
+        b[12..16].copy_from_slice(&3u32.to_le_bytes());
+        b[48..52].fill(0);
+        let crc = crc32c::crc32c(&b[4..64]);
+        b[..4].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&seg, &b).unwrap();
+        let r = ringkit_log::check(t.path()).await.unwrap();
+        assert_eq!(r.segments[0].block, Some(4096));
+        let log = Log::open(t.path(), small()).await.unwrap();
+        check_all(&log, &lsns, 0).await;
+        assert_eq!(log.append(&b"after"[..]).await.unwrap(), 21);
+    }
+
     async fn a_torn_tail_recovers_to_the_last_whole_batch_and_leaves_no_ghosts() {
         let t = tempfile::tempdir().unwrap();
         let log = Log::open(t.path(), small()).await.unwrap();
