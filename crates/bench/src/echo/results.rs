@@ -43,7 +43,7 @@ pub struct CompareConfig {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct Sample {
     /// Contender name.
     pub contender: String,

@@ -13,7 +13,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use super::contenders::contenders;
-use super::load::{self, EchoClient, EchoLoadConfig, EchoLoadResult};
+use super::load::{self, EchoClient, EchoLoadConfig};
 use super::results::{summarize, CompareConfig, CompareResults, Sample};
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};
@@ -26,11 +26,7 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
         contender: c.name.clone(),
         conns,
         round,
-        load: EchoLoadResult::default(),
-        cpu_user_s: 0.0,
-        cpu_sys_s: 0.0,
-        stats: None,
-        error: None,
+        ..Sample::default()
     };
     let mut run = || -> io::Result<()> {
         let addr = free_addr()?;

@@ -137,7 +137,7 @@ pub enum LoadTool {
 }
 
 /// One measured sample.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
 pub struct HttpSample {
     /// Contender.
     pub contender: String,

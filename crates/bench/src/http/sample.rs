@@ -98,19 +98,8 @@ impl Run<'_> {
             contender: c.name.clone(),
             workload: w.name.clone(),
             round,
-            requests: 0,
-            rps: 0.0,
-            p50_us: 0.0,
-            p99_us: 0.0,
-            errors: 0,
-            cpu_user_s: 0.0,
-            cpu_sys_s: 0.0,
-            stats: None,
-            wrk: None,
-            builtin: None,
             time_wait_at_start: time_wait(),
-            resp_bytes: None,
-            error: None,
+            ..HttpSample::default()
         };
         let tag = w.tag(&round.to_string());
         let mut go = || -> io::Result<()> {

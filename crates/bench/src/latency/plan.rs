@@ -199,22 +199,8 @@ fn point(c: &Contender, b: &Bench<'_>, rate: Option<f64>) -> Point {
         workload: b.name.clone(),
         contender: c.name.clone(),
         epoll: matches!(c.family, Family::Epoll),
-        level: None,
         rate,
-        round: 0,
-        rps: 0.0,
-        p50_us: 0.0,
-        p90_us: 0.0,
-        p99_us: 0.0,
-        p999_us: 0.0,
-        max_us: 0.0,
-        errors: 0,
-        jain: None,
-        unanswered: 0,
-        unsent: 0,
-        most_in_flight: 0,
-        host: Default::default(),
-        error: None,
+        ..Point::default()
     }
 }
 
