@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::echo::load::{self as echo, EchoLoadConfig, EchoLoadResult};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::ratio;
+use crate::harness::latency::schedule;
 use crate::harness::server::{free_addr, Family, RingkitServer, Server};
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
@@ -176,25 +177,22 @@ pub fn run(cfg: &GenConfig, progress: &mut dyn FnMut(&str)) -> io::Result<GenRes
     let total = cfg.conns.len() * cfg.rounds * CLIENTS.len();
     let mut samples = Vec::new();
     for &conns in &cfg.conns {
-        for round in 0..cfg.rounds {
-            for i in 0..CLIENTS.len() {
-                let client = CLIENTS[(i + round) % CLIENTS.len()];
-                let s = one(cfg, client, conns, round, addr);
-                progress(&format!(
-                    "[{}/{total}] generator {client} c={conns} round {round}: {}",
-                    samples.len() + 1,
-                    match &s.error {
-                        None => format!(
-                            "{:.0} round trips/s, {:.0}% of a core, {:.0} per CPU-second",
-                            s.load.rps(),
-                            100.0 * s.load.client_cpu_s / s.load.secs.max(1e-9),
-                            s.load.rps_per_client_cpu()
-                        ),
-                        Some(e) => format!("FAILED: {e}"),
-                    }
-                ));
-                samples.push(s);
-            }
+        for (round, &client) in schedule(&CLIENTS, cfg.rounds) {
+            let s = one(cfg, client, conns, round, addr);
+            progress(&format!(
+                "[{}/{total}] generator {client} c={conns} round {round}: {}",
+                samples.len() + 1,
+                match &s.error {
+                    None => format!(
+                        "{:.0} round trips/s, {:.0}% of a core, {:.0} per CPU-second",
+                        s.load.rps(),
+                        100.0 * s.load.client_cpu_s / s.load.secs.max(1e-9),
+                        s.load.rps_per_client_cpu()
+                    ),
+                    Some(e) => format!("FAILED: {e}"),
+                }
+            ));
+            samples.push(s);
         }
     }
     drop(srv);

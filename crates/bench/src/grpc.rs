@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::app::app_contender;
-use crate::harness::latency::rotation;
+use crate::harness::latency::schedule;
 use crate::harness::peers;
 use crate::harness::server::{free_addr, Server};
 use crate::harness::server::{Contender, Family};
@@ -153,41 +153,38 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     let rounds = opts.rounds.unwrap_or(if opts.quick { 3 } else { 6 });
     let secs = opts.secs.unwrap_or(if opts.quick { 3.0 } else { 5.0 });
     let mut samples = Vec::new();
-    for round in 0..rounds {
-        for i in rotation(contenders.len(), round) {
-            let c = &contenders[i];
-            progress(&format!("round {}/{rounds}: {}", round + 1, c.name));
-            let addr = free_addr()?;
-            let log = dir.join(format!("{}-{round}.log", c.name));
-            let server = Server::start(c, addr, &dir.join("stats"), opts.server_cpu, &log)?;
-            std::thread::sleep(Duration::from_millis(200));
-            let before = CpuTimes::of(server.pid())?;
-            let r = run_ghz(&ghz, &addr.to_string(), secs, opts.client_cpu);
-            let used = CpuTimes::of(server.pid())?.since(&before);
-            drop(server);
-            samples.push(match r {
-                Ok((calls, rps, p50, p99)) => Sample {
-                    contender: c.name.clone(),
-                    round,
-                    calls,
-                    rps,
-                    p50_us: p50,
-                    p99_us: p99,
-                    cpu_us_per_call: (used.user + used.system) * 1e6 / calls as f64,
-                    error: None,
-                },
-                Err(e) => Sample {
-                    contender: c.name.clone(),
-                    round,
-                    calls: 0,
-                    rps: 0.0,
-                    p50_us: f64::NAN,
-                    p99_us: f64::NAN,
-                    cpu_us_per_call: f64::NAN,
-                    error: Some(e.to_string()),
-                },
-            });
-        }
+    for (round, c) in schedule(&contenders, rounds) {
+        progress(&format!("round {}/{rounds}: {}", round + 1, c.name));
+        let addr = free_addr()?;
+        let log = dir.join(format!("{}-{round}.log", c.name));
+        let server = Server::start(c, addr, &dir.join("stats"), opts.server_cpu, &log)?;
+        std::thread::sleep(Duration::from_millis(200));
+        let before = CpuTimes::of(server.pid())?;
+        let r = run_ghz(&ghz, &addr.to_string(), secs, opts.client_cpu);
+        let used = CpuTimes::of(server.pid())?.since(&before);
+        drop(server);
+        samples.push(match r {
+            Ok((calls, rps, p50, p99)) => Sample {
+                contender: c.name.clone(),
+                round,
+                calls,
+                rps,
+                p50_us: p50,
+                p99_us: p99,
+                cpu_us_per_call: (used.user + used.system) * 1e6 / calls as f64,
+                error: None,
+            },
+            Err(e) => Sample {
+                contender: c.name.clone(),
+                round,
+                calls: 0,
+                rps: 0.0,
+                p50_us: f64::NAN,
+                p99_us: f64::NAN,
+                cpu_us_per_call: f64::NAN,
+                error: Some(e.to_string()),
+            },
+        });
     }
     Ok(section(&contenders, &samples, rounds, secs, opts))
 }

@@ -25,7 +25,7 @@ use ringkit_uring::{sys, IoUring};
 use serde::Serialize;
 
 use crate::harness::bars::Bars;
-use crate::harness::latency::rotation;
+use crate::harness::latency::schedule;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::SystemInfo;
@@ -284,25 +284,22 @@ pub fn run(cfg: &NopConfig, progress: &mut dyn FnMut(&str)) -> io::Result<NopRes
     })?;
     let total = contenders.len() * cfg.rounds;
     let mut samples = Vec::with_capacity(total);
-    for round in 0..cfg.rounds {
-        for i in rotation(contenders.len(), round) {
-            let (v, b) = contenders[i];
-            let s = std::thread::scope(|sc| {
-                sc.spawn(|| measure(cfg, v, b, round, cfg.secs))
-                    .join()
-                    .map_err(|_| io::Error::other("measuring thread panicked"))
-            })?;
-            progress(&format!(
-                "[{}/{total}] round {round} {} batch {b}: {}",
-                samples.len() + 1,
-                v.name(),
-                match &s.error {
-                    Some(e) => format!("error: {e}"),
-                    None => format!("{:.0} NOPs/s", s.nops as f64 / s.secs.max(1e-9)),
-                }
-            ));
-            samples.push(s);
-        }
+    for (round, &(v, b)) in schedule(&contenders, cfg.rounds) {
+        let s = std::thread::scope(|sc| {
+            sc.spawn(|| measure(cfg, v, b, round, cfg.secs))
+                .join()
+                .map_err(|_| io::Error::other("measuring thread panicked"))
+        })?;
+        progress(&format!(
+            "[{}/{total}] round {round} {} batch {b}: {}",
+            samples.len() + 1,
+            v.name(),
+            match &s.error {
+                Some(e) => format!("error: {e}"),
+                None => format!("{:.0} NOPs/s", s.nops as f64 / s.secs.max(1e-9)),
+            }
+        ));
+        samples.push(s);
     }
     let rows = contenders
         .iter()

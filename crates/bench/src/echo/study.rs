@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use super::contenders::contenders;
 use super::load::{self, EchoClient, EchoLoadConfig};
 use super::results::{summarize, CompareConfig, CompareResults, Sample};
+use crate::harness::latency::schedule;
 use crate::harness::phase::Phase;
 use crate::harness::server::{free_addr, Contender, Server};
 use crate::harness::study::{Section, StudyOpts};
@@ -138,15 +139,11 @@ pub fn run(
     let mut samples = Vec::new();
     let mut n = 0;
     for &conns in &cfg.conns {
-        for round in 0..cfg.rounds {
-            // Rotate the order each round: A B C, B C A, C A B, ...
-            for i in 0..contenders.len() {
-                let c = &contenders[(i + round) % contenders.len()];
-                let s = one_sample(cfg, c, conns, round, cfg.secs);
-                n += 1;
-                progress(&s, n, total);
-                samples.push(s);
-            }
+        for (round, c) in schedule(&contenders, cfg.rounds) {
+            let s = one_sample(cfg, c, conns, round, cfg.secs);
+            n += 1;
+            progress(&s, n, total);
+            samples.push(s);
         }
     }
     let mut peer_calls: Vec<(String, usize, f64)> = Vec::new();

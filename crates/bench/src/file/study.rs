@@ -13,7 +13,7 @@ use super::fio::{self, FioJob};
 use super::job::{Engine, Job};
 use super::report::section;
 use super::testfile::{describe, probe_iopoll, TestFile};
-use crate::harness::latency::{rotation, LatencySummary};
+use crate::harness::latency::{schedule, LatencySummary};
 use crate::harness::stat::stat;
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::SystemInfo;
@@ -211,22 +211,19 @@ pub fn run(cfg: &FileConfig, progress: &mut dyn FnMut(&str)) -> io::Result<FileR
     }
     let total = list.len() * cfg.rounds;
     let mut samples = Vec::with_capacity(total);
-    for round in 0..cfg.rounds {
-        for i in rotation(list.len(), round) {
-            let (job, e) = list[i];
-            let s = sample(cfg, tf.path(), &job, e, round);
-            progress(&format!(
-                "[{}/{total}] round {round} {} / {}: {}",
-                samples.len() + 1,
-                s.job,
-                s.engine,
-                match &s.error {
-                    Some(e) => format!("error: {e}"),
-                    None => format!("{:.0} IOPS", s.ios as f64 / s.secs.max(1e-9)),
-                }
-            ));
-            samples.push(s);
-        }
+    for (round, &(job, e)) in schedule(&list, cfg.rounds) {
+        let s = sample(cfg, tf.path(), &job, e, round);
+        progress(&format!(
+            "[{}/{total}] round {round} {} / {}: {}",
+            samples.len() + 1,
+            s.job,
+            s.engine,
+            match &s.error {
+                Some(e) => format!("error: {e}"),
+                None => format!("{:.0} IOPS", s.ios as f64 / s.secs.max(1e-9)),
+            }
+        ));
+        samples.push(s);
     }
     drop(tf);
     let rows = summarize(&list, &samples);

@@ -94,6 +94,14 @@ pub fn rotation(n: usize, round: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |i| (i + round) % n.max(1))
 }
 
+/// Each of `list` once per round for `rounds` rounds, as (round, item),
+/// the order rotated every round ([`rotation`]: A B C, B C A, C A B, ...),
+/// so a drift of the machine over the run spreads over every contender
+/// instead of falling on one. Every study's rounds run in this order.
+pub fn schedule<C>(list: &[C], rounds: usize) -> impl Iterator<Item = (usize, &C)> {
+    (0..rounds).flat_map(move |r| rotation(list.len(), r).map(move |i| (r, &list[i])))
+}
+
 /// Busy-wait `ns` nanoseconds on the monotonic clock.
 #[inline]
 pub fn spin_for(ns: u64) {

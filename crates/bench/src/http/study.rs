@@ -27,6 +27,7 @@ use super::report;
 use super::results::{summarize, HttpResults, LoadTool, Workload};
 use super::sample::Run;
 use super::wrk;
+use crate::harness::latency::schedule;
 use crate::harness::server::{Contender, Family, RingkitServer};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::summary::ServerSample;
@@ -317,21 +318,18 @@ pub(crate) fn run(
     let total = workloads.len() * rounds * cs.len();
     let mut samples = Vec::new();
     for w in &workloads {
-        for round in 0..rounds {
-            for i in 0..cs.len() {
-                let c = &cs[(i + round) % cs.len()];
-                let s = run.sample(c, w, round);
-                progress(&format!(
-                    "{}/{total} {} {} round {}: {:.0} req/s{}",
-                    samples.len() + 1,
-                    c.name,
-                    w.name,
-                    round,
-                    s.rps,
-                    if s.ok() { "" } else { " FAILED" }
-                ));
-                samples.push(s);
-            }
+        for (round, c) in schedule(cs, rounds) {
+            let s = run.sample(c, w, round);
+            progress(&format!(
+                "{}/{total} {} {} round {}: {:.0} req/s{}",
+                samples.len() + 1,
+                c.name,
+                w.name,
+                round,
+                s.rps,
+                if s.ok() { "" } else { " FAILED" }
+            ));
+            samples.push(s);
         }
     }
     let mut strace_calls: Vec<(String, String, Result<f64, String>)> = Vec::new();

@@ -35,6 +35,7 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::harness::latency::schedule;
 use crate::harness::stalls::HostStalls;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
@@ -347,37 +348,34 @@ fn run(opts: &StudyOpts, variant: Variant, progress: &mut dyn FnMut(&str)) -> io
         // `only`: that contender alone (the capacity runs).
         let mut measure =
             |level: Option<f64>, rate: Option<f64>, only: Option<&str>, points: &mut Vec<Point>| {
-                for round in 0..rounds {
-                    for i in 0..cs.len() {
-                        let c = &cs[(i + round) % cs.len()];
-                        if only.is_some_and(|o| o != c.name) {
-                            continue;
-                        }
-                        let tag = match level {
-                            Some(l) => format!("{:.0}-{round}", l * 100.0),
-                            None => format!("max-{round}"),
-                        };
-                        let mut p = plan::sample(opts, b, c, rate, secs, &tag);
-                        p.level = level;
-                        p.round = round;
-                        n += 1;
-                        progress(&format!(
-                            "{n}/{total} {} {} {}: {:.0} req/s, p99 {:.0} µs{}",
-                            b.name,
-                            c.name,
-                            match level {
-                                None => "closed loop".to_string(),
-                                Some(l) if OVERLOADS.contains(&l) => {
-                                    format!("capacity run at {l:.1}x the closed-loop maximum")
-                                }
-                                Some(l) => format!("{:.0}% load", l * 100.0),
-                            },
-                            p.rps,
-                            p.p99_us,
-                            if p.ok() { "" } else { " FAILED" }
-                        ));
-                        points.push(p);
+                for (round, c) in schedule(cs, rounds) {
+                    if only.is_some_and(|o| o != c.name) {
+                        continue;
                     }
+                    let tag = match level {
+                        Some(l) => format!("{:.0}-{round}", l * 100.0),
+                        None => format!("max-{round}"),
+                    };
+                    let mut p = plan::sample(opts, b, c, rate, secs, &tag);
+                    p.level = level;
+                    p.round = round;
+                    n += 1;
+                    progress(&format!(
+                        "{n}/{total} {} {} {}: {:.0} req/s, p99 {:.0} µs{}",
+                        b.name,
+                        c.name,
+                        match level {
+                            None => "closed loop".to_string(),
+                            Some(l) if OVERLOADS.contains(&l) => {
+                                format!("capacity run at {l:.1}x the closed-loop maximum")
+                            }
+                            Some(l) => format!("{:.0}% load", l * 100.0),
+                        },
+                        p.rps,
+                        p.p99_us,
+                        if p.ok() { "" } else { " FAILED" }
+                    ));
+                    points.push(p);
                 }
             };
         measure(None, None, None, &mut points);

@@ -19,7 +19,7 @@ use serde::Serialize;
 
 use super::LogBenchResult;
 use crate::harness::bars::Bars;
-use crate::harness::latency::rotation;
+use crate::harness::latency::schedule;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::CpuTimes;
@@ -254,63 +254,60 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
                 &p,
             )?;
             let bs = ((cal.batch_bytes() as u64).div_ceil(4096) * 4096).max(4096);
-            for round in 0..p.rounds {
-                for i in rotation(names.len(), round) {
-                    let name = &names[i];
-                    if !runs(name, direct) {
-                        continue;
-                    }
-                    progress(&format!(
-                        "{mode}, {writers} writers, round {}/{}: {name}",
-                        round + 1,
-                        p.rounds
-                    ));
-                    let dir = base.join(name);
-                    let s = if let Some(e) = name.strip_prefix("fio-") {
-                        let file = base.join("fio.dat");
-                        let (_, engine, dsync) =
-                            *FIOS.iter().find(|f| f.0 == e).expect("a fio run");
-                        zero_file(&file, p.file_size)
-                            .and_then(|()| run_fio(opts, &file, (engine, dsync), bs, direct, &p))
-                            .map(|(rate, mb, p50, p99, p999, cpu)| Sample {
-                                contender: name.clone(),
-                                direct,
-                                writers,
-                                round,
-                                commits_per_s: rate,
-                                mb_per_s: mb,
-                                syncs_per_s: rate,
-                                batch_bytes: bs as f64,
-                                p50_us: p50,
-                                p99_us: p99,
-                                p999_us: p999,
-                                cpu_us_per_commit: cpu,
-                                error: None,
-                            })
-                    } else {
-                        let (_, engine, backend, linked) = LOGS[i];
-                        run_log(opts, &dir, (engine, backend, linked), writers, direct, &p).map(
-                            |r| Sample {
-                                contender: name.clone(),
-                                direct,
-                                writers,
-                                round,
-                                commits_per_s: r.commits_per_s(),
-                                mb_per_s: r.mb_per_s(),
-                                syncs_per_s: r.batches as f64 / r.secs,
-                                batch_bytes: r.batch_bytes(),
-                                p50_us: r.p50_us,
-                                p99_us: r.p99_us,
-                                p999_us: r.p999_us,
-                                cpu_us_per_commit: r.cpu_us_per_commit(),
-                                error: None,
-                            },
-                        )
-                    };
-                    samples.push(s.unwrap_or_else(|e| {
-                        Sample::failed(name, direct, writers, round, e.to_string())
-                    }));
+            for (round, name) in schedule(&names, p.rounds) {
+                if !runs(name, direct) {
+                    continue;
                 }
+                progress(&format!(
+                    "{mode}, {writers} writers, round {}/{}: {name}",
+                    round + 1,
+                    p.rounds
+                ));
+                let dir = base.join(name);
+                let s = if let Some(e) = name.strip_prefix("fio-") {
+                    let file = base.join("fio.dat");
+                    let (_, engine, dsync) = *FIOS.iter().find(|f| f.0 == e).expect("a fio run");
+                    zero_file(&file, p.file_size)
+                        .and_then(|()| run_fio(opts, &file, (engine, dsync), bs, direct, &p))
+                        .map(|(rate, mb, p50, p99, p999, cpu)| Sample {
+                            contender: name.clone(),
+                            direct,
+                            writers,
+                            round,
+                            commits_per_s: rate,
+                            mb_per_s: mb,
+                            syncs_per_s: rate,
+                            batch_bytes: bs as f64,
+                            p50_us: p50,
+                            p99_us: p99,
+                            p999_us: p999,
+                            cpu_us_per_commit: cpu,
+                            error: None,
+                        })
+                } else {
+                    let (_, engine, backend, linked) =
+                        *LOGS.iter().find(|l| l.0 == name).expect("a log run");
+                    run_log(opts, &dir, (engine, backend, linked), writers, direct, &p).map(|r| {
+                        Sample {
+                            contender: name.clone(),
+                            direct,
+                            writers,
+                            round,
+                            commits_per_s: r.commits_per_s(),
+                            mb_per_s: r.mb_per_s(),
+                            syncs_per_s: r.batches as f64 / r.secs,
+                            batch_bytes: r.batch_bytes(),
+                            p50_us: r.p50_us,
+                            p99_us: r.p99_us,
+                            p999_us: r.p999_us,
+                            cpu_us_per_commit: r.cpu_us_per_commit(),
+                            error: None,
+                        }
+                    })
+                };
+                samples.push(s.unwrap_or_else(|e| {
+                    Sample::failed(name, direct, writers, round, e.to_string())
+                }));
             }
         }
     }

@@ -7,7 +7,7 @@ use ringkit_uring::IoUring;
 
 use super::readers::sample;
 use super::report::section;
-use crate::harness::latency::{rotation, LatencySummary};
+use crate::harness::latency::{schedule, LatencySummary};
 use crate::harness::stat::stat;
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::SystemInfo;
@@ -45,20 +45,18 @@ pub fn run(cfg: &WakeConfig, progress: &mut dyn FnMut(&str)) -> io::Result<WakeR
     }
     let total = list.len() * cfg.rounds;
     let mut samples: Vec<WakeSample> = Vec::with_capacity(total);
-    for round in 0..cfg.rounds {
-        for i in rotation(list.len(), round) {
-            let s = sample(cfg, list[i], round);
-            progress(&format!(
-                "[{}/{total}] round {round} {}: {}",
-                samples.len() + 1,
-                s.contender,
-                match &s.error {
-                    Some(e) => format!("error: {e}"),
-                    None => format!("p50 {} ns, p99 {} ns", s.latency.p50, s.latency.p99),
-                }
-            ));
-            samples.push(s);
-        }
+    for (round, &c) in schedule(&list, cfg.rounds) {
+        let s = sample(cfg, c, round);
+        progress(&format!(
+            "[{}/{total}] round {round} {}: {}",
+            samples.len() + 1,
+            s.contender,
+            match &s.error {
+                Some(e) => format!("error: {e}"),
+                None => format!("p50 {} ns, p99 {} ns", s.latency.p50, s.latency.p99),
+            }
+        ));
+        samples.push(s);
     }
     // A contender whose every sample is "unsupported" is a skip, not a failure.
     let rows: Vec<WakeRow> = list.iter().map(|&c| summarize(c, &samples)).collect();
