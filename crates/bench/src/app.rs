@@ -65,10 +65,7 @@ impl Stage {
         let cpu = Some(opts.client_cpu);
         // Missing packages skip the study (as a missing peer does).
         let missing = |what: &str| {
-            io::Error::new(
-                io::ErrorKind::Unsupported,
-                format!("{what} is not installed or did not start (apt-get install postgresql redis-server)"),
-            )
+            crate::harness::err::unsupported(format!("{what} is not installed or did not start (apt-get install postgresql redis-server)"))
         };
         let pg = Postgres::start(cpu).ok_or_else(|| missing("PostgreSQL"))?;
         let redis = Redis::start(cpu).ok_or_else(|| missing("redis-server"))?;

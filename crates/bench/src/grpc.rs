@@ -128,8 +128,7 @@ fn run_ghz(ghz: &Path, addr: &str, secs: f64, cpu: usize) -> io::Result<(u64, f6
 /// Run the gRPC study for `ringkit compare`.
 pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Section> {
     let ghz = ghz().ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
+        crate::harness::err::unsupported(
             "ghz not found (go install github.com/bojand/ghz/cmd/ghz@latest)",
         )
     })?;

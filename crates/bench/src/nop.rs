@@ -184,8 +184,7 @@ fn build_ring(cfg: &NopConfig, variant: NopVariant) -> io::Result<IoUring> {
         NopVariant::RegFd => {
             let ring = b.register_ring_fd(true).build()?;
             if !ring.ring_fd_registered() {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
+                return Err(crate::harness::err::unsupported(
                     "IORING_REGISTER_RING_FDS refused by this kernel",
                 ));
             }
@@ -267,20 +266,16 @@ pub fn run(cfg: &NopConfig, progress: &mut dyn FnMut(&str)) -> io::Result<NopRes
         }
     }
     if let Some(&b) = cfg.batches.iter().find(|&&b| b == 0 || b > RING_ENTRIES) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("batch {b} must be in 1..={RING_ENTRIES}"),
-        ));
+        return Err(crate::harness::err::invalid_input(format!(
+            "batch {b} must be in 1..={RING_ENTRIES}"
+        )));
     }
     // Probe: can we have a ring at all?
     IoUring::new(8).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "io_uring unavailable: {e} ({})",
-                ringkit_uring::explain_setup_error(&e)
-            ),
-        )
+        crate::harness::err::unsupported(format!(
+            "io_uring unavailable: {e} ({})",
+            ringkit_uring::explain_setup_error(&e)
+        ))
     })?;
     let total = contenders.len() * cfg.rounds;
     let mut samples = Vec::with_capacity(total);

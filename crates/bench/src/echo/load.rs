@@ -178,19 +178,15 @@ impl EchoLoadResult {
 /// Run the load on this thread (which gets its own runtime).
 pub fn run_load(cfg: &EchoLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result<EchoLoadResult> {
     if cfg.rate.is_some() && cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "--rate keeps as many messages in flight as its schedule needs; --pipeline is for the closed loop: use --pipeline 1",
-        ));
+        return Err(crate::harness::err::invalid_input("--rate keeps as many messages in flight as its schedule needs; --pipeline is for the closed loop: use --pipeline 1"));
     }
     // Open loop: each connection's interval, and its offset in it.
     let interval = match cfg.rate {
         Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
         Some(r) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("--rate {r}: want a positive number of messages per second"),
-            ))
+            return Err(crate::harness::err::invalid_input(format!(
+                "--rate {r}: want a positive number of messages per second"
+            )))
         }
         None => None,
     };
@@ -352,7 +348,7 @@ async fn conn_loop(
                 }
                 if got + n > total || back != &out[got..got + n] {
                     sh.mismatches.set(sh.mismatches.get() + 1);
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "echo mismatch"));
+                    return Err(crate::harness::err::invalid_data("echo mismatch"));
                 }
                 Ok(n)
             };
@@ -397,13 +393,10 @@ async fn conn_loop(
 /// than run as a closed loop under another name.
 pub(crate) fn closed_loop_only(cfg: &EchoLoadConfig, client: &str) -> io::Result<()> {
     if cfg.rate.is_some() || cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "{client} runs a closed loop, one message at a time: \
+        return Err(crate::harness::err::invalid_input(format!(
+            "{client} runs a closed loop, one message at a time: \
                  --rate and --pipeline need the ringkit client"
-            ),
-        ));
+        )));
     }
     Ok(())
 }
@@ -475,10 +468,7 @@ pub fn run_load_threads(
                             s.read_exact(&mut back)?;
                             if back != out {
                                 mismatches.fetch_add(1, Ordering::Relaxed);
-                                return Err(io::Error::new(
-                                    io::ErrorKind::InvalidData,
-                                    "echo mismatch",
-                                ));
+                                return Err(crate::harness::err::invalid_data("echo mismatch"));
                             }
                             if counting && phase.load(Ordering::Relaxed) == 1 {
                                 responses.fetch_add(1, Ordering::Relaxed);

@@ -115,8 +115,7 @@ async fn read_side(
             while !rest.is_empty() {
                 let Some((due, seq)) = flight.front() else {
                     sh.mismatches.set(sh.mismatches.get() + 1);
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
+                    return Err(crate::harness::err::invalid_data(
                         "echo of a message never sent",
                     ));
                 };
@@ -127,7 +126,7 @@ async fn read_side(
                 let n = rest.len().min(len - at);
                 if rest[..n] != want[at..at + n] {
                     sh.mismatches.set(sh.mismatches.get() + 1);
-                    return Err(io::Error::new(io::ErrorKind::InvalidData, "echo mismatch"));
+                    return Err(crate::harness::err::invalid_data("echo mismatch"));
                 }
                 at += n;
                 rest = &rest[n..];

@@ -62,7 +62,7 @@ fn one_sample(cfg: &CompareConfig, c: &Contender, conns: usize, round: usize, se
             EchoClient::Threads => load::run_load_threads(&load_cfg, &mut hook)?,
             EchoClient::RustEchoBench => {
                 let bin = cfg.echo_bench.as_deref().ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::InvalidInput, "no rust_echo_bench binary")
+                    crate::harness::err::invalid_input("no rust_echo_bench binary")
                 })?;
                 super::external::run(bin, &load_cfg, &mut hook)?
             }
@@ -188,8 +188,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
     if !opts.only.is_empty() {
         list.retain(|c| opts.only.contains(&c.name));
         if list.is_empty() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
+            return Err(crate::harness::err::invalid_input(
                 "--only matched no echo contender",
             ));
         }
@@ -228,8 +227,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         },
     };
     if cfg.client != EchoClient::Ringkit && cfg.pipeline > 1 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "--pipeline needs the ringkit client (the others send one message at a time)",
         ));
     }

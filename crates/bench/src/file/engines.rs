@@ -86,7 +86,7 @@ pub(crate) fn run_rt(
     let rt = ringkit::Builder::new()
         .backend(backend)
         .build()
-        .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+        .map_err(|e| crate::harness::err::unsupported(e.to_string()))?;
     let setup = rt.backend_report().to_string();
     let job = *job;
     let (size, secs) = (cfg.size, cfg.secs);
@@ -167,8 +167,7 @@ pub(crate) fn run_glommio(cfg: &FileConfig, path: &Path, job: &Job) -> io::Resul
     use glommio::io::OpenOptions;
     use glommio::{LocalExecutorBuilder, Placement};
     if !job.direct {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
+        return Err(crate::harness::err::unsupported(
             "glommio's DmaFile is O_DIRECT only",
         ));
     }

@@ -128,8 +128,7 @@ pub fn run(cfg: &FileConfig, progress: &mut dyn FnMut(&str)) -> io::Result<FileR
     let fio_version = fio::version();
     let uring_ok = IoUring::new(8).map(drop).map_err(|e| e.to_string());
     if cfg.size < 1 << 20 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "the test file must be at least 1 MiB",
         ));
     }

@@ -112,10 +112,10 @@ pub(crate) fn open_std(path: &Path, job: &Job) -> io::Result<std::fs::File> {
         .open(path)
         .map_err(|e| {
             if job.direct && e.raw_os_error() == Some(libc::EINVAL) {
-                io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!("O_DIRECT refused on {}: {e}", path.display()),
-                )
+                crate::harness::err::unsupported(format!(
+                    "O_DIRECT refused on {}: {e}",
+                    path.display()
+                ))
             } else {
                 e
             }

@@ -111,7 +111,7 @@ fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     use std::os::unix::ffi::OsStrExt;
     let c = |p: &Path| {
         std::ffi::CString::new(p.as_os_str().as_bytes())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))
+            .map_err(|_| crate::harness::err::invalid_input("NUL in path"))
     };
     let (f, t) = (c(from)?, c(to)?);
     // SAFETY: two NUL-terminated paths that outlive the call.

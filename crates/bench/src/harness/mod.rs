@@ -7,6 +7,7 @@ pub mod backend_serde;
 pub mod bars;
 pub mod child;
 pub mod curves;
+pub mod err;
 pub mod fmt;
 pub mod latency;
 pub mod made_dir;

@@ -298,16 +298,14 @@ pub fn run_load(cfg: &HttpLoadConfig, hook: &mut dyn FnMut(Phase)) -> io::Result
     let interval = match cfg.rate {
         Some(r) if r > 0.0 && r.is_finite() => Some(Duration::from_secs_f64(cfg.conns as f64 / r)),
         Some(r) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("--rate {r}: want a positive number of requests per second"),
-            ))
+            return Err(crate::harness::err::invalid_input(format!(
+                "--rate {r}: want a positive number of requests per second"
+            )))
         }
         None => None,
     };
     if interval.is_some() && (cfg.close || cfg.pipeline > 1) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "--rate pipelines as many requests on each keep-alive connection as its schedule \
              needs: it takes neither --close nor --pipeline",
         ));

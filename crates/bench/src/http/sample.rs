@@ -38,8 +38,7 @@ impl Run<'_> {
     /// wrk's URL for `w` (wrk asks for one path only).
     fn wrk_url(&self, addr: SocketAddr, w: &Workload) -> io::Result<String> {
         if w.mix.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
+            return Err(crate::harness::err::unsupported(
                 "wrk cannot ask for a random mix of paths: use the built-in generator",
             ));
         }

@@ -227,13 +227,10 @@ pub(crate) fn run(
     }
     let have_wrk = Path::new(wrk::WRK).exists();
     if p.scheme == "https" && !have_wrk {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "{} not found (apt-get install -y wrk): the built-in generator has no TLS",
-                wrk::WRK
-            ),
-        ));
+        return Err(crate::harness::err::unsupported(format!(
+            "{} not found (apt-get install -y wrk): the built-in generator has no TLS",
+            wrk::WRK
+        )));
     }
     let (tool, tool_reason) = match std::env::var("RINGKIT_HTTP_LOAD").as_deref() {
         _ if p.scheme == "https" => (

@@ -56,8 +56,7 @@ async fn open(path: &std::path::Path, dsync: bool) -> io::Result<DmaFile> {
 /// The glommio peer (`O_DIRECT`).
 pub(super) fn run_glommio(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     if !cfg.direct {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "the glommio peer writes with O_DIRECT (DmaFile) only: add --direct",
         ));
     }

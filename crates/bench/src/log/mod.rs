@@ -217,8 +217,7 @@ fn finish(
 /// (never anything another process put there meanwhile).
 pub fn run(cfg: &LogBenchConfig) -> io::Result<LogBenchResult> {
     if cfg.writers == 0 || cfg.record == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "want at least one writer and a record of at least one byte",
         ));
     }

@@ -587,10 +587,9 @@ pub fn final_check(addr: SocketAddr, limit: Duration) -> io::Result<()> {
             .join()
             .map_err(|_| io::Error::other("writer thread panicked"))??;
         if back != msg {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("a {len}-byte echo came back different"),
-            ));
+            return Err(crate::harness::err::invalid_data(format!(
+                "a {len}-byte echo came back different"
+            )));
         }
     }
     Ok(())

@@ -548,24 +548,16 @@ pub fn final_check(addr: SocketAddr, seed: u64, limit: Duration) -> io::Result<(
         let mut resp = httparse::Response::new(&mut hdrs);
         let n = match resp.parse(&all) {
             Ok(httparse::Status::Complete(n)) => n,
-            _ => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "bad response head",
-                ))
-            }
+            _ => return Err(crate::harness::err::invalid_data("bad response head")),
         };
         let want = ByteGen::message(file_id(i), 0, file_size(seed, i));
         if resp.code != Some(200) || all[n..] != want[..] {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!(
-                    "GET /f{i}.bin: status {:?}, {} body bytes (want 200, {})",
-                    resp.code,
-                    all.len() - n,
-                    want.len()
-                ),
-            ));
+            return Err(crate::harness::err::invalid_data(format!(
+                "GET /f{i}.bin: status {:?}, {} body bytes (want 200, {})",
+                resp.code,
+                all.len() - n,
+                want.len()
+            )));
         }
     }
     Ok(())

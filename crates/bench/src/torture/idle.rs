@@ -493,7 +493,7 @@ async fn echo_once(s: &TcpStream, k: u64, r: u64) -> io::Result<()> {
         got.extend_from_slice(&buf[..n]);
     }
     if got != msg {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, "echo mismatch"));
+        return Err(crate::harness::err::invalid_data("echo mismatch"));
     }
     Ok(())
 }

@@ -214,7 +214,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     let net = match cfg.faults {
         Some(_) => {
             if let Some(why) = faults::unavailable() {
-                return Err(io::Error::new(io::ErrorKind::Unsupported, why));
+                return Err(crate::harness::err::unsupported(why));
             }
             Some(faults::Net::create(std::process::id())?)
         }
@@ -248,8 +248,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             Some(MadeDir::new(d)?)
         }
         (true, TortureMode::Echo) => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
+            return Err(crate::harness::err::invalid_input(
                 "--tls is for the HTTP torture (ringkit serve)",
             ))
         }

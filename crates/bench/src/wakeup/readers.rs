@@ -254,7 +254,7 @@ fn runtime_reader(
         Ok(rt) => rt,
         Err(e) => {
             let _ = tx.send(Err(io::Error::other("runtime failed")));
-            return Err(io::Error::new(io::ErrorKind::Unsupported, e.to_string()));
+            return Err(crate::harness::err::unsupported(e.to_string()));
         }
     };
     let setup = rt.backend_report().to_string();
@@ -306,7 +306,7 @@ fn runtime_file_reader(fd: RawFd, total: u64, warmup: u64, sh: &Shared) -> io::R
     let rt = ringkit::Builder::new()
         .backend(Backend::Uring)
         .build()
-        .map_err(|e| io::Error::new(io::ErrorKind::Unsupported, e.to_string()))?;
+        .map_err(|e| crate::harness::err::unsupported(e.to_string()))?;
     let setup = rt.backend_report().to_string();
     rt.block_on(async {
         let file = ringkit::fs::File::open(format!("/proc/self/fd/{fd}")).await?;

@@ -18,21 +18,17 @@ use super::spec::*;
 pub fn run(cfg: &WakeConfig, progress: &mut dyn FnMut(&str)) -> io::Result<WakeResults> {
     let wall = Instant::now();
     if cfg.reader_cpu == cfg.writer_cpu {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
+        return Err(crate::harness::err::invalid_input(
             "reader and writer must be pinned to different CPUs",
         ));
     }
     // SAFETY: sysconf has no preconditions.
     let cores = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as usize;
     if cfg.reader_cpu.max(cfg.writer_cpu) >= cores {
-        return Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            format!(
-                "needs CPUs {} and {}, this machine has {cores}",
-                cfg.reader_cpu, cfg.writer_cpu
-            ),
-        ));
+        return Err(crate::harness::err::unsupported(format!(
+            "needs CPUs {} and {}, this machine has {cores}",
+            cfg.reader_cpu, cfg.writer_cpu
+        )));
     }
     let mut skipped = Vec::new();
     let mut list = Vec::new();
