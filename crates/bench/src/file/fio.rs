@@ -19,7 +19,6 @@
 //! until 2026-11-26 was charged to fio's rows.
 
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -202,14 +201,9 @@ pub fn args(job: &FioJob<'_>, engine: FioEngine) -> Vec<String> {
 
 /// Run fio for `job` on `engine`, pinned to `job.cpu`.
 pub fn run(job: &FioJob<'_>, engine: FioEngine) -> io::Result<FioResult> {
-    let cpu = job.cpu;
     let mut cmd = Command::new("fio");
     cmd.args(args(job, engine)).stdin(Stdio::null());
-    // SAFETY: between fork and exec we only call sched_setaffinity, which is
-    // async-signal-safe, on the child itself.
-    unsafe {
-        cmd.pre_exec(move || ringkit::pin_to_cpu(cpu));
-    }
+    crate::harness::child::prepare(&mut cmd, Some(job.cpu), false, true);
     let watched = run_watching(&mut cmd)?;
     let out = &watched.output;
     let text = String::from_utf8_lossy(&out.stdout);

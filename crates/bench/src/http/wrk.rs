@@ -8,7 +8,6 @@
 //! which slows wrk down); the built-in generator does.
 
 use std::io;
-use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use serde::Serialize;
@@ -171,11 +170,7 @@ pub fn run(cmd: &[String], cpu: usize) -> io::Result<(WrkResult, String)> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: between fork and exec we only call sched_setaffinity, which is
-    // async-signal-safe, on the child itself.
-    unsafe {
-        c.pre_exec(move || ringkit::pin_to_cpu(cpu));
-    }
+    crate::harness::child::prepare(&mut c, Some(cpu), false, true);
     let out = c.output()?;
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);

@@ -2,7 +2,6 @@
 //! stopped by its own pid, and sampled from `/proc` (RSS, open fds).
 
 use std::io::{self, BufRead, BufReader};
-use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -266,10 +265,4 @@ impl Drop for ServerProc {
 /// A free loopback port (bound then released; the server binds it next).
 pub fn free_port() -> io::Result<u16> {
     Ok(crate::harness::child::free_addr()?.port())
-}
-
-/// `ringkit-peer` next to `exe`, if it was built.
-pub fn peer_next_to(exe: &Path) -> Option<std::path::PathBuf> {
-    let p = exe.with_file_name("ringkit-peer");
-    p.exists().then_some(p)
 }
