@@ -18,9 +18,8 @@ use crate::record::{self, Found};
 /// kept in its header. A kernel that does not tell gets [`MIN_ALIGN`].
 pub(crate) async fn block_of(f: &File) -> io::Result<u32> {
     let need = f
-        .metadata()
-        .await?
         .dio_alignment()
+        .await?
         .map_or(0, |a| a.offset.max(a.memory));
     if need > MAX_ALIGN {
         return Err(io::Error::new(

@@ -170,7 +170,8 @@ ringkit::test_all! {
             }
         };
         let seg = t.path().join(&segments(t.path())[0]);
-        let told = ringkit::fs::metadata(&seg).await.unwrap().dio_alignment();
+        let f = ringkit::fs::File::open(&seg).await.unwrap();
+        let told = f.dio_alignment().await.unwrap();
         let want = told.map_or(4096, |a| a.offset.max(a.memory).max(4096).next_power_of_two());
         let lsns = append_many(&log, 0, 300).await;
         for s in 0..5 {

@@ -241,19 +241,9 @@ impl Metadata {
     pub fn blksize(&self) -> u32 {
         self.stx.stx_blksize
     }
-    /// What `O_DIRECT` asks of this file (`STATX_DIOALIGN`, Linux 6.1):
-    /// `None` when the kernel does not say, or the file takes no direct
-    /// I/O (the kernel reports 0).
-    pub fn dio_alignment(&self) -> Option<DioAlignment> {
-        let told = self.stx.stx_mask & libc::STATX_DIOALIGN != 0;
-        (told && self.stx.stx_dio_offset_align != 0).then_some(DioAlignment {
-            memory: self.stx.stx_dio_mem_align,
-            offset: self.stx.stx_dio_offset_align,
-        })
-    }
 }
 
-/// The alignment `O_DIRECT` I/O on a file needs ([`Metadata::dio_alignment`]).
+/// The alignment `O_DIRECT` I/O on a file needs ([`File::dio_alignment`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DioAlignment {
     /// Of a buffer's address, in bytes.
@@ -558,6 +548,22 @@ impl File {
     pub async fn metadata(&self) -> io::Result<Metadata> {
         let stx = Op::new(Statx::fd(self.fd)).await?;
         Ok(Metadata { stx })
+    }
+
+    /// What `O_DIRECT` asks of this file (`statx` `STATX_DIOALIGN`, Linux
+    /// 6.1; asked apart from [`metadata`](Self::metadata), which every
+    /// static-file request makes, so that one never pays for it): `None`
+    /// when the kernel does not say, or the file takes no direct I/O (the
+    /// kernel reports 0).
+    pub async fn dio_alignment(&self) -> io::Result<Option<DioAlignment>> {
+        let stx = Op::new(Statx::fd(self.fd).mask(libc::STATX_DIOALIGN)).await?;
+        let told = stx.stx_mask & libc::STATX_DIOALIGN != 0;
+        Ok(
+            (told && stx.stx_dio_offset_align != 0).then_some(DioAlignment {
+                memory: stx.stx_dio_mem_align,
+                offset: stx.stx_dio_offset_align,
+            }),
+        )
     }
 
     /// Close now and report the error, if any (dropping also closes, silently).

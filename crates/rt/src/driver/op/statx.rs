@@ -18,14 +18,12 @@ use ringkit_uring::opcode::{self, Entry};
 use super::cvt;
 use crate::driver::{Dir, EpollOp, OpCode, Source, UringOp};
 
-/// What a stat asks for: the basic fields and `O_DIRECT`'s alignment (a
-/// kernel before 6.1 leaves the latter out of `stx_mask`).
-const MASK: u32 = libc::STATX_BASIC_STATS | libc::STATX_DIOALIGN;
-
 pub(crate) struct Statx {
     dirfd: RawFd,
     path: CString,
     flags: i32,
+    /// What it asks for (`STATX_BASIC_STATS` unless [`Statx::mask`]).
+    mask: u32,
     // Boxed: the kernel writes it after submission.
     buf: Box<libc::statx>,
 }
@@ -37,9 +35,17 @@ impl Statx {
             dirfd: fd,
             path: CString::default(),
             flags: libc::AT_EMPTY_PATH,
+            mask: libc::STATX_BASIC_STATS,
             // SAFETY: statx is plain data; all-zero is valid.
             buf: Box::new(unsafe { std::mem::zeroed() }),
         }
+    }
+
+    /// Ask for `mask` instead (a field the kernel may compute at a cost,
+    /// such as `STATX_DIOALIGN`, only where wanted).
+    pub(crate) fn mask(mut self, mask: u32) -> Statx {
+        self.mask = mask;
+        self
     }
 
     /// The fd form (`AT_EMPTY_PATH` with an empty path).
@@ -55,7 +61,7 @@ impl Statx {
                     self.dirfd,
                     self.path.as_ptr(),
                     self.flags,
-                    MASK,
+                    self.mask,
                     &mut *self.buf,
                 )
             } as isize);
@@ -72,6 +78,7 @@ impl Statx {
             dirfd: libc::AT_FDCWD,
             path,
             flags: 0,
+            mask: libc::STATX_BASIC_STATS,
             // SAFETY: statx is plain data; all-zero is valid.
             buf: Box::new(unsafe { std::mem::zeroed() }),
         }
@@ -96,7 +103,7 @@ impl UringOp for Statx {
     fn uring_entry(&mut self) -> Entry {
         opcode::Statx::new(self.dirfd, self.path.as_ptr(), &mut *self.buf)
             .flags(self.flags)
-            .mask(MASK)
+            .mask(self.mask)
             .build()
     }
 }
