@@ -343,6 +343,37 @@ ringkit::test_all! {
         assert_eq!(&got[4096..], &data[..]);
     }
 
+    async fn a_planted_short_dsync_write_on_a_direct_file_is_short() {
+        // The explorer's `Fault::Short(n)` under an RWF_DSYNC write: the
+        // kernel writes the first n bytes. Copied into a `Vec`, an
+        // `O_DIRECT` file refused them (EINVAL) and nothing was written.
+        struct Plant;
+        impl FsHook for Plant {
+            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+                matches!(op, FsOp::WriteDsync { .. }).then_some(Fault::Short(4096))
+            }
+        }
+        let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let path = t.path().join("direct");
+        let f = match OpenOptions::new().read(true).write(true).create(true).direct(true).open(&path).await {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        let data = pattern(8192, 9);
+        let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
+        buf.as_mut_slice().copy_from_slice(&data);
+        let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant)));
+        let res = f.write_at_dsync(buf, 4096).await.0;
+        ringkit::fs::hook::set_hook(prev);
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(res.as_ref().ok(), Some(&4096), "{res:?}; file {} bytes", got.len());
+        assert_eq!(&got[4096..], &data[..4096]);
+    }
+
     async fn allocate_reserves_zeroed_space() {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("seg");

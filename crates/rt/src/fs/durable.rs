@@ -122,9 +122,17 @@ impl File {
         let (res, buf) = match fault {
             Ok(()) => self.write_op(buf, offset, true).await,
             Err(Fault::Short(n)) => {
-                // The kernel writes (and syncs) only the first `n` bytes.
-                let part = buf.init_slice()[..n.min(buf.bytes_init())].to_vec();
-                (self.write_op(part, offset, true).await.0, buf)
+                // The kernel writes (and syncs) only the first `n` bytes:
+                // copied into page-aligned memory, so an `O_DIRECT` file
+                // takes them (a `Vec` was refused with `EINVAL`).
+                let part = &buf.init_slice()[..n.min(buf.bytes_init())];
+                if part.is_empty() {
+                    (Ok(0), buf)
+                } else {
+                    let mut copy = crate::buf::AlignedBuf::new(part.len(), 4096);
+                    copy.as_mut_slice().copy_from_slice(part);
+                    (self.write_op(copy, offset, true).await.0, buf)
+                }
             }
             Err(Fault::FailSync(e)) => {
                 // The write reaches the file; its sync fails. The caller's
