@@ -25,7 +25,8 @@ pub struct SegmentReport {
     pub size: u64,
     /// The header, if it checks.
     pub header: Option<(u64, u64)>,
-    /// The block its direct batches are padded to (from the header).
+    /// The block the file system asked of `O_DIRECT` when it was made (from
+    /// its header).
     pub block: Option<u32>,
     /// Whole records from the segment's first LSN on.
     pub records: u64,

@@ -61,7 +61,7 @@ use ringkit::fs::{File, OpenOptions};
 use crate::ack::Ack;
 use crate::batch::BatchBuf;
 use crate::edit;
-use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, SEGMENT_HEADER};
+use crate::frame::{BatchHeader, Manifest, SegmentHeader, BATCH_HEADER, MIN_ALIGN, SEGMENT_HEADER};
 use crate::log::{failed, Control, Inner, Item, Pending, Segment, State};
 use crate::manifest;
 use crate::pipeline::{Done, Geometry, Next, Pipeline, Plan, Queued, Tail};
@@ -208,14 +208,20 @@ fn drive(cx: &mut Context<'_>, pipe: &mut Pipeline, slots: &mut VecDeque<Slot>) 
 
 /// The last segment and the options, for the pipeline.
 fn geometry(inner: &Inner, st: &State) -> Geometry {
-    // The segment's block, or the file system's if it asks more now (a
-    // log copied to another disk): a batch keeps to both.
+    // Direct batches start on and fill 4096-byte blocks: a direct log
+    // refuses a file system that asks more (`open::check_block`), and
+    // records start 4096 bytes into a segment. The window keeps room for
+    // the larger of that and the segment's block.
     let block = u64::from(st.seg_align.max(inner.block));
     Geometry {
         size: st.seg_size,
         window: st.seg_window,
         depth: st.seg_depth as usize,
-        align: if inner.opts.direct { block } else { 1 },
+        align: if inner.opts.direct {
+            u64::from(MIN_ALIGN)
+        } else {
+            1
+        },
         block,
         max_batch: inner.opts.max_batch,
     }

@@ -24,9 +24,10 @@
 //!           shorter or longer file is damage)
 //!   44 u32  depth: the most batches in flight (written, not yet synced)
 //!           at once (version 3; a version-2 header has zeros: depth 1)
-//!   48 u32  align: the block `O_DIRECT` batches are padded to, read from
-//!           the file system when the segment was made (`statx`
-//!           `STATX_DIOALIGN`, at least 4096; version 4; older: 4096)
+//!   48 u32  align: the block the file system asked of `O_DIRECT` when the
+//!           segment was made (`statx` `STATX_DIOALIGN`, at least 4096;
+//!           version 4; older: 4096). Direct batches are padded to 4096: a
+//!           direct log refuses a file system that asks more
 //!   52 ..   zeros
 //! batch header (32 bytes, then the batch's records, then `pad` zeros):
 //!   0  u32  CRC32C of the log id (8 bytes LE), then bytes 4..32
@@ -47,9 +48,7 @@
 //! Format 1 started each direct batch at the block holding the end of the
 //! records and wrote that block again, acknowledged bytes included: a
 //! sector torn during that rewrite loses acknowledged records. Now each
-//! batch is padded with zeros to the next block (4096 bytes, or what the
-//! file system asks of `O_DIRECT` if more: the segment header's `align`),
-//! so no write ever
+//! batch is padded with zeros to the next 4096-byte block, so no write ever
 //! covers a block holding acknowledged records (as SQLite's WAL and
 //! TigerBeetle pad to the sector). The cost is bytes: at 64 writers of 4
 //! KiB a batch is ~260 KB and pads less than one block; a lone small record
@@ -249,7 +248,8 @@ pub struct SegmentHeader {
     pub size: u64,
     /// The most batches in flight at once (1 for a version-2 segment).
     pub depth: u32,
-    /// The block direct batches are padded to (4096 before version 4).
+    /// The block the file system asked of `O_DIRECT` when the segment was
+    /// made (4096 before version 4).
     pub align: u32,
 }
 

@@ -26,10 +26,12 @@
 //! header (first LSN, count, length, padding; its checksum covers the
 //! log's id) and its records, each framed with its length, LSN and a
 //! CRC32C (see [`record`]). With `O_DIRECT` ([`Options::direct`]) each batch
-//! is padded to the next block, so no write ever covers a block that holds
-//! acknowledged records. The block is what the file system asks of
-//! `O_DIRECT` (`statx` `STATX_DIOALIGN`), at least 4096 bytes, read when a
-//! segment is made and kept in its header.
+//! is padded to the next 4096-byte block, so no write ever covers a block
+//! that holds acknowledged records. The block the file system asks of
+//! `O_DIRECT` (`statx` `STATX_DIOALIGN`, at least 4096) is read when a
+//! segment is made and kept in its header; a direct log refuses a file
+//! system that asks more than 4096 (its records start 4096 bytes into a
+//! segment, so its first batch could not start on such a block).
 //!
 //! # Recovery
 //! [`Log::open`] tells a torn tail from corruption. Only the batches in
@@ -118,8 +120,8 @@ pub use log::{Commit, Log, Stats};
 /// How a log is written.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Write with `O_DIRECT` (no page cache; whole blocks of 4 KiB, or
-    /// more where the file system asks more).
+    /// Write with `O_DIRECT` (no page cache; whole 4 KiB blocks; refused,
+    /// with the reason, where the file system asks larger blocks).
     pub direct: bool,
     /// Bytes per segment file (a multiple of 4096, at least 64 KiB; and of
     /// the file system's `O_DIRECT` block where that is larger).

@@ -37,8 +37,8 @@ pub(crate) struct Inner {
     pub(crate) opts: Options,
     /// The log's id (from its manifest): in every batch header's checksum.
     pub(crate) log_id: u64,
-    /// The block direct batches are padded to in segments made from now
-    /// on (`segment::block_of`).
+    /// The block the file system asks of `O_DIRECT` (`segment::block_of`),
+    /// kept in the header of each segment made from now on.
     pub(crate) block: u32,
     pub(crate) st: RefCell<State>,
     /// The flusher, waiting for appends.
@@ -121,8 +121,8 @@ pub(crate) struct State {
     /// The last segment's depth (from its header): the most batches that
     /// may be in flight in it at once.
     pub(crate) seg_depth: u32,
-    /// The last segment's block (from its header): what its direct
-    /// batches are padded to.
+    /// The last segment's block (from its header): the window keeps room
+    /// for a batch's padding to it.
     pub(crate) seg_align: u32,
     /// Where the last segment's records end (where the next batch goes).
     pub(crate) end: u64,

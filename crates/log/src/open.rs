@@ -149,8 +149,10 @@ impl Log {
         // between a batch's write and its sync): durable before anything is
         // built on it.
         w.sync_data().await?;
-        // The segment's block, or the file system's if it asks more now.
-        let a = u64::from(last.align.max(block));
+        // Direct batches go on 4096-byte blocks (`check_block` refused a
+        // file system that asks more); a segment made buffered on one
+        // that asks more says so in its header, and changes nothing here.
+        let a = u64::from(MIN_ALIGN);
         if opts.direct && end % a != 0 {
             // Pad to the next block if that fits the segment; if not, the
             // end stays unaligned and the first batch starts a new segment.
@@ -313,8 +315,20 @@ async fn create(dir: &Path, opts: &Options, log_id: u64, start: u64) -> io::Resu
 }
 
 /// A segment size the file system's direct I/O block divides (a segment
-/// ends on a block).
+/// ends on a block), and, for a direct log, a block no larger than the
+/// segment header: records start right after it, so the first batch of a
+/// segment must start on a block there.
 fn check_block(opts: &Options, block: u32) -> io::Result<()> {
+    if opts.direct && block > MIN_ALIGN {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "the file system asks O_DIRECT for {block}-byte blocks; a direct log's records \
+                 start {MIN_ALIGN} bytes into a segment, so it needs blocks of at most {MIN_ALIGN}: \
+                 open it buffered (Options::direct false)"
+            ),
+        ));
+    }
     if opts.segment_size % u64::from(block) != 0 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -518,4 +532,35 @@ fn lock_holder(ino: u64) -> Option<u32> {
         let file_ino: u64 = f.get(5)?.rsplit(':').next()?.parse().ok()?;
         (file_ino == ino).then(|| f.get(4)?.parse().ok()).flatten()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_direct_log_refuses_a_block_its_segment_header_cannot_start_on() {
+        // Records start at 4096, after the segment header: a direct log
+        // on a file system that asks more of O_DIRECT could not start its
+        // first batch on a block (the flusher's pipeline refuses that).
+        let direct = Options {
+            direct: true,
+            ..Options::default()
+        };
+        assert!(check_block(&direct, 4096).is_ok());
+        let e = check_block(&direct, 8192).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::Unsupported, "{e}");
+        assert!(e.to_string().contains("8192"), "{e}");
+        // Buffered, nothing is padded: any block that divides a segment.
+        let buffered = Options::default();
+        assert!(check_block(&buffered, 8192).is_ok());
+        let odd = Options {
+            segment_size: (64 << 20) + 4096,
+            ..Options::default()
+        };
+        assert_eq!(
+            check_block(&odd, 8192).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+    }
 }

@@ -22,7 +22,8 @@ pub struct Found {
     pub window: u64,
     /// The most batches in flight at once (from the header).
     pub depth: u32,
-    /// The block its direct batches are padded to (from the header).
+    /// The block the file system asked of `O_DIRECT` when it was made (from
+    /// its header).
     pub align: u32,
     pub offsets: Vec<u32>,
     pub holes: Vec<(u64, u64)>,

@@ -14,8 +14,9 @@ use crate::record::{self, Found};
 
 /// The block the file system asks `O_DIRECT` writes on `f` to keep to
 /// (`statx` `STATX_DIOALIGN`: offset and memory alignment), at least
-/// [`MIN_ALIGN`]: what direct batches in a segment made now are padded to,
-/// kept in its header. A kernel that does not tell gets [`MIN_ALIGN`].
+/// [`MIN_ALIGN`], kept in the header of a segment made now; a direct log
+/// refuses one above [`MIN_ALIGN`] (`open::check_block`). A kernel that
+/// does not tell gets [`MIN_ALIGN`].
 pub(crate) async fn block_of(f: &File) -> io::Result<u32> {
     let need = f
         .dio_alignment()
