@@ -99,6 +99,10 @@ struct Slot {
 /// [`Pipeline`] decides). It keeps the log alive while a batch is in
 /// flight, so a batch written is always acknowledged (or failed).
 pub(crate) async fn flusher(log: Weak<Inner>) {
+    // Declared first, dropped last: if a rule of the pipeline breaks (an
+    // assertion), the log fails rather than waiting for a flusher that
+    // is gone.
+    let _failing = FailOnUnwind(log.clone());
     let mut pipe = Pipeline::default();
     let mut slots: VecDeque<Slot> = VecDeque::new();
     let mut hold: Option<Rc<Inner>> = None;
@@ -151,6 +155,33 @@ pub(crate) async fn flusher(log: Weak<Inner>) {
         if !st.flushing && st.queue.is_empty() {
             wake_idle(st);
         }
+    }
+}
+
+/// Fails the log if the flusher unwinds: a broken rule of its own (a
+/// pipeline assertion) leaves what the disk holds unknown, as a failed
+/// write does. The batches in flight fail with their flusher; every
+/// queued and later append fails at once.
+struct FailOnUnwind(Weak<Inner>);
+
+impl Drop for FailOnUnwind {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Some(inner) = self.0.upgrade() else {
+            return;
+        };
+        let Ok(mut st) = inner.st.try_borrow_mut() else {
+            return;
+        };
+        let why = "its flusher broke a rule of its own (a bug in ringkit-log)";
+        st.failed = Some((io::ErrorKind::Other, why.into()));
+        tracing::error!("ringkit-log: {}: {why}", inner.dir.display());
+        drop(st);
+        let err = failed(&inner.st.borrow()).expect("just set");
+        fail_queue(&inner, &err);
+        wake_idle(inner.st.borrow_mut());
     }
 }
 
@@ -251,6 +282,10 @@ async fn start(inner: &Rc<Inner>, pipe: &mut Pipeline, slots: &mut VecDeque<Slot
     if let Some(err) = failed_before {
         fail_queue(inner, &err);
         return;
+    }
+    #[cfg(test)]
+    if tests::BREAK_A_RULE.with(|b| b.replace(false)) {
+        panic!("a rule of the pipeline broken on purpose (test)");
     }
     let next = {
         let st = inner.st.borrow();
@@ -578,3 +613,7 @@ async fn roll(inner: &Rc<Inner>) -> io::Result<()> {
     st.stats.segments_recycled += u64::from(recycled);
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "flush_tests.rs"]
+mod tests;

@@ -300,6 +300,11 @@ impl Pipeline {
             self.flight.len() < geo.depth,
             "more batches in flight than the depth"
         );
+        let busy: u64 = self.flight.iter().map(|f| f.plan.len as u64).sum();
+        assert!(
+            busy + plan.len as u64 <= geo.window,
+            "more bytes in flight than the segment's window"
+        );
         assert!(
             plan.start + plan.len as u64 <= geo.size,
             "a batch past its segment"

@@ -290,6 +290,54 @@ fn a_batch_never_spans_segments_or_the_window() {
 }
 
 #[test]
+fn the_window_holds_back_a_batch_the_segment_has_room_for() {
+    let g = Geometry {
+        window: 3 * 4096,
+        ..geo(true, 4)
+    };
+    let mut p = Pipeline::default();
+    let a = go(&mut p, &g, fresh(), 1, 10);
+    assert_eq!(a.len, 4096);
+    // The segment has room; the window leaves 3 blocks less a's block, a
+    // header and a block of padding: 4064 bytes.
+    assert_eq!(p.limit(&g), 4096 - BATCH_HEADER);
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(4100)), true),
+        Next::Wait
+    );
+    assert_eq!(
+        p.next(&g, fresh(), Some(Queued::Record(4000)), true),
+        Next::Batch
+    );
+    let b = p.plan(&g, fresh(), vec![Queued::Record(1000); 8]);
+    assert_eq!(
+        (b.take, b.len),
+        (4, 4096),
+        "records while they fit the window: {b:?}"
+    );
+}
+
+#[test]
+#[should_panic(expected = "more bytes in flight than the segment's window")]
+fn starting_past_the_window_is_refused() {
+    let g = Geometry {
+        window: 3 * 4096,
+        ..geo(true, 4)
+    };
+    let mut p = Pipeline::default();
+    go(&mut p, &g, fresh(), 1, 10);
+    let big = Pipeline::default().plan(&g, fresh(), [Queued::Record(8200)]);
+    let plan = Plan {
+        id: 1,
+        start: SEGMENT_HEADER + 4096,
+        first: 2,
+        sync_with_write: false,
+        ..big
+    };
+    p.start(&g, fresh(), plan);
+}
+
+#[test]
 fn a_direct_log_whose_end_is_off_a_block_rolls() {
     let g = geo(true, 2);
     let odd = Tail {
@@ -317,62 +365,116 @@ fn random_orders_of_answers_keep_every_rule() {
     let (mut acks, mut fails) = (0, 0);
     for _ in 0..300 {
         let g = geo(rand(2) == 0, 1 + rand(4) as usize);
-        let mut p = Pipeline::default();
-        let mut acked = fresh();
-        let (mut started, mut finished, mut failed) = (0, 0u64, false);
-        let mut open: Vec<(u64, bool)> = Vec::new(); // (id, write pending)
-        let mut syncing: Option<u64> = None;
+        let mut w = Walk::default();
         for _ in 0..60 {
             match rand(4) {
-                0 if started < 20 => {
+                0 if w.started < 20 => {
                     let len = 1 + rand(3000) as usize;
-                    if p.next(&g, acked, Some(Queued::Record(len)), true) == Next::Batch {
-                        let n = 1 + rand(5) as usize;
-                        let plan = p.plan(&g, acked, vec![Queued::Record(len); n]);
-                        if plan.sync_with_write {
-                            syncing = Some(plan.id);
-                        } else {
-                            open.push((plan.id, true));
-                        }
-                        p.start(&g, acked, plan);
-                        started += 1;
-                    }
+                    w.start(&g, len, 1 + rand(5) as usize);
                 }
-                1 if !open.is_empty() => {
-                    let i = rand(open.len() as u64) as usize;
-                    if open[i].1 {
-                        open[i].1 = false;
-                        p.written(open[i].0, rand(10) != 0);
-                    }
+                1 if !w.writing.is_empty() => {
+                    let i = rand(w.writing.len() as u64) as usize;
+                    w.write(i, rand(10) != 0);
                 }
-                2 => {
-                    if let Some(id) = syncing.take() {
-                        p.synced(id, rand(10) != 0);
-                    }
-                    if let Some(id) = p.sync_to_start() {
-                        syncing = Some(id);
-                    }
-                }
-                _ => {
-                    while let Some(d) = p.done(acked) {
-                        assert_eq!(d.plan.id, finished, "done out of order");
-                        finished += 1;
-                        open.retain(|(id, _)| *id != d.plan.id);
-                        if d.ok {
-                            assert!(!failed, "acknowledged after a failure");
-                            acked = ack(acked, &d);
-                            acks += 1;
-                        } else {
-                            failed = true;
-                            fails += 1;
-                        }
-                    }
-                }
+                2 => w.sync(rand(10) != 0),
+                _ => w.done(),
             }
         }
+        // Every batch started is settled and handed out once the disk has
+        // answered everything: nothing hangs.
+        while !w.writing.is_empty() {
+            w.write(0, true);
+        }
+        for _ in 0..=g.depth {
+            w.sync(true);
+            w.sync(true);
+        }
+        w.done();
+        assert_eq!(w.finished, w.started, "a batch never settled");
+        acks += w.acks;
+        fails += w.fails;
     }
     assert!(
         acks > 500 && fails > 50,
         "the walk reached both ends: {acks} acknowledged, {fails} failed"
     );
+}
+
+/// The disk's side of the random walk: what was asked, what it answered.
+#[derive(Default)]
+struct Walk {
+    p: Pipeline,
+    acked: Option<Tail>,
+    started: u64,
+    finished: u64,
+    failed: bool,
+    acks: u64,
+    fails: u64,
+    /// Plain writes in flight.
+    writing: Vec<u64>,
+    /// The sync in flight (its batch).
+    syncing: Option<u64>,
+    /// Per batch: every answer so far was a success, and its sync returned.
+    good: std::collections::HashMap<u64, (bool, bool)>,
+}
+
+impl Walk {
+    fn acked(&self) -> Tail {
+        self.acked.unwrap_or_else(fresh)
+    }
+
+    fn start(&mut self, g: &Geometry, len: usize, n: usize) {
+        let acked = self.acked();
+        if self.p.next(g, acked, Some(Queued::Record(len)), true) != Next::Batch {
+            return;
+        }
+        let plan = self.p.plan(g, acked, vec![Queued::Record(len); n]);
+        if plan.sync_with_write {
+            assert_eq!(self.syncing, None, "a linked sync beside another");
+            self.syncing = Some(plan.id);
+        } else {
+            self.writing.push(plan.id);
+        }
+        self.good.insert(plan.id, (true, false));
+        self.p.start(g, acked, plan);
+        self.started += 1;
+    }
+
+    fn write(&mut self, i: usize, whole: bool) {
+        let id = self.writing.remove(i);
+        self.good.get_mut(&id).expect("started").0 &= whole;
+        self.p.written(id, whole);
+    }
+
+    fn sync(&mut self, ok: bool) {
+        if let Some(id) = self.syncing.take() {
+            let g = self.good.get_mut(&id).expect("started");
+            (g.0, g.1) = (g.0 && ok, true);
+            self.p.synced(id, ok);
+        }
+        if let Some(id) = self.p.sync_to_start() {
+            assert!(self.good[&id].0, "a sync after a torn write");
+            self.syncing = Some(id);
+        }
+    }
+
+    fn done(&mut self) {
+        while let Some(d) = self.p.done(self.acked()) {
+            assert_eq!(d.plan.id, self.finished, "done out of order");
+            self.finished += 1;
+            if d.ok {
+                assert!(!self.failed, "acknowledged after a failure");
+                assert_eq!(
+                    self.good[&d.plan.id],
+                    (true, true),
+                    "acknowledged without its own sync"
+                );
+                self.acked = Some(ack(self.acked(), &d));
+                self.acks += 1;
+            } else {
+                self.failed = true;
+                self.fails += 1;
+            }
+        }
+    }
 }
