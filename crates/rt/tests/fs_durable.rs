@@ -305,40 +305,11 @@ ringkit::test_all! {
         // The crash-state explorer's process kills take the write as done;
         // an `O_DIRECT` file must hold it too (a copy into an unaligned
         // buffer was refused with `EINVAL`, unseen).
-        struct Plant;
-        impl FsHook for Plant {
-            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
-                matches!(op, FsOp::WriteDsync { .. })
-                    .then(|| Fault::FailSync(std::io::Error::from_raw_os_error(libc::EIO)))
-            }
-        }
-        // The temp dir may be tmpfs, which refuses O_DIRECT: the build
-        // directory is on a disk.
-        let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let path = t.path().join("direct");
-        let f = match OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .direct(true)
-            .open(&path)
-            .await
-        {
-            Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let eio = || Fault::FailSync(std::io::Error::from_raw_os_error(libc::EIO));
+        let Some((res, got, data)) = planted_direct_dsync_write(eio).await else {
+            return;
         };
-        let data = pattern(8192, 9);
-        let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
-        buf.as_mut_slice().copy_from_slice(&data);
-        let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant)));
-        let res = f.write_at_dsync(buf, 4096).await.0;
-        ringkit::fs::hook::set_hook(prev);
         assert_eq!(res.unwrap_err().raw_os_error(), Some(libc::EIO));
-        let got = std::fs::read(&path).unwrap();
         assert_eq!(got.len(), 4096 + 8192, "the write under the failed sync is in the file");
         assert_eq!(&got[4096..], &data[..]);
     }
@@ -347,29 +318,9 @@ ringkit::test_all! {
         // The explorer's `Fault::Short(n)` under an RWF_DSYNC write: the
         // kernel writes the first n bytes. Copied into a `Vec`, an
         // `O_DIRECT` file refused them (EINVAL) and nothing was written.
-        struct Plant;
-        impl FsHook for Plant {
-            fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
-                matches!(op, FsOp::WriteDsync { .. }).then_some(Fault::Short(4096))
-            }
-        }
-        let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let path = t.path().join("direct");
-        let f = match OpenOptions::new().read(true).write(true).create(true).direct(true).open(&path).await {
-            Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
-                return;
-            }
-            Err(e) => panic!("{e}"),
+        let Some((res, got, data)) = planted_direct_dsync_write(|| Fault::Short(4096)).await else {
+            return;
         };
-        let data = pattern(8192, 9);
-        let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
-        buf.as_mut_slice().copy_from_slice(&data);
-        let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant)));
-        let res = f.write_at_dsync(buf, 4096).await.0;
-        ringkit::fs::hook::set_hook(prev);
-        let got = std::fs::read(&path).unwrap();
         assert_eq!(res.as_ref().ok(), Some(&4096), "{res:?}; file {} bytes", got.len());
         assert_eq!(&got[4096..], &data[..4096]);
     }
@@ -572,4 +523,44 @@ fn a_fixed_buffer_outliving_its_runtime() {
             assert_eq!(pool.is_registered(), backend == Backend::Uring);
         });
     }
+}
+
+/// An `RWF_DSYNC` write of 8192 pattern bytes at offset 4096 of an
+/// `O_DIRECT` file, with `fault` planted on it: what it returned, the
+/// file's bytes after, and the data. `None` (printed) where the file
+/// system refuses `O_DIRECT`. In the build directory: the temp dir may be
+/// tmpfs, which takes unaligned direct writes and would hide the bug.
+async fn planted_direct_dsync_write(
+    fault: fn() -> Fault,
+) -> Option<(std::io::Result<usize>, Vec<u8>, Vec<u8>)> {
+    struct Plant(fn() -> Fault);
+    impl FsHook for Plant {
+        fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
+            matches!(op, FsOp::WriteDsync { .. }).then(|| (self.0)())
+        }
+    }
+    let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let path = t.path().join("direct");
+    let open = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .direct(true)
+        .open(&path)
+        .await;
+    let f = match open {
+        Ok(f) => f,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+            println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
+            return None;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let data = pattern(8192, 9);
+    let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
+    buf.as_mut_slice().copy_from_slice(&data);
+    let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant(fault))));
+    let res = f.write_at_dsync(buf, 4096).await.0;
+    ringkit::fs::hook::set_hook(prev);
+    Some((res, std::fs::read(&path).unwrap(), data))
 }
