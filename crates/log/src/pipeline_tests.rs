@@ -35,6 +35,19 @@ fn go(p: &mut Pipeline, g: &Geometry, acked: Tail, records: usize, len: usize) -
     plan
 }
 
+/// The next batch handed out, as (id, acknowledged).
+fn settled(p: &mut Pipeline, acked: Tail) -> Option<(u64, bool)> {
+    p.done(acked).map(|d| (d.plan.id, d.ok))
+}
+
+/// A direct segment with room to spare whose window holds three blocks.
+fn windowed() -> Geometry {
+    Geometry {
+        window: 3 * 4096,
+        ..geo(true, 4)
+    }
+}
+
 /// What acknowledging `d` does to the tail.
 fn ack(acked: Tail, d: &Done) -> Tail {
     assert!(d.ok);
@@ -181,21 +194,12 @@ fn nothing_after_a_failed_batch_is_synced_or_acknowledged() {
     p.written(b.id, true);
     p.synced(a.id, false);
     assert_eq!(p.sync_to_start(), None, "a failed: b is never synced");
-    assert_eq!(
-        p.done(acked).map(|d| (d.plan.id, d.ok)),
-        Some((a.id, false))
-    );
-    assert_eq!(
-        p.done(acked).map(|d| (d.plan.id, d.ok)),
-        Some((b.id, false))
-    );
+    assert_eq!(settled(&mut p, acked), Some((a.id, false)));
+    assert_eq!(settled(&mut p, acked), Some((b.id, false)));
     assert_eq!(p.done(acked), None, "c's write is still in flight");
     p.written(c.id, true);
     assert_eq!(p.sync_to_start(), None);
-    assert_eq!(
-        p.done(acked).map(|d| (d.plan.id, d.ok)),
-        Some((c.id, false))
-    );
+    assert_eq!(settled(&mut p, acked), Some((c.id, false)));
     // And nothing more starts in this log.
     assert_eq!(p.next(&g, acked, Some(Queued::Record(1)), true), Next::Wait);
 }
@@ -213,10 +217,7 @@ fn a_torn_write_fails_its_batch_and_the_ones_after() {
     let d = p.done(acked).expect("a");
     assert!(d.ok);
     let acked = ack(acked, &d);
-    assert_eq!(
-        p.done(acked).map(|d| (d.plan.id, d.ok)),
-        Some((b.id, false))
-    );
+    assert_eq!(settled(&mut p, acked), Some((b.id, false)));
 }
 
 #[test]
@@ -291,10 +292,7 @@ fn a_batch_never_spans_segments_or_the_window() {
 
 #[test]
 fn the_window_holds_back_a_batch_the_segment_has_room_for() {
-    let g = Geometry {
-        window: 3 * 4096,
-        ..geo(true, 4)
-    };
+    let g = windowed();
     let mut p = Pipeline::default();
     let a = go(&mut p, &g, fresh(), 1, 10);
     assert_eq!(a.len, 4096);
@@ -320,10 +318,7 @@ fn the_window_holds_back_a_batch_the_segment_has_room_for() {
 #[test]
 #[should_panic(expected = "more bytes in flight than the segment's window")]
 fn starting_past_the_window_is_refused() {
-    let g = Geometry {
-        window: 3 * 4096,
-        ..geo(true, 4)
-    };
+    let g = windowed();
     let mut p = Pipeline::default();
     go(&mut p, &g, fresh(), 1, 10);
     let big = Pipeline::default().plan(&g, fresh(), [Queued::Record(8200)]);
