@@ -29,6 +29,7 @@ use crate::harness::latency::schedule;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::SystemInfo;
+use crate::harness::table::{Col, Table};
 
 /// SQ entries of every ring (CQ: twice that).
 pub const RING_ENTRIES: u32 = 256;
@@ -344,27 +345,36 @@ fn per_enter(r: &NopRow) -> String {
     }
 }
 
+/// The results: every variant at every batch size.
+fn results(res: &NopResults) -> Table {
+    let mut t = Table::new(vec![
+        Col::left("variant"),
+        Col::left("flags").md_only(),
+        Col::right("batch"),
+        Col::right("NOPs/s"),
+        Col::left("min–max"),
+        Col::right("ns/NOP"),
+        Col::right("NOPs per io_uring_enter").short("NOPs/enter"),
+        Col::right("ok samples").short("ok"),
+    ]);
+    for r in &res.rows {
+        t.row(vec![
+            r.variant.name().to_string(),
+            r.flags.replace('|', "\\|"),
+            r.batch.to_string(),
+            format!("{:.0}", r.nops_per_sec.median),
+            format!("{:.0}–{:.0}", r.nops_per_sec.min, r.nops_per_sec.max),
+            format!("{:.1}", r.ns_per_nop.median),
+            per_enter(r),
+            format!("{}/{}", r.ok_samples, r.samples),
+        ]);
+    }
+    t
+}
+
 /// The rows as a fixed-width terminal table.
 pub fn table(res: &NopResults) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>6} {:>12} {:>23} {:>10} {:>12} {:>6}",
-        "variant", "batch", "NOPs/s", "(min-max)", "ns/NOP", "NOPs/enter", "ok"
-    );
-    for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "{:<8} {:>6} {:>12.0} {:>23} {:>10.1} {:>12} {:>6}",
-            r.variant.name(),
-            r.batch,
-            r.nops_per_sec.median,
-            format!("({:.0}-{:.0})", r.nops_per_sec.min, r.nops_per_sec.max),
-            r.ns_per_nop.median,
-            per_enter(r),
-            format!("{}/{}", r.ok_samples, r.samples)
-        );
-    }
+    let mut s = results(res).text();
     for (n, why) in &res.skipped {
         let _ = writeln!(s, "skipped {n}: {why}");
     }
@@ -385,24 +395,7 @@ pub fn markdown(res: &NopResults) -> String {
         sys.kernel, sys.cpu_model, sys.cores, c.cpu, c.sqpoll_cpu, c.batches, c.rounds, c.secs,
         res.wall_secs, sys.command, sys.tool_version
     );
-    let _ = writeln!(s, "| variant | flags | batch | NOPs/s | min–max | ns/NOP | NOPs per io_uring_enter | ok samples |");
-    let _ = writeln!(s, "|---|---|---:|---:|---|---:|---:|---:|");
-    for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.0} | {:.0}–{:.0} | {:.1} | {} | {}/{} |",
-            r.variant.name(),
-            r.flags.replace('|', "\\|"),
-            r.batch,
-            r.nops_per_sec.median,
-            r.nops_per_sec.min,
-            r.nops_per_sec.max,
-            r.ns_per_nop.median,
-            per_enter(r),
-            r.ok_samples,
-            r.samples
-        );
-    }
+    s.push_str(&results(res).markdown());
     for (n, why) in &res.skipped {
         let _ = writeln!(s, "\n- skipped **{n}**: {why}");
     }

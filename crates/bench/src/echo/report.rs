@@ -8,42 +8,47 @@ use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::server::Family;
 use crate::harness::study::Section;
+use crate::harness::table::{Col, Table};
+
+/// The results: every contender at every connection count.
+fn results(res: &CompareResults) -> Table {
+    let mut t = Table::new(vec![
+        Col::left("contender"),
+        Col::right("conns"),
+        Col::right("req/s"),
+        Col::left("min–max"),
+        Col::right("server CPU µs/req (user+sys)").short("cpu us/r (user+sys)"),
+        Col::right("CPU vs best epoll").short("vs epoll"),
+        Col::right("req/s vs best epoll").md_only(),
+        Col::right("syscalls/req").short("sysc/r"),
+        Col::right("io_uring_enter/req").short("enter/r"),
+        Col::right("p99 µs"),
+        Col::right("ok samples").short("ok"),
+    ]);
+    for r in &res.summary {
+        t.row(vec![
+            r.contender.clone(),
+            r.conns.to_string(),
+            format!("{:.0}", r.rps.median),
+            format!("{:.0}–{:.0}", r.rps.min, r.rps.max),
+            format!(
+                "{:.2} ({:.2}+{:.2})",
+                r.cpu_us.median, r.cpu_user_us, r.cpu_sys_us
+            ),
+            ratio(r.cpu_vs_best_epoll),
+            ratio(r.rps_vs_best_epoll),
+            opt(r.syscalls_per_req, 2),
+            opt(r.enters_per_req, 3),
+            format!("{:.0}", r.p99_us),
+            format!("{}/{}", r.ok_samples, r.samples),
+        ]);
+    }
+    t
+}
 
 /// The summary as a fixed-width table.
 pub fn table(res: &CompareResults) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<22} {:>6} {:>10} {:>21} {:>9} {:>13} {:>9} {:>8} {:>8} {:>8} {:>5}",
-        "contender",
-        "conns",
-        "req/s",
-        "(min-max)",
-        "cpu us/r",
-        "(user+sys)",
-        "sysc/r",
-        "enter/r",
-        "p99 us",
-        "vs epoll",
-        "ok"
-    );
-    for r in &res.summary {
-        let _ = writeln!(
-            s,
-            "{:<22} {:>6} {:>10.0} {:>21} {:>9.2} {:>13} {:>9} {:>8} {:>8.0} {:>8} {:>5}",
-            r.contender,
-            r.conns,
-            r.rps.median,
-            format!("({:.0}-{:.0})", r.rps.min, r.rps.max),
-            r.cpu_us.median,
-            format!("({:.2}+{:.2})", r.cpu_user_us, r.cpu_sys_us),
-            opt(r.syscalls_per_req, 2),
-            opt(r.enters_per_req, 3),
-            r.p99_us,
-            ratio(r.cpu_vs_best_epoll),
-            format!("{}/{}", r.ok_samples, r.samples),
-        );
-    }
+    let mut s = results(res).text();
     let paired = paired_lines(res);
     if !paired.is_empty() {
         let _ = writeln!(
@@ -54,31 +59,22 @@ pub fn table(res: &CompareResults) -> String {
             let _ = writeln!(s, "  {l}");
         }
     }
-    for (conns, rows) in paired_matrices(res) {
+    for (conns, t) in paired_matrices(res) {
         let _ = writeln!(
             s,
             "Paired CPU per request, row over column, median over rounds (c={conns}):"
         );
-        let w = rows.iter().map(|r| r[0].len()).max().unwrap_or(0) + 2;
-        for row in rows {
-            let _ = writeln!(
-                s,
-                "  {:<w$}{}",
-                row[0],
-                row[1..]
-                    .iter()
-                    .map(|c| format!("{c:>16}"))
-                    .collect::<String>()
-            );
+        for l in t.text().lines() {
+            let _ = writeln!(s, "  {l}");
         }
     }
     s
 }
 
 /// Per connection count (with an epoll contender): the paired ratio of
-/// every contender over every epoll contender, as cells: a header row
-/// ("", "/ epoll server", ...), then one row per contender.
-fn paired_matrices(res: &CompareResults) -> Vec<(usize, Vec<Vec<String>>)> {
+/// every contender's CPU per request over every epoll contender's, row
+/// over column.
+fn paired_matrices(res: &CompareResults) -> Vec<(usize, Table)> {
     res.config
         .conns
         .iter()
@@ -92,22 +88,27 @@ fn paired_matrices(res: &CompareResults) -> Vec<(usize, Vec<Vec<String>>)> {
             if cols.is_empty() {
                 return None;
             }
-            let header = std::iter::once(String::new())
-                .chain(cols.iter().map(|c| format!("/ {c}")))
-                .collect();
-            let body = rows.iter().map(|r| {
-                std::iter::once(r.contender.clone())
-                    .chain(cols.iter().map(|c| {
-                        ratio(
-                            r.cpu_paired_vs_epoll
-                                .iter()
-                                .find(|p| p.vs == *c)
-                                .map(|p| p.ratio.median),
-                        )
-                    }))
-                    .collect()
-            });
-            Some((conns, std::iter::once(header).chain(body).collect()))
+            let mut t = Table::new(
+                std::iter::once(String::new())
+                    .chain(cols.iter().map(|c| format!("/ {c}")))
+                    .map(Col::left)
+                    .collect(),
+            );
+            for r in rows {
+                t.row(
+                    std::iter::once(r.contender.clone())
+                        .chain(cols.iter().map(|c| {
+                            ratio(
+                                r.cpu_paired_vs_epoll
+                                    .iter()
+                                    .find(|p| p.vs == *c)
+                                    .map(|p| p.ratio.median),
+                            )
+                        }))
+                        .collect(),
+                );
+            }
+            Some((conns, t))
         })
         .collect()
 }
@@ -142,24 +143,32 @@ fn fairness_markdown(res: &CompareResults) -> String {
         "\n### Fairness ({:?} client)\n\nResponses per connection in the window (medians over the good samples) and Jain's index (1: every connection got the same; 1/n: one got everything). With a thread-per-connection client, a server that answers a few connections in bursts shows a spread here that requests/s alone would hide.\n",
         res.config.client
     );
-    let _ = writeln!(s, "| contender | conns | fewest | median | most | Jain's index | p50 µs | p99 µs | p99.9 µs |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut t = Table::new(vec![
+        Col::left("contender"),
+        Col::right("conns"),
+        Col::right("fewest"),
+        Col::right("median"),
+        Col::right("most"),
+        Col::right("Jain's index"),
+        Col::right("p50 µs"),
+        Col::right("p99 µs"),
+        Col::right("p99.9 µs"),
+    ]);
     for r in &res.summary {
         let med = |f: fn(&Sample) -> f64| good_median(res, r, f);
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.3} | {:.0} | {:.0} | {:.0} |",
-            r.contender,
-            r.conns,
-            med(|x| x.load.conn_min as f64),
-            med(|x| x.load.conn_median as f64),
-            med(|x| x.load.conn_max as f64),
-            med(|x| x.load.jain),
-            med(|x| x.load.p50_us),
-            med(|x| x.load.p99_us),
-            med(|x| x.load.p999_us),
-        );
+        t.row(vec![
+            r.contender.clone(),
+            r.conns.to_string(),
+            format!("{:.0}", med(|x| x.load.conn_min as f64)),
+            format!("{:.0}", med(|x| x.load.conn_median as f64)),
+            format!("{:.0}", med(|x| x.load.conn_max as f64)),
+            format!("{:.3}", med(|x| x.load.jain)),
+            format!("{:.0}", med(|x| x.load.p50_us)),
+            format!("{:.0}", med(|x| x.load.p99_us)),
+            format!("{:.0}", med(|x| x.load.p999_us)),
+        ]);
     }
+    s.push_str(&t.markdown());
     s
 }
 
@@ -195,21 +204,26 @@ fn tool_markdown(res: &CompareResults) -> String {
         "\n### rust_echo_bench's own figure\n\nIt divides what its threads counted by `-t` ({:.0} s), but they start counting as each is spawned, seconds before its clock starts: the tables above divide by its whole run instead. Threads that gave up ended on a read shorter than a message.\n",
         res.config.secs.floor().max(1.0)
     );
-    let _ = writeln!(s, "| contender | conns | its req/s | req/s over its run | run past -t (s) | threads that gave up |");
-    let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
+    let mut t = Table::new(vec![
+        Col::left("contender"),
+        Col::right("conns"),
+        Col::right("its req/s"),
+        Col::right("req/s over its run"),
+        Col::right("run past -t (s)"),
+        Col::right("threads that gave up"),
+    ]);
     for r in &res.summary {
         let med = |f: fn(&Sample) -> f64| good_median(res, r, f);
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {:.0} | {:.2} | {:.0} |",
-            r.contender,
-            r.conns,
-            med(|x| x.load.tool_rps),
-            med(|x| x.load.rps()),
-            med(|x| x.load.connect_secs),
-            med(|x| x.load.dead_conns as f64),
-        );
+        t.row(vec![
+            r.contender.clone(),
+            r.conns.to_string(),
+            format!("{:.0}", med(|x| x.load.tool_rps)),
+            format!("{:.0}", med(|x| x.load.rps())),
+            format!("{:.2}", med(|x| x.load.connect_secs)),
+            format!("{:.0}", med(|x| x.load.dead_conns as f64)),
+        ]);
     }
+    s.push_str(&t.markdown());
     s
 }
 
@@ -234,19 +248,7 @@ pub fn markdown(res: &CompareResults) -> String {
         s,
         "\n### Results (medians; ratios are to the best epoll contender in the same run)\n"
     );
-    let _ = writeln!(s, "| contender | conns | req/s | min–max | server CPU µs/req (user+sys) | CPU vs best epoll | req/s vs best epoll | syscalls/req | io_uring_enter/req | p99 µs | ok samples |");
-    let _ = writeln!(s, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-    for r in &res.summary {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {:.0}–{:.0} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {:.0} | {}/{} |",
-            r.contender, r.conns, r.rps.median, r.rps.min, r.rps.max, r.cpu_us.median,
-            r.cpu_user_us, r.cpu_sys_us,
-            ratio(r.cpu_vs_best_epoll),
-            ratio(r.rps_vs_best_epoll),
-            opt(r.syscalls_per_req, 2), opt(r.enters_per_req, 3), r.p99_us, r.ok_samples, r.samples
-        );
-    }
+    s.push_str(&results(res).markdown());
     s.push_str(&fairness_markdown(res));
     s.push_str(&tool_markdown(res));
     let paired = paired_lines(res);
@@ -259,17 +261,12 @@ pub fn markdown(res: &CompareResults) -> String {
             let _ = writeln!(s, "- {l}");
         }
     }
-    for (conns, m) in paired_matrices(res) {
+    for (conns, t) in paired_matrices(res) {
         let _ = writeln!(
             s,
             "\nPaired CPU per request at {conns} connections: row over column, round by round, median over rounds:\n"
         );
-        for (i, row) in m.iter().enumerate() {
-            let _ = writeln!(s, "| {} |", row.join(" | "));
-            if i == 0 {
-                let _ = writeln!(s, "|{}", "---|".repeat(row.len()));
-            }
-        }
+        s.push_str(&t.markdown());
     }
     let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls; peers are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (the kernel counts; the server keeps its speed) or, without perf, by `strace -c -f` (which slows the server, so an epoll server's `epoll_wait` batches fill up and its count reads low).\n");
     let failed: Vec<_> = res

@@ -8,6 +8,7 @@ use super::spec::{FileResults, FileRow, FileSample};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;
+use crate::harness::table::{Col, Table};
 
 /// The targets: 4 KiB randread qd32 O_DIRECT (each I/O submitted at once,
 /// fio's default), uring vs fio io_uring with the same options: IOPS >=
@@ -43,49 +44,57 @@ pub fn targets(res: &FileResults) -> Vec<String> {
     out
 }
 
-/// The rows as a fixed-width terminal table.
-pub fn table(res: &FileResults) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<28} {:<22} {:>4} {:>9} {:>17} {:>8} {:>9} {:>8} {:>8} {:>8} {:>7} {:>7} {:>7} {:>7} {:>4}",
-        "job",
-        "engine",
-        "qd",
-        "IOPS",
-        "(min-max)",
-        "MiB/s",
-        "lat avg",
-        "p50 us",
-        "p99 us",
-        "cpu us",
-        "enter",
-        "vs fio",
-        "cpu/fio",
-        "sys/fio",
-        "ok"
-    );
+/// The results: every engine on every job.
+fn results(res: &FileResults) -> Table {
+    let mut t = Table::new(vec![
+        Col::left("job"),
+        Col::left("engine"),
+        Col::right("effective qd").short("qd"),
+        Col::right("IOPS"),
+        Col::left("min–max"),
+        Col::right("MiB/s"),
+        Col::right("lat avg µs"),
+        Col::right("p50 µs"),
+        Col::right("p99 µs"),
+        Col::right("CPU µs/IO (user+sys)").short("cpu us/IO (user+sys)"),
+        Col::right("whole-process CPU µs/IO").md_only(),
+        Col::right("io_uring_enter/IO").short("enter"),
+        Col::right("IOPS vs fio").short("vs fio"),
+        Col::right("CPU vs fio").short("cpu/fio"),
+        Col::right("sys vs fio").short("sys/fio"),
+        Col::left("fio peer").md_only(),
+        Col::right("ok"),
+    ]);
     for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "{:<28} {:<22} {:>4} {:>9.0} {:>17} {:>8.1} {:>9.1} {:>8.1} {:>8.1} {:>8.2} {:>7} {:>7} {:>7} {:>7} {:>4}",
+        t.row(vec![
             r.job.label(),
-            r.name,
-            r.effective_qd,
-            r.iops.median,
-            format!("({:.0}-{:.0})", r.iops.min, r.iops.max),
-            r.mib_s,
-            r.lat_avg_us,
-            r.lat_p50_us,
-            r.lat_p99_us,
-            r.cpu_us_per_io,
+            r.name.clone(),
+            r.effective_qd.to_string(),
+            format!("{:.0}", r.iops.median),
+            format!("{:.0}–{:.0}", r.iops.min, r.iops.max),
+            format!("{:.1}", r.mib_s),
+            format!("{:.1}", r.lat_avg_us),
+            format!("{:.1}", r.lat_p50_us),
+            format!("{:.1}", r.lat_p99_us),
+            format!(
+                "{:.2} ({:.2}+{:.2})",
+                r.cpu_us_per_io, r.cpu_user_us, r.cpu_sys_us
+            ),
+            format!("{:.2}", r.whole_cpu_us),
             opt(r.enters_per_io, 3),
             ratio(r.iops_vs_fio),
             ratio(r.cpu_vs_fio),
             ratio(r.sys_vs_fio),
-            format!("{}/{}", r.ok_samples, r.samples)
-        );
+            r.fio_peer.as_deref().unwrap_or("-").to_string(),
+            format!("{}/{}", r.ok_samples, r.samples),
+        ]);
     }
+    t
+}
+
+/// The rows as a fixed-width terminal table.
+pub fn table(res: &FileResults) -> String {
+    let mut s = results(res).text();
     for t in targets(res) {
         let _ = writeln!(s, "target: {t}");
     }
@@ -128,22 +137,7 @@ pub fn markdown(res: &FileResults) -> String {
         match &res.fio { Ok(v) => v.clone(), Err(e) => format!("rows skipped: {e}") },
         sys.command, sys.tool_version
     );
-    let _ = writeln!(s, "| job | engine | effective qd | IOPS | min–max | MiB/s | lat avg µs | p50 µs | p99 µs | CPU µs/IO (user+sys) | whole-process CPU µs/IO | io_uring_enter/IO | IOPS vs fio | CPU vs fio | sys vs fio | fio peer | ok |");
-    let _ = writeln!(
-        s,
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
-    );
-    for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.0} | {:.0}–{:.0} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} ({:.2}+{:.2}) | {:.2} | {} | {} | {} | {} | {} | {}/{} |",
-            r.job.label(), r.name, r.effective_qd, r.iops.median, r.iops.min, r.iops.max, r.mib_s,
-            r.lat_avg_us, r.lat_p50_us, r.lat_p99_us, r.cpu_us_per_io, r.cpu_user_us, r.cpu_sys_us,
-            r.whole_cpu_us, opt(r.enters_per_io, 3), ratio(r.iops_vs_fio), ratio(r.cpu_vs_fio),
-            ratio(r.sys_vs_fio),
-            r.fio_peer.as_deref().unwrap_or("-"), r.ok_samples, r.samples
-        );
-    }
+    s.push_str(&results(res).markdown());
     let _ = writeln!(s, "\n### Targets\n");
     for t in targets(res) {
         let _ = writeln!(s, "- {t}");

@@ -23,4 +23,5 @@ pub mod study;
 pub mod summary;
 pub mod syscalls;
 pub mod sysinfo;
+pub mod table;
 pub mod tasks;

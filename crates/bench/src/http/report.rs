@@ -8,56 +8,72 @@ use crate::harness::bars::Bars;
 use crate::harness::fmt::{opt, ratio};
 use crate::harness::study::Section;
 use crate::harness::summary::ServerSample;
+use crate::harness::table::{Col, Table};
+
+/// The results: every contender on every workload.
+fn results(res: &HttpResults) -> Table {
+    let r = &res.reference;
+    let mut t = Table::new(vec![
+        Col::left("contender"),
+        Col::left("workload"),
+        Col::right("req/s"),
+        Col::left("min–max"),
+        Col::right(format!("req/s vs {r}")).md_only(),
+        Col::right(format!("req/s vs {r}, paired (range)")).short("vs ref, paired"),
+        Col::right("server CPU µs/req (user+sys)").short("cpu us/r (user+sys)"),
+        Col::right(format!("CPU vs {r}")).md_only(),
+        Col::right(format!("CPU vs {r}, paired (range)")).short("cpu/ref, paired"),
+        Col::right("CPU µs/MiB of body").short("us/MiB"),
+        Col::right("req/s vs best epoll").md_only(),
+        Col::right("CPU vs best epoll").md_only(),
+        Col::right("syscalls/req").short("sysc/r"),
+        Col::right("io_uring_enter/req").short("enter/r"),
+        Col::right("p50 µs").md_only(),
+        Col::right("p99 µs"),
+        Col::right("server CPU used").md_only(),
+        Col::right("response bytes").md_only(),
+        Col::right("ok samples").short("ok"),
+    ]);
+    let paired = |p: Option<crate::harness::stat::Stat>| {
+        p.map_or("-".to_string(), |p| {
+            format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max)
+        })
+    };
+    for r in &res.summary {
+        t.row(vec![
+            r.contender.clone(),
+            r.workload.clone(),
+            format!("{:.0}", r.rps.median),
+            format!("{:.0}–{:.0}", r.rps.min, r.rps.max),
+            ratio(r.rps_vs_ref),
+            paired(r.rps_vs_ref_paired),
+            format!(
+                "{:.2} ({:.2}+{:.2})",
+                r.cpu_us.median, r.cpu_user_us, r.cpu_sys_us
+            ),
+            ratio(r.cpu_vs_ref),
+            paired(r.cpu_vs_ref_paired),
+            opt(r.cpu_us_per_mib, 0),
+            ratio(r.rps_vs_best_epoll),
+            ratio(r.cpu_vs_best_epoll),
+            opt(r.syscalls_per_req, 2),
+            opt(r.enters_per_req, 3),
+            format!("{:.0}", r.p50_us),
+            format!("{:.0}", r.p99_us),
+            util(r.cpu_util),
+            r.resp_bytes.map_or("-".into(), |b| b.to_string()),
+            format!("{}/{}", r.ok_samples, r.samples),
+        ]);
+    }
+    t
+}
 
 /// The summary as a fixed-width table.
 pub fn table(res: &HttpResults) -> String {
-    let mut s = String::new();
-    let w = res
-        .contenders
-        .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(0)
-        .max(10);
+    let mut s = results(res).text();
     let _ = writeln!(
         s,
-        "{:<w$} {:<27} {:>9} {:>19} {:>8} {:>13} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8} {:>5}",
-        "contender",
-        "workload",
-        "req/s",
-        "(min-max)",
-        "cpu us/r",
-        "(user+sys)",
-        "us/MiB",
-        "sysc/r",
-        "enter/r",
-        "p99 us",
-        "vs ref",
-        "cpu/ref",
-        "ok"
-    );
-    for r in &res.summary {
-        let _ = writeln!(
-            s,
-            "{:<w$} {:<27} {:>9.0} {:>19} {:>8.2} {:>13} {:>9} {:>7} {:>7} {:>8.0} {:>8} {:>8} {:>5}",
-            r.contender,
-            r.workload,
-            r.rps.median,
-            format!("({:.0}-{:.0})", r.rps.min, r.rps.max),
-            r.cpu_us.median,
-            format!("({:.2}+{:.2})", r.cpu_user_us, r.cpu_sys_us),
-            opt(r.cpu_us_per_mib, 0),
-            opt(r.syscalls_per_req, 2),
-            opt(r.enters_per_req, 3),
-            r.p99_us,
-            ratio(r.rps_vs_ref_paired.map(|p| p.median).or(r.rps_vs_ref)),
-            ratio(r.cpu_vs_ref_paired.map(|p| p.median).or(r.cpu_vs_ref)),
-            format!("{}/{}", r.ok_samples, r.samples),
-        );
-    }
-    let _ = writeln!(
-        s,
-        "vs ref, cpu/ref: against {}, paired over rounds (req/s higher is better, CPU lower is better)",
+        "vs ref, cpu/ref: against {}, paired over rounds, median (range) (req/s higher is better, CPU lower is better)",
         res.reference
     );
     let _ = writeln!(s, "load: {} ({})", res.tool_version, res.tool_reason);
@@ -128,45 +144,7 @@ pub fn markdown(res: &HttpResults) -> String {
         s,
         "\n### Results (medians over good samples; ratios in the same run: req/s higher is better, CPU lower is better)\n"
     );
-    let _ = writeln!(s, "| contender | workload | req/s | min–max | req/s vs {r} | req/s vs {r}, paired (range) | server CPU µs/req (user+sys) | CPU vs {r} | CPU vs {r}, paired (range) | CPU µs/MiB of body | req/s vs best epoll | CPU vs best epoll | syscalls/req | io_uring_enter/req | p50 µs | p99 µs | server CPU used | response bytes | ok samples |", r = res.reference);
-    let _ = writeln!(
-        s,
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    let paired = |p: Option<crate::harness::stat::Stat>| {
-        p.map_or("-".to_string(), |p| {
-            format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max)
-        })
-    };
-    for r in &res.summary {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.0} | {:.0}–{:.0} | {} | {} | {:.2} ({:.2}+{:.2}) | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {} | {} | {}/{} |",
-            r.contender,
-            r.workload,
-            r.rps.median,
-            r.rps.min,
-            r.rps.max,
-            ratio(r.rps_vs_ref),
-            paired(r.rps_vs_ref_paired),
-            r.cpu_us.median,
-            r.cpu_user_us,
-            r.cpu_sys_us,
-            ratio(r.cpu_vs_ref),
-            paired(r.cpu_vs_ref_paired),
-            opt(r.cpu_us_per_mib, 0),
-            ratio(r.rps_vs_best_epoll),
-            ratio(r.cpu_vs_best_epoll),
-            opt(r.syscalls_per_req, 2),
-            opt(r.enters_per_req, 3),
-            r.p50_us,
-            r.p99_us,
-            util(r.cpu_util),
-            r.resp_bytes.map_or("-".into(), |b| b.to_string()),
-            r.ok_samples,
-            r.samples
-        );
-    }
+    s.push_str(&results(res).markdown());
     let _ = writeln!(s, "\nServer CPU used: the server's CPU time over the window's wall time (1.00 = one core busy throughout); a row marked *load-limited* used under {:.0}% of its core, so the load generator (or latency) set the pace and its req/s ratio understates the difference: read the CPU per request there. Response bytes: one response to the workload's request, head and body, as a probe read it before the load (nginx is configured with `server_tokens off` and, for `return 200`, no Content-Type; it still adds `Server` and `Connection: keep-alive`).", crate::harness::summary::LOAD_LIMITED_BELOW * 100.0);
     let _ = writeln!(s, "\nSyscall sources: ringkit servers count their own syscalls (`--stats`); the other servers (and ringkit's where a study says so) are counted in a separate run whose throughput is not used, by `perf stat -e raw_syscalls:sys_enter` (or, without perf, `strace -c -f`, which slows the server and so under-counts its `epoll_wait` calls).");
     for r in res

@@ -7,38 +7,44 @@ use super::spec::{Channel, WakeResults, WakeRow, WakeSample, WakeVerdict};
 use crate::harness::bars::Bars;
 use crate::harness::fmt::opt;
 use crate::harness::study::Section;
+use crate::harness::table::{Col, Table};
+
+/// The results: every reader on every channel.
+fn results(res: &WakeResults) -> Table {
+    let mut t = Table::new(vec![
+        Col::left("reader"),
+        Col::left("channel"),
+        Col::left("setup").md_only(),
+        Col::right("avg ns"),
+        Col::right("p50 ns"),
+        Col::left("p50 min–max"),
+        Col::right("p90 ns"),
+        Col::right("p99 ns"),
+        Col::right("p99.9 ns"),
+        Col::right("io_uring_enter per wake-up").short("enter/w"),
+        Col::right("ok samples").short("ok"),
+    ]);
+    for r in &res.rows {
+        t.row(vec![
+            r.contender.reader.name().to_string(),
+            r.contender.channel.name().to_string(),
+            r.setup.replace('|', "\\|"),
+            format!("{:.0}", r.avg),
+            format!("{:.0}", r.p50.median),
+            format!("{:.0}–{:.0}", r.p50.min, r.p50.max),
+            format!("{:.0}", r.p90),
+            format!("{:.0}", r.p99),
+            format!("{:.0}", r.p999),
+            opt(r.enters_per_wake, 2),
+            format!("{}/{}", r.ok_samples, r.samples),
+        ]);
+    }
+    t
+}
 
 /// The rows as a fixed-width terminal table.
 pub fn table(res: &WakeResults) -> String {
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<34} {:>8} {:>8} {:>15} {:>8} {:>8} {:>9} {:>7} {:>5}",
-        "reader (channel)",
-        "avg ns",
-        "p50 ns",
-        "(p50 min-max)",
-        "p90 ns",
-        "p99 ns",
-        "p99.9 ns",
-        "enter/w",
-        "ok"
-    );
-    for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "{:<34} {:>8.0} {:>8.0} {:>15} {:>8.0} {:>8.0} {:>9.0} {:>7} {:>5}",
-            r.name,
-            r.avg,
-            r.p50.median,
-            format!("({:.0}-{:.0})", r.p50.min, r.p50.max),
-            r.p90,
-            r.p99,
-            r.p999,
-            opt(r.enters_per_wake, 2),
-            format!("{}/{}", r.ok_samples, r.samples)
-        );
-    }
+    let mut s = results(res).text();
     let _ = writeln!(s, "{}", verdict_text(&res.verdict));
     for (n, why) in &res.skipped {
         let _ = writeln!(s, "skipped {n}: {why}");
@@ -97,27 +103,7 @@ pub fn markdown(res: &WakeResults) -> String {
         sys.kernel, sys.cpu_model, sys.cores, c.reader_cpu, c.writer_cpu, c.count, c.warmup,
         c.pause_us.0, c.pause_us.1, c.rounds, res.wall_secs, sys.command, sys.tool_version
     );
-    let _ = writeln!(s, "| reader | channel | setup | avg ns | p50 ns | p50 min–max | p90 ns | p99 ns | p99.9 ns | io_uring_enter per wake-up | ok samples |");
-    let _ = writeln!(s, "|---|---|---|---:|---:|---|---:|---:|---:|---:|---:|");
-    for r in &res.rows {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0}–{:.0} | {:.0} | {:.0} | {:.0} | {} | {}/{} |",
-            r.contender.reader.name(),
-            r.contender.channel.name(),
-            r.setup.replace('|', "\\|"),
-            r.avg,
-            r.p50.median,
-            r.p50.min,
-            r.p50.max,
-            r.p90,
-            r.p99,
-            r.p999,
-            opt(r.enters_per_wake, 2),
-            r.ok_samples,
-            r.samples
-        );
-    }
+    s.push_str(&results(res).markdown());
     let _ = writeln!(s, "\n### Targets (pipe)\n");
     for l in verdict_text(&res.verdict).lines() {
         let _ = writeln!(s, "- {l}");
