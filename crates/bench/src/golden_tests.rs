@@ -28,6 +28,11 @@ const CASES: &[(&str, &str)] = &[
     ("nop", "compare-2026-11-26-after-cycle"),
     ("generator", "compare-2026-11-26-after-cycle"),
     ("latency", "latency-2026-11-27"),
+    ("raft", "raft-compare-2026-11-28"),
+    ("log", "log-dsync-2026-11-30"),
+    ("log", "compare-2026-11-27-glommio-log"),
+    ("grpc", "grpc-2026-11-25"),
+    ("hostile", "hostile-2026-11-26"),
 ];
 
 fn root() -> PathBuf {
@@ -47,6 +52,10 @@ fn render(study: &str, v: serde_json::Value) -> Section {
         "wakeup" => crate::wakeup::section(&of(study, v)),
         "nop" => crate::nop::section(&of(study, v)),
         "generator" => crate::generator::section(&of(study, v)),
+        "raft" => crate::raft::section(&of(study, v)),
+        "log" => crate::log::study::section(&of(study, v)),
+        "grpc" => crate::grpc::section(&of(study, v)),
+        "hostile" => crate::torture::hostile::study::section(&of::<Vec<_>>(study, v)),
         "latency" | "c10k" => crate::latency::report::section(&of(study, v)),
         _ => crate::http::section(&of(study, v)),
     }

@@ -18,9 +18,11 @@ use crate::harness::latency::schedule;
 use crate::harness::peers;
 use crate::harness::server::{free_addr, Server};
 use crate::harness::server::{Contender, Family};
-use crate::harness::stat::stat;
+use crate::harness::stat::{nan_from_null, stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::CpuTimes;
+use crate::harness::table::{Col, Table};
+use serde::{Deserialize, Serialize};
 
 /// Calls in flight (ghz `-c`), over one HTTP/2 connection.
 const CONCURRENCY: usize = 50;
@@ -32,10 +34,51 @@ struct Sample {
     round: usize,
     calls: u64,
     rps: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     p50_us: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     p99_us: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     cpu_us_per_call: f64,
     error: Option<String>,
+}
+
+/// A contender as results.json names it.
+#[derive(Debug, Serialize, Deserialize)]
+struct Named {
+    name: String,
+    cmd: Vec<String>,
+}
+
+/// A contender's figures over its good samples; ratios paired per round
+/// against app-tokio.
+#[derive(Debug, Serialize, Deserialize)]
+struct Row {
+    contender: String,
+    rps: Stat,
+    cpu_us_per_call: Stat,
+    p50_us: Stat,
+    p99_us: Stat,
+    rps_vs_ref_paired: Stat,
+    cpu_vs_ref_paired: Stat,
+    ok_samples: usize,
+}
+
+/// What the study measured: results.json's `studies.grpc`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct GrpcResults {
+    concurrency: usize,
+    rounds: usize,
+    secs: f64,
+    contenders: Vec<Named>,
+    samples: Vec<Sample>,
+    summary: Vec<Row>,
+    /// ghz's CPU and the server's (absent from runs before they were
+    /// kept).
+    #[serde(default)]
+    client_cpu: usize,
+    #[serde(default)]
+    server_cpu: usize,
 }
 
 /// ghz on PATH or in Go's default install directory.
@@ -185,21 +228,31 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             },
         });
     }
-    Ok(section(&contenders, &samples, rounds, secs, opts))
+    let summary = summarize(&contenders, &samples);
+    Ok(section(&GrpcResults {
+        concurrency: CONCURRENCY,
+        rounds,
+        secs,
+        contenders: contenders
+            .iter()
+            .map(|c| Named {
+                name: c.name.clone(),
+                cmd: c.cmd.clone(),
+            })
+            .collect(),
+        samples,
+        summary,
+        client_cpu: opts.client_cpu,
+        server_cpu: opts.server_cpu,
+    }))
 }
 
-fn section(
-    contenders: &[Contender],
-    samples: &[Sample],
-    rounds: usize,
-    secs: f64,
-    opts: &StudyOpts,
-) -> Section {
-    let good = |c: &str| -> Vec<Sample> {
+/// A row per contender.
+fn summarize(contenders: &[Contender], samples: &[Sample]) -> Vec<Row> {
+    let good = |c: &str| -> Vec<&Sample> {
         samples
             .iter()
             .filter(|s| s.contender == c && s.error.is_none())
-            .cloned()
             .collect()
     };
     let reference = "app-tokio";
@@ -216,56 +269,62 @@ fn section(
             .collect();
         stat(v)
     };
-    let mut table = format!(
-        "{:<18} {:>9} {:>9} {:>9} {:>9} {:>16} {:>16} {:>5}\n",
-        "contender",
-        "calls/s",
-        "cpu us/c",
-        "p50 us",
-        "p99 us",
-        "rps vs tokio",
-        "cpu vs tokio",
-        "ok"
-    );
+    contenders
+        .iter()
+        .map(|c| {
+            let g = good(&c.name);
+            let of = |f: fn(&Sample) -> f64| stat(g.iter().map(|s| f(s)).collect());
+            Row {
+                contender: c.name.clone(),
+                rps: of(|s| s.rps),
+                cpu_us_per_call: of(|s| s.cpu_us_per_call),
+                p50_us: of(|s| s.p50_us),
+                p99_us: of(|s| s.p99_us),
+                rps_vs_ref_paired: paired(&c.name, |s| s.rps),
+                cpu_vs_ref_paired: paired(&c.name, |s| s.cpu_us_per_call),
+                ok_samples: g.len(),
+            }
+        })
+        .collect()
+}
+
+/// The study's section of the report.
+pub fn section(res: &GrpcResults) -> Section {
+    let (rounds, secs) = (res.rounds, res.secs);
     let mut md = format!(
         "## gRPC through ghz: the axum_app example's unary `Say` on ringkit (hosted) and tokio\n\n\
          - ghz (Go), pinned to CPU {}, {CONCURRENCY} calls in flight on one HTTP/2 connection, \
          {rounds} rounds of {secs} s, contenders interleaved and rotated; the server on CPU {}\n\
          - every call must end `OK`, but the at most {CONCURRENCY} in flight that ghz cancels when its time is up; server CPU per `OK` call from /proc over ghz's whole run\n\
-         - ratios are paired against app-tokio (each round's over tokio's in that round; median and range): calls/s higher is better, CPU lower is better\n\n\
-         | contender | calls/s | CPU µs/call | p50 µs | p99 µs | calls/s vs tokio, paired | CPU vs tokio, paired | ok samples |\n|---|---:|---:|---:|---:|---:|---:|---:|\n",
-        opts.client_cpu, opts.server_cpu
+         - ratios are paired against app-tokio (each round's over tokio's in that round; median and range): calls/s higher is better, CPU lower is better\n\n",
+        res.client_cpu, res.server_cpu
     );
-    let mut rows = Vec::new();
-    for c in contenders {
-        let n = &c.name;
-        let g = good(n);
-        let rps = stat(g.iter().map(|s| s.rps).collect());
-        let cpu = stat(g.iter().map(|s| s.cpu_us_per_call).collect());
-        let p50 = stat(g.iter().map(|s| s.p50_us).collect());
-        let p99 = stat(g.iter().map(|s| s.p99_us).collect());
-        let pr = paired(n, |s| s.rps);
-        let pc = paired(n, |s| s.cpu_us_per_call);
-        let ok = g.len();
-        table += &format!(
-            "{n:<18} {:>9.0} {:>9.2} {:>9.0} {:>9.0} {:>16} {:>16} {ok:>3}/{rounds}\n",
-            rps.median,
-            cpu.median,
-            p50.median,
-            p99.median,
-            format!("{:.2}x", pr.median),
-            format!("{:.2}x", pc.median),
-        );
-        md += &format!(
-            "| {n} | {:.0} | {:.2} | {:.0} | {:.0} | {:.2}x ({:.2}–{:.2}) | {:.2}x ({:.2}–{:.2}) | {ok}/{rounds} |\n",
-            rps.median, cpu.median, p50.median, p99.median, pr.median, pr.min, pr.max, pc.median, pc.min, pc.max
-        );
-        rows.push(serde_json::json!({
-            "contender": n, "rps": rps, "cpu_us_per_call": cpu, "p50_us": p50, "p99_us": p99,
-            "rps_vs_ref_paired": pr, "cpu_vs_ref_paired": pc, "ok_samples": ok,
-        }));
+    let range = |p: &Stat| format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max);
+    let mut t = Table::new(vec![
+        Col::left("contender"),
+        Col::right("calls/s"),
+        Col::right("CPU µs/call").short("cpu µs/c"),
+        Col::right("p50 µs"),
+        Col::right("p99 µs"),
+        Col::right("calls/s vs tokio, paired"),
+        Col::right("CPU vs tokio, paired"),
+        Col::right("ok samples").short("ok"),
+    ]);
+    for r in &res.summary {
+        t.row(vec![
+            r.contender.clone(),
+            format!("{:.0}", r.rps.median),
+            format!("{:.2}", r.cpu_us_per_call.median),
+            format!("{:.0}", r.p50_us.median),
+            format!("{:.0}", r.p99_us.median),
+            range(&r.rps_vs_ref_paired),
+            range(&r.cpu_vs_ref_paired),
+            format!("{}/{rounds}", r.ok_samples),
+        ]);
     }
-    let errors: Vec<String> = samples
+    md += &t.markdown();
+    let errors: Vec<String> = res
+        .samples
         .iter()
         .filter_map(|s| {
             s.error
@@ -280,13 +339,9 @@ fn section(
            the proto is `crates/hyper/examples/axum_app/demo.proto`.\n";
     Section {
         study: "grpc".into(),
-        table,
+        table: t.text(),
         markdown: md,
-        json: serde_json::json!({
-            "concurrency": CONCURRENCY, "rounds": rounds, "secs": secs,
-            "contenders": contenders.iter().map(|c| serde_json::json!({"name": c.name, "cmd": c.cmd})).collect::<Vec<_>>(),
-            "samples": samples, "summary": rows,
-        }),
+        json: serde_json::to_value(res).unwrap_or_default(),
         ..Default::default()
     }
 }

@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use crate::harness::latency::rotation;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
+use crate::harness::table::{Col, Table};
 
 /// The contenders: (name, `--engine`, `--backend`).
 const CONTENDERS: [(&str, &str, &str); 3] = [
@@ -78,7 +79,7 @@ struct Sample {
     error: Option<String>,
 }
 
-#[derive(Debug, Serialize, serde::Deserialize)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Row {
     workload: Workload,
     contender: String,
@@ -93,6 +94,22 @@ struct Row {
     ok: usize,
     /// Writes that failed, over every sample of the row.
     failed: u64,
+}
+
+/// What the study measured: results.json's `studies.raft`.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RaftResults {
+    rounds: usize,
+    secs: f64,
+    workloads: Vec<Workload>,
+    rows: Vec<Row>,
+    samples: Vec<Sample>,
+    /// The nodes' CPU (absent from runs before it was kept).
+    #[serde(default)]
+    server_cpu: usize,
+    /// The clients' CPU.
+    #[serde(default)]
+    client_cpu: usize,
 }
 
 fn run(
@@ -157,7 +174,16 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             }
         }
     }
-    Ok(section(&samples, workloads, rounds, secs, opts))
+    let rows = workloads.iter().flat_map(|&w| rows(&samples, w)).collect();
+    Ok(section(&RaftResults {
+        rounds,
+        secs,
+        workloads: workloads.to_vec(),
+        rows,
+        samples,
+        server_cpu: opts.server_cpu,
+        client_cpu: opts.client_cpu,
+    }))
 }
 
 /// The samples of contender `c` under workload `w` that ran (writes that
@@ -198,13 +224,9 @@ fn rows(samples: &[Sample], w: Workload) -> Vec<Row> {
         .collect()
 }
 
-fn section(
-    samples: &[Sample],
-    workloads: &[Workload],
-    rounds: usize,
-    secs: f64,
-    opts: &StudyOpts,
-) -> Section {
+/// The study's section of the report.
+pub fn section(res: &RaftResults) -> Section {
+    let (rounds, secs) = (res.rounds, res.secs);
     let range = |s: &Stat, p: usize| format!("{:.p$} ({:.p$}-{:.p$})", s.median, s.min, s.max);
     let ratio = |s: &Stat| format!("{:.2}x ({:.2}-{:.2})", s.median, s.min, s.max);
     let mut md = format!(
@@ -225,54 +247,41 @@ fn section(
          again (closed loop), so a stall delays the next writes instead of being measured by them\n\
          - ratios are paired per round: commits/s over openraft-tokio's (higher is better), p99 \
          over openraft-tokio's (lower is better); median (min-max). Samples with failed writes \
-         stay in the figures; the failed column counts those writes\n\n\
-         | clients | value B | contender | commits/s | p50 ms | p99 ms | p99.9 ms | commits/s vs \
-         openraft-tokio | p99 vs openraft-tokio | failed writes | samples |\n\
-         |---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        opts.server_cpu, opts.client_cpu
+         stay in the figures; the failed column counts those writes\n\n",
+        res.server_cpu, res.client_cpu
     );
-    let mut table = format!(
-        "raft ({rounds} rounds of {secs} s, 3 nodes)\n{:>7} {:>7} {:<16} {:>24} {:>8} {:>8} {:>10} {:>22} {:>22} {:>7}\n",
-        "clients", "value", "contender", "commits/s", "p50 ms", "p99 ms", "p99.9 ms",
-        "commits vs tokio", "p99 vs tokio", "failed"
-    );
-    let mut all = Vec::new();
-    for &w in workloads {
-        for r in rows(samples, w) {
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {} | {} | {}/{rounds} |",
-                w.clients,
-                w.value,
-                r.contender,
-                range(&r.commits_per_sec, 0),
-                r.p50_ms.median,
-                r.p99_ms.median,
-                r.p999_ms.median,
-                ratio(&r.commits_vs_tokio),
-                ratio(&r.p99_vs_tokio),
-                r.failed,
-                r.ok
-            );
-            let _ = writeln!(
-                table,
-                "{:>7} {:>7} {:<16} {:>24} {:>8.2} {:>8.2} {:>10.2} {:>22} {:>22} {:>7}",
-                w.clients,
-                w.value,
-                r.contender,
-                range(&r.commits_per_sec, 0),
-                r.p50_ms.median,
-                r.p99_ms.median,
-                r.p999_ms.median,
-                ratio(&r.commits_vs_tokio),
-                ratio(&r.p99_vs_tokio),
-                r.failed
-            );
-            all.push(r);
-        }
+    let mut t = Table::new(vec![
+        Col::right("clients"),
+        Col::right("value B").short("value"),
+        Col::left("contender"),
+        Col::right("commits/s"),
+        Col::right("p50 ms"),
+        Col::right("p99 ms"),
+        Col::right("p99.9 ms"),
+        Col::right("commits/s vs openraft-tokio").short("commits vs tokio"),
+        Col::right("p99 vs openraft-tokio").short("p99 vs tokio"),
+        Col::right("failed writes").short("failed"),
+        Col::right("samples").md_only(),
+    ]);
+    for r in &res.rows {
+        t.row(vec![
+            r.workload.clients.to_string(),
+            r.workload.value.to_string(),
+            r.contender.clone(),
+            range(&r.commits_per_sec, 0),
+            format!("{:.2}", r.p50_ms.median),
+            format!("{:.2}", r.p99_ms.median),
+            format!("{:.2}", r.p999_ms.median),
+            ratio(&r.commits_vs_tokio),
+            ratio(&r.p99_vs_tokio),
+            r.failed.to_string(),
+            format!("{}/{rounds}", r.ok),
+        ]);
     }
+    md.push_str(&t.markdown());
+    let table = format!("raft ({rounds} rounds of {secs} s, 3 nodes)\n{}", t.text());
     let mut skipped = Vec::new();
-    for s in samples.iter().filter(|s| s.error.is_some()) {
+    for s in res.samples.iter().filter(|s| s.error.is_some()) {
         let why = s.error.clone().unwrap_or_default();
         let _ = writeln!(md, "\n- round {} {}: {why}", s.round + 1, s.contender);
         skipped.push((format!("{} round {}", s.contender, s.round + 1), why));
@@ -281,8 +290,7 @@ fn section(
         study: "raft".into(),
         table,
         markdown: md,
-        json: serde_json::json!({ "rounds": rounds, "secs": secs, "workloads": workloads,
-            "rows": all, "samples": samples }),
+        json: serde_json::to_value(res).unwrap_or_default(),
         svgs: Vec::new(),
         skipped,
     }

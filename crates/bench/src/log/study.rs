@@ -20,9 +20,10 @@ use serde::Serialize;
 use super::LogBenchResult;
 use crate::harness::bars::Bars;
 use crate::harness::latency::schedule;
-use crate::harness::stat::{stat, Stat};
+use crate::harness::stat::{nan_from_null, stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
 use crate::harness::sysinfo::CpuTimes;
+use crate::harness::table::{Col, Table};
 
 /// The log contenders (`ringkit log bench --engine`, `--backend`, and
 /// whether `--linked-sync`).
@@ -59,13 +60,21 @@ struct Sample {
     direct: bool,
     writers: usize,
     round: usize,
+    #[serde(deserialize_with = "nan_from_null")]
     commits_per_s: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     mb_per_s: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     syncs_per_s: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     batch_bytes: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     p50_us: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     p99_us: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     p999_us: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     cpu_us_per_commit: f64,
     error: Option<String>,
 }
@@ -312,7 +321,16 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         }
     }
     drop(made);
-    Ok(section(&names, &samples, &p, opts, fio))
+    let summary = summarize(&names, &samples, &p);
+    Ok(section(&LogResults {
+        record: RECORD,
+        rounds: p.rounds,
+        secs: p.secs,
+        segment_bytes: p.file_size,
+        samples,
+        summary,
+        server_cpu: opts.server_cpu,
+    }))
 }
 
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
@@ -333,12 +351,30 @@ struct Row {
     vs_glommio: Stat,
     /// Written MB/s over fio io_uring's at the same batch size.
     mb_vs_fio: Stat,
-    /// The same over fio io_uring's with `O_DSYNC` writes.
+    /// The same over fio io_uring's with `O_DSYNC` writes (absent from
+    /// runs before that row).
+    #[serde(default)]
     mb_vs_fio_dsync: Stat,
     ok: usize,
 }
 
-fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio: bool) -> Section {
+/// What the study measured: results.json's `studies.log`.
+#[derive(Debug, Serialize, serde::Deserialize)]
+pub struct LogResults {
+    record: usize,
+    rounds: usize,
+    secs: f64,
+    segment_bytes: u64,
+    samples: Vec<Sample>,
+    summary: Vec<Row>,
+    /// The CPU every process was pinned to (absent from runs before it
+    /// was kept).
+    #[serde(default)]
+    server_cpu: usize,
+}
+
+/// A row per mode, writer count and contender that runs in that mode.
+fn summarize(names: &[String], samples: &[Sample], p: &Plan) -> Vec<Row> {
     let mut rows = Vec::new();
     for direct in [false, true] {
         for &writers in &p.writers {
@@ -395,28 +431,16 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
             }
         }
     }
-    let mut table = format!(
-        "{:<9} {:>3} {:<20} {:>9} {:>7} {:>7} {:>8} {:>7} {:>7} {:>8} {:>7} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
-        "mode",
-        "w",
-        "contender",
-        "commits/s",
-        "MB/s",
-        "syncs/s",
-        "batch B",
-        "p50 us",
-        "p99 us",
-        "p99.9 us",
-        "cpu us",
-        "vs tokio",
-        "vs std",
-        "vs glom",
-        "MB vs fio",
-        "vs dsync"
-    );
+    rows
+}
+
+/// The study's section of the report.
+pub fn section(res: &LogResults) -> Section {
+    let rows = &res.summary;
+    let fio = rows.iter().any(|r| r.contender.starts_with("fio-"));
     let mut md = format!(
         "## Durable log: commits/s and commit latency\n\n\
-         - {RECORD} B records; each writer appends one record and waits until it is durable, then the next; \
+         - {} B records; each writer appends one record and waits until it is durable, then the next; \
          {} rounds of {} s per row, contenders interleaved and rotated; every process pinned to CPU {}\n\
          - ringkit-log (`ringkit log bench`) on io_uring and epoll; the same design (group commit, the same framing, \
          one `RWF_DSYNC` write per batch, segments zero-filled ahead in the background) on tokio \
@@ -430,10 +454,8 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
          (its write's with `O_DSYNC`)\n\
          - CPU: µs per commit of the whole process (every thread); ratios paired per round (higher is better): \
          commits/s over tokio's, std's and glommio's, written MB/s over fio io_uring's at the same batch size \
-         (with `fdatasync`, and with `O_DSYNC`)\n\n\
-         | mode | writers | contender | commits/s | MB/s | syncs/s | batch B | p50 µs | p99 µs | p99.9 µs | CPU µs/commit | commits/s vs tokio | vs std | vs glommio | MB/s vs fio-io_uring | vs fio-io_uring-dsync | ok |\n\
-         |---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        p.rounds, p.secs, opts.server_cpu, p.file_size >> 20
+         (with `fdatasync`, and with `O_DSYNC`)\n\n",
+        res.record, res.rounds, res.secs, res.server_cpu, res.segment_bytes >> 20
     );
     let ratio = |s: &Stat| {
         if s.median > 0.0 {
@@ -442,22 +464,50 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
             "-".into()
         }
     };
-    for r in &rows {
-        table += &format!(
-            "{:<9} {:>3} {:<20} {:>9.0} {:>7.1} {:>7.0} {:>8.0} {:>7.0} {:>7.0} {:>8.0} {:>7.1} {:>8} {:>8} {:>8} {:>9} {:>9}\n",
-            r.mode, r.writers, r.contender, r.commits_per_s.median, r.mb_per_s.median, r.syncs_per_s.median,
-            r.batch_bytes.median, r.p50_us.median, r.p99_us.median, r.p999_us.median, r.cpu_us_per_commit.median,
-            ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio), ratio(&r.mb_vs_fio),
-            ratio(&r.mb_vs_fio_dsync)
-        );
-        md += &format!(
-            "| {} | {} | {} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {} | {} | {} | {} | {} | {}/{} |\n",
-            r.mode, r.writers, r.contender, r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max,
-            r.mb_per_s.median, r.syncs_per_s.median, r.batch_bytes.median, r.p50_us.median, r.p99_us.median,
-            r.p999_us.median, r.cpu_us_per_commit.median, ratio(&r.vs_tokio), ratio(&r.vs_std), ratio(&r.vs_glommio),
-            ratio(&r.mb_vs_fio), ratio(&r.mb_vs_fio_dsync), r.ok, p.rounds
-        );
+    let mut t = Table::new(vec![
+        Col::left("mode"),
+        Col::right("writers").short("w"),
+        Col::left("contender"),
+        Col::right("commits/s"),
+        Col::right("MB/s"),
+        Col::right("syncs/s"),
+        Col::right("batch B"),
+        Col::right("p50 µs"),
+        Col::right("p99 µs"),
+        Col::right("p99.9 µs"),
+        Col::right("CPU µs/commit").short("cpu µs"),
+        Col::right("commits/s vs tokio").short("vs tokio"),
+        Col::right("vs std"),
+        Col::right("vs glommio"),
+        Col::right("MB/s vs fio-io_uring").short("MB vs fio"),
+        Col::right("vs fio-io_uring-dsync").short("vs dsync"),
+        Col::right("ok"),
+    ]);
+    for r in rows {
+        t.row(vec![
+            r.mode.clone(),
+            r.writers.to_string(),
+            r.contender.clone(),
+            format!(
+                "{:.0} ({:.0}–{:.0})",
+                r.commits_per_s.median, r.commits_per_s.min, r.commits_per_s.max
+            ),
+            format!("{:.1}", r.mb_per_s.median),
+            format!("{:.0}", r.syncs_per_s.median),
+            format!("{:.0}", r.batch_bytes.median),
+            format!("{:.0}", r.p50_us.median),
+            format!("{:.0}", r.p99_us.median),
+            format!("{:.0}", r.p999_us.median),
+            format!("{:.1}", r.cpu_us_per_commit.median),
+            ratio(&r.vs_tokio),
+            ratio(&r.vs_std),
+            ratio(&r.vs_glommio),
+            ratio(&r.mb_vs_fio),
+            ratio(&r.mb_vs_fio_dsync),
+            format!("{}/{}", r.ok, res.rounds),
+        ]);
     }
+    md += &t.markdown();
     if !fio {
         md += "\nfio is not installed here: its rows are missing.\n";
     }
@@ -474,7 +524,8 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
             r.mode, r.batch_bytes.median, r.p50_us.median, r.p99_us.median
         );
     }
-    let errors: Vec<String> = samples
+    let errors: Vec<String> = res
+        .samples
         .iter()
         .filter_map(|s| {
             s.error.as_ref().map(|e| {
@@ -491,7 +542,7 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
     let chart = Bars::from_rows(
         "Durable log, 4 KiB records: commits per second",
         "commits/s",
-        &rows,
+        rows,
         |r| format!("{} w={}", r.mode, r.writers),
         |r| r.contender.clone(),
         |r| r.commits_per_s.median,
@@ -499,12 +550,9 @@ fn section(names: &[String], samples: &[Sample], p: &Plan, opts: &StudyOpts, fio
     md += "\n![commits per second](log_commits.svg)\n";
     Section {
         study: "log".into(),
-        table,
+        table: t.text(),
         markdown: md,
-        json: serde_json::json!({
-            "record": RECORD, "rounds": p.rounds, "secs": p.secs, "segment_bytes": p.file_size,
-            "samples": samples, "summary": rows,
-        }),
+        json: serde_json::to_value(res).unwrap_or_default(),
         svgs: vec![("log_commits.svg".into(), chart.svg())],
         ..Default::default()
     }

@@ -147,9 +147,12 @@ pub struct ProbeFigures {
     /// An exchange was still unanswered at the end (its wait so far is in
     /// `worst_wait_secs`).
     pub unanswered_at_end: bool,
-    /// Waits of the answered exchanges, median and 99th percentile, ms.
+    /// Waits of the answered exchanges, median and 99th percentile, ms
+    /// (0 in runs from before they were kept).
+    #[serde(default)]
     pub p50_ms: f64,
     /// See `p50_ms`.
+    #[serde(default)]
     pub p99_ms: f64,
     #[serde(skip)]
     waits_ms: Vec<f64>,

@@ -140,11 +140,11 @@ impl HostileConfig {
 #[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Row {
     /// Server.
-    pub target: &'static str,
+    pub target: String,
     /// Backend.
     pub backend: String,
     /// Attack.
-    pub attack: &'static str,
+    pub attack: String,
     /// Hostile connections.
     pub hostile: usize,
     /// The well-behaved client.
@@ -403,11 +403,11 @@ fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Resu
     }
     srv.kill();
     Ok(Row {
-        target: t.name(),
+        target: t.name().to_string(),
         backend: t
             .own_backend()
             .map_or_else(|| cfg.backend.clone(), Into::into),
-        attack: a.name(),
+        attack: a.name().to_string(),
         hostile: o.hostile,
         probe,
         probe_budget_secs: probe_budget,

@@ -62,13 +62,22 @@ pub fn study(opts: &StudyOpts, log: &mut dyn FnMut(&str)) -> io::Result<Section>
     let _ = std::fs::remove_dir_all(&base);
     against_tokio(&mut rows);
     Ok(Section {
-        study: "hostile".into(),
-        table: super::table(&by_attack(&rows)),
-        markdown: markdown(&by_attack(&rows)),
-        json: serde_json::to_value(&rows).unwrap_or_default(),
-        svgs: Vec::new(),
         skipped,
+        ..section(&rows)
     })
+}
+
+/// The study's section of the report, from its rows (results.json's
+/// `studies.hostile`).
+pub fn section(rows: &[Row]) -> Section {
+    Section {
+        study: "hostile".into(),
+        table: super::table(&by_attack(rows)),
+        markdown: markdown(&by_attack(rows)),
+        json: serde_json::to_value(rows).unwrap_or_default(),
+        svgs: Vec::new(),
+        skipped: Vec::new(),
+    }
 }
 
 /// On each attack axum on tokio faced, ringkit's axum rows (the same app,
