@@ -325,6 +325,25 @@ ringkit::test_all! {
         assert_eq!(&got[4096..], &data[..4096]);
     }
 
+    async fn a_short_durable_write_on_a_direct_file_is_finished() {
+        // A write that comes back short (a full disk, a signal) is
+        // continued from where it stopped. The rest was copied into a
+        // `Vec`, which an `O_DIRECT` file refuses (EINVAL): the log then
+        // failed instead of finishing its batch.
+        let dsync = planted_direct(|| Fault::Short(4096), |f, buf| async move {
+            f.write_all_at_dsync(buf, 4096).await.0
+        });
+        let Some((res, got, data)) = dsync.await else { return };
+        assert!(res.is_ok(), "write_all_at_dsync: {res:?}");
+        assert_eq!(&got[4096..], &data[..], "write_all_at_dsync");
+        let linked = planted_direct(|| Fault::Short(4096), |f, buf| async move {
+            f.write_all_at_sync(buf, 4096).await.0
+        });
+        let Some((res, got, data)) = linked.await else { return };
+        assert!(res.is_ok(), "write_all_at_sync: {res:?}");
+        assert_eq!(&got[4096..], &data[..], "write_all_at_sync");
+    }
+
     async fn allocate_reserves_zeroed_space() {
         let t = tempfile::tempdir().unwrap();
         let path = t.path().join("seg");
@@ -533,10 +552,29 @@ fn a_fixed_buffer_outliving_its_runtime() {
 async fn planted_direct_dsync_write(
     fault: fn() -> Fault,
 ) -> Option<(std::io::Result<usize>, Vec<u8>, Vec<u8>)> {
-    struct Plant(fn() -> Fault);
+    planted_direct(fault, |f, buf| async move {
+        f.write_at_dsync(buf, 4096).await.0
+    })
+    .await
+}
+
+/// The 8192 bytes of [`planted_direct_dsync_write`] written by `write`,
+/// `fault` planted on the first durable write (`WriteDsync`,
+/// `WriteSync`) and on nothing after it.
+async fn planted_direct<R, F>(
+    fault: fn() -> Fault,
+    write: impl FnOnce(Rc<ringkit::fs::File>, ringkit::buf::AlignedBuf) -> F,
+) -> Option<(std::io::Result<R>, Vec<u8>, Vec<u8>)>
+where
+    F: std::future::Future<Output = std::io::Result<R>>,
+{
+    struct Plant(std::cell::Cell<Option<fn() -> Fault>>);
     impl FsHook for Plant {
         fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
-            matches!(op, FsOp::WriteDsync { .. }).then(|| (self.0)())
+            if matches!(op, FsOp::WriteDsync { .. } | FsOp::WriteSync { .. }) {
+                return self.0.take().map(|f| f());
+            }
+            None
         }
     }
     let t = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
@@ -549,7 +587,7 @@ async fn planted_direct_dsync_write(
         .open(&path)
         .await;
     let f = match open {
-        Ok(f) => f,
+        Ok(f) => Rc::new(f),
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
             println!("skipped: O_DIRECT refused in {}: {e}", t.path().display());
             return None;
@@ -559,8 +597,8 @@ async fn planted_direct_dsync_write(
     let data = pattern(8192, 9);
     let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
     buf.as_mut_slice().copy_from_slice(&data);
-    let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant(fault))));
-    let res = f.write_at_dsync(buf, 4096).await.0;
+    let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant(std::cell::Cell::new(Some(fault))))));
+    let res = write(f, buf).await;
     ringkit::fs::hook::set_hook(prev);
     Some((res, std::fs::read(&path).unwrap(), data))
 }
