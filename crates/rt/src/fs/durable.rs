@@ -53,6 +53,20 @@ impl File {
         let len = buf.bytes_init();
         let (res, buf) = match fault {
             Ok(()) => self.linked_write_sync(buf, offset).await,
+            Err(Fault::Short(n)) if is_direct(fd) => {
+                // The kernel writes `n` bytes and cancels the sync. An
+                // `O_DIRECT` write pins every page before it writes, so a
+                // `ShortBuf` would fail whole (`EFAULT`): the first `n`
+                // bytes go alone, unsynced, as the cancelled link leaves
+                // them.
+                let part = &buf.init_slice()[..n.min(len)];
+                let res = if part.is_empty() {
+                    Err(io::Error::from_raw_os_error(libc::EFAULT))
+                } else {
+                    self.write_op(aligned_copy(part), offset, false).await.0
+                };
+                (res, buf)
+            }
             Err(Fault::Short(n)) => {
                 // The kernel writes `n` bytes, faults on the unmapped rest
                 // and cancels the sync.
@@ -95,7 +109,7 @@ impl File {
             Ok(n) => n,
             Err(e) => return (Err(e), buf),
         };
-        let rest = buf.init_slice()[n..].to_vec();
+        let rest = aligned_copy(&buf.init_slice()[n..]);
         if let (Err(e), _) = self.write_all_at(rest, offset + n as u64).await {
             return (Err(e), buf);
         }
@@ -129,9 +143,7 @@ impl File {
                 if part.is_empty() {
                     (Ok(0), buf)
                 } else {
-                    let mut copy = crate::buf::AlignedBuf::new(part.len(), 4096);
-                    copy.as_mut_slice().copy_from_slice(part);
-                    (self.write_op(copy, offset, true).await.0, buf)
+                    (self.write_op(aligned_copy(part), offset, true).await.0, buf)
                 }
             }
             Err(Fault::FailSync(e)) => {
@@ -165,7 +177,7 @@ impl File {
             Err(e) => return (Err(e), buf),
         };
         while done < len {
-            let rest = buf.init_slice()[done..].to_vec();
+            let rest = aligned_copy(&buf.init_slice()[done..]);
             match self.write_at_dsync(rest, offset + done as u64).await.0 {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
                 Ok(n) => done += n,
@@ -278,4 +290,23 @@ impl File {
             })
             .collect()
     }
+}
+
+/// `bytes` in page-aligned memory: what is left of a short write goes from
+/// here, so that an `O_DIRECT` file takes it (it refuses a `Vec`'s
+/// unaligned memory with `EINVAL`). A short direct write stops on a block
+/// boundary, so the rest starts on one too.
+fn aligned_copy(bytes: &[u8]) -> crate::buf::AlignedBuf {
+    let mut copy = crate::buf::AlignedBuf::new(bytes.len().max(1), 4096);
+    copy.set_len(bytes.len());
+    copy.as_mut_slice().copy_from_slice(bytes);
+    copy
+}
+
+/// Whether `fd` was opened `O_DIRECT` (asked only where a fault is
+/// planted).
+fn is_direct(fd: std::os::fd::RawFd) -> bool {
+    // SAFETY: F_GETFL reads the open file's status flags; no memory passed.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    flags >= 0 && flags & libc::O_DIRECT != 0
 }
