@@ -473,3 +473,28 @@ impl Walk {
         }
     }
 }
+
+#[test]
+fn a_batch_header_never_straddles_a_sector_and_padding_is_only_what_that_takes() {
+    // Every start in three sectors, every length up to two: the next
+    // header lies in one 512-byte sector (a crash leaves it whole or zero),
+    // and a batch is padded only where its end leaves no room for one, to
+    // the next sector and no further.
+    let h = BATCH_HEADER as u64;
+    for start in 0..1536u64 {
+        for len in 1..1024usize {
+            let p = no_straddle(start, len);
+            let end = start + len as u64;
+            let next = start + p as u64;
+            assert!(
+                next % 512 + h <= 512,
+                "start {start} len {len}: a header at {next}"
+            );
+            if end % 512 + h <= 512 {
+                assert_eq!(p, len, "start {start} len {len}: padded with room to spare");
+            } else {
+                assert_eq!(next, end.next_multiple_of(512), "start {start} len {len}");
+            }
+        }
+    }
+}
