@@ -29,7 +29,8 @@ pub struct CrashcheckArgs {
     scratch: Option<PathBuf>,
     /// Fail one operation: KIND:N:ERR, the Nth operation of KIND (open,
     /// read, write, sync, alloc, rename, remove, mkdir) fails with ERR (eio,
-    /// enospc, or short: a short write).
+    /// enospc, eopnotsupp: an `RWF_DSYNC` write refused as by a kernel
+    /// without the flag, or short: a short write).
     #[arg(long, value_parser = parse_fault)]
     fault: Option<FaultPlan>,
     /// Print the trace (every recorded event) to stderr.
@@ -65,8 +66,10 @@ fn parse_fault(s: &str) -> Result<FaultPlan, String> {
     let error = match err {
         "eio" => Some(libc::EIO),
         "enospc" => Some(libc::ENOSPC),
+        // On an `RWF_DSYNC` write: the kernel refuses the flag.
+        "eopnotsupp" => Some(libc::EOPNOTSUPP),
         "short" => None,
-        e => return Err(format!("{e}: want eio, enospc or short")),
+        e => return Err(format!("{e}: want eio, enospc, eopnotsupp or short")),
     };
     Ok(FaultPlan { kind, nth, error })
 }

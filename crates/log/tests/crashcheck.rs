@@ -211,8 +211,8 @@ ringkit::test_all! {
 /// with batches made durable both ways. A bug that shows only when the
 /// fault lands in one window (two syncs in flight, a short write taken as
 /// complete) is hit on every run, not by chance.
-async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
-    let (mut runs, mut fired, mut disk_reads) = (0, 0, 0);
+async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32, u32) {
+    let (mut runs, mut fired, mut disk_reads, mut refused) = (0, 0, 0, 0);
     for (seed, direct, dsync) in [
         (201, false, false),
         (202, true, false),
@@ -224,12 +224,13 @@ async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
             let r = fault_run(30, seed, direct, Some(dsync), plan).await;
             runs += 1;
             fired += u32::from(r.fault_fired);
+            refused += u32::from(r.fault_refused);
             disk_reads += r.disk_reads;
         }
     }
     println!(
-        "{kind:?} {error:?}: {runs} runs, {fired} faults fired, {disk_reads} O_DIRECT reads \
-         saw the disk apart from the page cache"
+        "{kind:?} {error:?}: {runs} runs, {fired} faults fired ({refused} refused an RWF_DSYNC \
+         write), {disk_reads} O_DIRECT reads saw the disk apart from the page cache"
     );
     if kind == OpKind::Sync {
         // After a failed sync the reopen's O_DIRECT scan read the disk's
@@ -240,18 +241,29 @@ async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32) {
             "the page cache was never apart from the disk"
         );
     }
-    (runs, fired)
+    (runs, fired, refused)
 }
 
 ringkit::test_all! {
     async fn dense_sync_failures_lose_nothing_acknowledged() {
-        let (runs, fired) = dense(OpKind::Sync, Some(libc::EIO)).await;
+        let (runs, fired, _) = dense(OpKind::Sync, Some(libc::EIO)).await;
         assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
     }
 
     async fn dense_short_writes_lose_nothing_acknowledged() {
-        let (runs, fired) = dense(OpKind::Write, None).await;
+        let (runs, fired, _) = dense(OpKind::Write, None).await;
         assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
+    }
+
+    /// A kernel that refuses `RWF_DSYNC` (`EOPNOTSUPP`, nothing written)
+    /// at every position: where the refused write is a batch's, the log
+    /// writes it again with `fdatasync` and goes on that way, and every
+    /// crash state still keeps every acknowledged record. A fallback that
+    /// wrote without the sync acknowledged records that no sync covered.
+    async fn dense_rwf_dsync_refusals_lose_nothing_acknowledged() {
+        let (runs, fired, refused) = dense(OpKind::Write, Some(libc::EOPNOTSUPP)).await;
+        assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
+        assert!(refused >= 8, "{refused} faults refused an RWF_DSYNC write");
     }
 }
 

@@ -147,6 +147,9 @@ pub struct Report {
     pub edits: u64,
     /// Whether the planned fault fired.
     pub fault_fired: bool,
+    /// Whether it refused an `RWF_DSYNC` write (the log then writes and
+    /// syncs its batches apart).
+    pub fault_refused: bool,
     /// Syncs that returned with a later batch already written beside them
     /// (not covered by them): the pipelined states explored.
     pub overlapped: u64,
@@ -251,6 +254,7 @@ async fn explore_in(cfg: &Config, work: &Path) -> io::Result<Report> {
     let outcome = workload(cfg, &root.join("log"), &rec, &mut report).await;
     ringkit::fs::hook::set_hook(prev);
     report.fault_fired = rec.fired();
+    report.fault_refused = rec.refused();
     (report.linked, report.dsync_writes) = rec.linked();
     report.crashes = rec.crashes();
     report.kill_splits = rec.kill.splits();

@@ -176,6 +176,8 @@ struct State {
     counts: HashMap<OpKind, u64>,
     fault: Option<FaultPlan>,
     fired: bool,
+    /// The fault refused an `RWF_DSYNC` write (`EOPNOTSUPP`, `ENOSYS`).
+    refused: bool,
     /// Per descriptor, where each sync in flight was issued (the trace's
     /// length then), oldest first.
     sync_starts: HashMap<RawFd, std::collections::VecDeque<usize>>,
@@ -257,6 +259,11 @@ impl Recorder {
     /// Whether the planned fault was injected.
     pub fn fired(&self) -> bool {
         self.st.borrow().fired
+    }
+
+    /// Whether the fault refused an `RWF_DSYNC` write.
+    pub fn refused(&self) -> bool {
+        self.st.borrow().refused
     }
 
     /// The workload goes on in `root`, which holds `files` (a crash state,
@@ -536,8 +543,16 @@ impl Recorder {
         // A short write is not a failure (the rest is written after it):
         // named apart, so a poisoned log is looked for only after errors.
         let short = plan.error.is_none() && is_write;
+        // A kernel without `RWF_DSYNC` refuses it before writing anything:
+        // not a failed write (the log writes the batch again another way),
+        // so named apart too.
+        let refused = matches!(op, FsOp::WriteDsync { .. })
+            && matches!(plan.error, Some(libc::EOPNOTSUPP | libc::ENOSYS));
+        st.refused = refused;
         let what = if short {
             format!("short {op}")
+        } else if refused {
+            format!("refused {op}")
         } else {
             op.to_string()
         };
