@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Plant each hand-made durability mutant (the .patch files beside this
-# script) in turn, run the crash-state explorer's tests against it, and say
+# script) in turn, run the crash-state explorer's tests and the log's unit
+# tests (the pipeline's rules, without a runtime) against it, and say
 # whether they caught it and how many seconds after the tests started the
 # first failure was printed (compile time excluded). The tree must be
 # clean; each patch is reverted before the next.
@@ -26,12 +27,12 @@ for p in "${pats[@]}"; do
     name=$(basename "$p" .patch)
     git apply "$p" || { echo "$name: does not apply"; continue; }
     current=$p
-    if ! cargo test -q -p ringkit-log --test crashcheck --no-run 2>/dev/null; then
+    if ! cargo test -q -p ringkit-log --lib --test crashcheck --no-run 2>/dev/null; then
         echo "$name: does not compile"
     else
         log=$(mktemp)
         start=$(date +%s.%N)
-        timeout 900 cargo test -q -p ringkit-log --test crashcheck -- --nocapture >"$log" 2>&1 &
+        timeout 900 cargo test -q -p ringkit-log --lib --test crashcheck -- --nocapture >"$log" 2>&1 &
         pid=$!
         first=""
         while kill -0 "$pid" 2>/dev/null; do
