@@ -1,7 +1,3 @@
-//! The driver of this thread's runtime, as operations reach it. The
-//! runtime installs it when it is built and removes it when dropped; the
-//! driver never reaches up to the runtime (no import cycle in the crate).
-
 //! The driver of this thread's runtime, as operations reach it: the one
 //! access point. The runtime installs it when it is built and removes it
 //! when dropped; the driver never reaches up to the runtime (no import
