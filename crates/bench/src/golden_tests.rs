@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 
 use crate::harness::study::Section;
 
-/// (study, run under docs/results whose results.json holds it).
+/// (study, run under docs/results whose results.json holds it): every study of `ringkit compare`.
 const CASES: &[(&str, &str)] = &[
     ("echo", "compare-2026-11-30-echo-10rounds"),
     ("echo", "echo-2026-11-30-rust-echo-bench-t20"),
@@ -28,6 +28,7 @@ const CASES: &[(&str, &str)] = &[
     ("nop", "compare-2026-11-26-after-cycle"),
     ("generator", "compare-2026-11-26-after-cycle"),
     ("latency", "latency-2026-11-27"),
+    ("c10k", "c10k-2026-11-26"),
     ("raft", "raft-compare-2026-11-28"),
     ("log", "log-dsync-2026-11-30"),
     ("log", "compare-2026-11-27-glommio-log"),

@@ -172,11 +172,15 @@ pub struct Row {
     /// The same for `p999_vs_ref`.
     pub p999_vs_ref_span: Option<(f64, f64)>,
     /// The host's stalls over the same runs (medians): wake-up lateness of
-    /// a real-time probe on each CPU at p99 and p99.9, and the latest, µs.
+    /// a real-time probe on each CPU at p99 and p99.9, and the latest, µs
+    /// (0 in runs from before the probe).
+    #[serde(default)]
     pub host_p99_us: f64,
     /// See `host_p99_us`.
+    #[serde(default)]
     pub host_p999_us: f64,
     /// See `host_p99_us`.
+    #[serde(default)]
     pub host_max_us: f64,
 }
 
