@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Plant each hand-made durability mutant (the .patch files beside this
-# script) in turn, run the crash-state explorer's tests and the log's unit
-# tests (the pipeline's rules, without a runtime) against it, and say
-# whether they caught it and how many seconds after the tests started the
-# first failure was printed (compile time excluded). The tree must be
+# script) in turn, run the log's unit tests (the pipeline's rules, without
+# a runtime) and then the crash-state explorer's tests against it, and say
+# which caught it: the failed unit tests, or how many seconds after the
+# explorer's tests started their first failure was printed (compile time
+# excluded). The tree must be
 # clean; each patch is reverted before the next.
 #
 #   crates/log/mutants/run.sh            # every mutant
@@ -30,9 +31,19 @@ for p in "${pats[@]}"; do
     if ! cargo test -q -p ringkit-log --lib --test crashcheck --no-run 2>/dev/null; then
         echo "$name: does not compile"
     else
+        # The unit tests first (a second). Passing tests panic on purpose,
+        # so a failure is what cargo lists as failed.
+        unit=$(mktemp)
+        if ! cargo test -q -p ringkit-log --lib >"$unit" 2>&1; then
+            printf '%s: killed by the unit tests:' "$name"
+            sed -n '/^failures:$/,/^test result/p' "$unit" |
+                grep '^    [a-z]' | tr -d ' ' | tr '\n' ' '
+            echo
+        fi
+        rm -f "$unit"
         log=$(mktemp)
         start=$(date +%s.%N)
-        timeout 900 cargo test -q -p ringkit-log --lib --test crashcheck -- --nocapture >"$log" 2>&1 &
+        timeout 900 cargo test -q -p ringkit-log --test crashcheck -- --nocapture >"$log" 2>&1 &
         pid=$!
         first=""
         while kill -0 "$pid" 2>/dev/null; do
@@ -46,11 +57,11 @@ for p in "${pats[@]}"; do
         total=$(echo "$(date +%s.%N) - $start" | bc)
         if [ "$rc" -ne 0 ]; then
             failed=$(grep -o "[0-9]* failed;" "$log" | tail -1 | cut -d' ' -f1)
-            printf '%s: killed, first failure at %.1f s (%s tests failed, run %.0f s)\n' \
+            printf '%s: killed by the explorer, first failure at %.1f s (%s tests failed, run %.0f s)\n' \
                 "$name" "${first:-$total}" "$failed" "$total"
             grep -m1 -A2 "panicked at" "$log" | sed 's/^/    /' | cut -c1-300
         else
-            printf '%s: SURVIVED (run %.0f s)\n' "$name" "$total"
+            printf '%s: SURVIVED the explorer (run %.0f s)\n' "$name" "$total"
         fi
         [ -n "${KEEP:-}" ] && cp "$log" "$KEEP/$name.log"
         rm -f "$log"
