@@ -31,10 +31,13 @@
 //!   recovery's writes change nothing a later recovery reads.
 //!
 //! With a [`FaultPlan`], the k-th operation of one kind fails (`EIO`,
-//! `ENOSPC`, or a short write), deterministically; the run then also
-//! checks that every append resolves, that a log whose write or sync
-//! failed acknowledges nothing more until it is reopened, and the crash
-//! states explored are those of the faulted run.
+//! `ENOSPC`, or a short write; on an `RWF_DSYNC` write, `EOPNOTSUPP` or
+//! `ENOSYS` is the kernel refusing the flag, nothing written, which the
+//! log answers with a write and an `fdatasync`, and is not a failure),
+//! deterministically; the run then also checks that every append
+//! resolves, that a log whose write or sync failed acknowledges nothing
+//! more until it is reopened, and the crash states explored are those of
+//! the faulted run.
 //!
 //! # What it does not model
 //!
@@ -49,9 +52,11 @@
 //! from a registered buffer (a planted short write on the linked path is
 //! made from an unregistered copy whose tail is unmapped, so the kernel
 //! cuts it, then cancels the sync: the log's handling is the same, the
-//! opcode is `WRITE`, not `WRITE_FIXED`); dense sweeps of faults other than
-//! a failed sync and a short write (the other kinds fail at four positions
-//! each); faults together with crashes, or more than one fault a run;
+//! opcode is `WRITE`, not `WRITE_FIXED`; on an `O_DIRECT` file, whose
+//! writes pin every page first, the first bytes are written alone and the
+//! sync is not issued); dense sweeps of faults other than a failed sync, a
+//! short write and a refused `RWF_DSYNC` (the other kinds fail at four
+//! positions each); faults together with crashes, or more than one fault a run;
 //! damage to synced bytes (only unsynced writes tear; `tests/recovery.rs`
 //! damages synced batches by hand); directory changes made durable out of
 //! order (ext4 and xfs journal them in order; btrfs and f2fs need not);
