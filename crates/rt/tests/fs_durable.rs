@@ -325,23 +325,49 @@ ringkit::test_all! {
         assert_eq!(&got[4096..], &data[..4096]);
     }
 
-    async fn a_short_durable_write_on_a_direct_file_is_finished() {
+    async fn a_short_write_on_a_direct_file_is_finished() {
         // A write that comes back short (a full disk, a signal) is
-        // continued from where it stopped. The rest was copied into a
-        // `Vec`, which an `O_DIRECT` file refuses (EINVAL): the log then
-        // failed instead of finishing its batch.
-        let dsync = planted_direct(|| Fault::Short(4096), |f, buf| async move {
+        // continued from where it stopped, however often. The rest went
+        // from a `Vec`, which an `O_DIRECT` file refuses (EINVAL): the log
+        // then failed instead of finishing its batch.
+        let faults: [fn() -> Fault; 2] = [|| Fault::Short(4096), || Fault::Short(2048)];
+        let plain = planted_direct(&faults, |f, buf| async move {
+            f.write_all_at(buf, 4096).await.0
+        });
+        let Some((res, got, data)) = plain.await else { return };
+        assert!(res.is_ok(), "write_all_at: {res:?}");
+        assert_eq!(&got[4096..], &data[..], "write_all_at");
+        let dsync = planted_direct(&faults, |f, buf| async move {
             f.write_all_at_dsync(buf, 4096).await.0
         });
         let Some((res, got, data)) = dsync.await else { return };
         assert!(res.is_ok(), "write_all_at_dsync: {res:?}");
         assert_eq!(&got[4096..], &data[..], "write_all_at_dsync");
-        let linked = planted_direct(|| Fault::Short(4096), |f, buf| async move {
+        let linked = planted_direct(&faults, |f, buf| async move {
             f.write_all_at_sync(buf, 4096).await.0
         });
         let Some((res, got, data)) = linked.await else { return };
         assert!(res.is_ok(), "write_all_at_sync: {res:?}");
         assert_eq!(&got[4096..], &data[..], "write_all_at_sync");
+    }
+
+    async fn a_planted_short_linked_write_as_long_as_the_write_is_synced_on_a_direct_file() {
+        // `Short(n)` with n at least the write's length cuts nothing: the
+        // write and its linked sync run as without the fault (on a direct
+        // file the first n bytes went alone, reported durable unsynced).
+        let fault: [fn() -> Fault; 1] = [|| Fault::Short(8192)];
+        let whole = planted_direct(&fault, |f, buf| async move {
+            let before = ringkit::metrics();
+            let res = f.write_at_sync(buf, 4096).await.0;
+            Ok((res?, ringkit::metrics().since(&before)))
+        });
+        let Some((res, got, data)) = whole.await else { return };
+        let (n, m) = res.unwrap();
+        assert_eq!(n, 8192);
+        assert_eq!(&got[4096..], &data[..]);
+        if on_uring() {
+            assert_eq!(m.sqes_submitted, 2, "the write and its linked sync: {m:?}");
+        }
     }
 
     async fn allocate_reserves_zeroed_space() {
@@ -552,27 +578,31 @@ fn a_fixed_buffer_outliving_its_runtime() {
 async fn planted_direct_dsync_write(
     fault: fn() -> Fault,
 ) -> Option<(std::io::Result<usize>, Vec<u8>, Vec<u8>)> {
-    planted_direct(fault, |f, buf| async move {
+    let faults = [fault];
+    planted_direct(&faults, |f, buf| async move {
         f.write_at_dsync(buf, 4096).await.0
     })
     .await
 }
 
 /// The 8192 bytes of [`planted_direct_dsync_write`] written by `write`,
-/// `fault` planted on the first durable write (`WriteDsync`,
-/// `WriteSync`) and on nothing after it.
+/// `faults` planted on the first writes (`Write`, `WriteDsync`,
+/// `WriteSync`), one each, in order, and nothing after them.
 async fn planted_direct<R, F>(
-    fault: fn() -> Fault,
+    faults: &[fn() -> Fault],
     write: impl FnOnce(Rc<ringkit::fs::File>, ringkit::buf::AlignedBuf) -> F,
 ) -> Option<(std::io::Result<R>, Vec<u8>, Vec<u8>)>
 where
     F: std::future::Future<Output = std::io::Result<R>>,
 {
-    struct Plant(std::cell::Cell<Option<fn() -> Fault>>);
+    struct Plant(std::cell::RefCell<std::collections::VecDeque<fn() -> Fault>>);
     impl FsHook for Plant {
         fn before(&self, op: &FsOp<'_>) -> Option<Fault> {
-            if matches!(op, FsOp::WriteDsync { .. } | FsOp::WriteSync { .. }) {
-                return self.0.take().map(|f| f());
+            if matches!(
+                op,
+                FsOp::Write { .. } | FsOp::WriteDsync { .. } | FsOp::WriteSync { .. }
+            ) {
+                return self.0.borrow_mut().pop_front().map(|f| f());
             }
             None
         }
@@ -597,7 +627,8 @@ where
     let data = pattern(8192, 9);
     let mut buf = ringkit::buf::AlignedBuf::new(8192, 4096);
     buf.as_mut_slice().copy_from_slice(&data);
-    let prev = ringkit::fs::hook::set_hook(Some(Rc::new(Plant(std::cell::Cell::new(Some(fault))))));
+    let plant = Plant(std::cell::RefCell::new(faults.iter().copied().collect()));
+    let prev = ringkit::fs::hook::set_hook(Some(Rc::new(plant)));
     let res = write(f, buf).await;
     ringkit::fs::hook::set_hook(prev);
     Some((res, std::fs::read(&path).unwrap(), data))
