@@ -53,7 +53,7 @@ impl File {
         let len = buf.bytes_init();
         let (res, buf) = match fault {
             Ok(()) => self.linked_write_sync(buf, offset).await,
-            Err(Fault::Short(n)) if is_direct(fd) => {
+            Err(Fault::Short(n)) if n < len && is_direct(fd) => {
                 // The kernel writes `n` bytes and cancels the sync. An
                 // `O_DIRECT` write pins every page before it writes, so a
                 // `ShortBuf` would fail whole (`EFAULT`): the first `n`
@@ -63,7 +63,7 @@ impl File {
                 let res = if part.is_empty() {
                     Err(io::Error::from_raw_os_error(libc::EFAULT))
                 } else {
-                    self.write_op(aligned_copy(part), offset, false).await.0
+                    self.write_op(super::aligned_copy(part), offset, false).await.0
                 };
                 (res, buf)
             }
@@ -109,7 +109,7 @@ impl File {
             Ok(n) => n,
             Err(e) => return (Err(e), buf),
         };
-        let rest = aligned_copy(&buf.init_slice()[n..]);
+        let rest = super::aligned_copy(&buf.init_slice()[n..]);
         if let (Err(e), _) = self.write_all_at(rest, offset + n as u64).await {
             return (Err(e), buf);
         }
@@ -143,7 +143,7 @@ impl File {
                 if part.is_empty() {
                     (Ok(0), buf)
                 } else {
-                    (self.write_op(aligned_copy(part), offset, true).await.0, buf)
+                    (self.write_op(super::aligned_copy(part), offset, true).await.0, buf)
                 }
             }
             Err(Fault::FailSync(e)) => {
@@ -177,7 +177,7 @@ impl File {
             Err(e) => return (Err(e), buf),
         };
         while done < len {
-            let rest = aligned_copy(&buf.init_slice()[done..]);
+            let rest = super::aligned_copy(&buf.init_slice()[done..]);
             match self.write_at_dsync(rest, offset + done as u64).await.0 {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
                 Ok(n) => done += n,
@@ -292,16 +292,6 @@ impl File {
     }
 }
 
-/// `bytes` in page-aligned memory: what is left of a short write goes from
-/// here, so that an `O_DIRECT` file takes it (it refuses a `Vec`'s
-/// unaligned memory with `EINVAL`). A short direct write stops on a block
-/// boundary, so the rest starts on one too.
-fn aligned_copy(bytes: &[u8]) -> crate::buf::AlignedBuf {
-    let mut copy = crate::buf::AlignedBuf::new(bytes.len().max(1), 4096);
-    copy.set_len(bytes.len());
-    copy.as_mut_slice().copy_from_slice(bytes);
-    copy
-}
 
 /// Whether `fd` was opened `O_DIRECT` (asked only where a fault is
 /// planted).

@@ -410,9 +410,14 @@ impl File {
         let (res, buf) = match fault {
             Ok(()) => self.write_op(buf, offset, false).await,
             Err(Fault::Short(n)) => {
-                // Write only the first `n` bytes, for real.
-                let part = buf.init_slice()[..n.min(buf.bytes_init())].to_vec();
-                (self.write_op(part, offset, false).await.0, buf)
+                // Write only the first `n` bytes, for real (from aligned
+                // memory, which an `O_DIRECT` file takes).
+                let part = &buf.init_slice()[..n.min(buf.bytes_init())];
+                if part.is_empty() {
+                    (Ok(0), buf)
+                } else {
+                    (self.write_op(aligned_copy(part), offset, false).await.0, buf)
+                }
             }
             Err(Fault::Fail(e) | Fault::FailSync(e)) => return (Err(e), buf),
         };
@@ -443,7 +448,8 @@ impl File {
         .await
     }
 
-    /// Write all of `buf` at `offset` (copies the tail on a short write).
+    /// Write all of `buf` at `offset`: after a short write the rest is
+    /// copied into page-aligned memory and written, as often as it takes.
     pub async fn write_all_at<B: IoBuf>(&self, buf: B, offset: u64) -> (io::Result<()>, B) {
         let (res, buf) = self.write_at(buf, offset).await;
         let mut done = match res {
@@ -452,10 +458,9 @@ impl File {
         };
         while done < buf.bytes_init() {
             // SAFETY: `done..bytes_init` is initialised memory of `buf`.
-            let rest = unsafe {
+            let rest = aligned_copy(unsafe {
                 std::slice::from_raw_parts(buf.stable_ptr().add(done), buf.bytes_init() - done)
-            }
-            .to_vec();
+            });
             let (res, _) = self.write_at(rest, offset + done as u64).await;
             match res {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
@@ -610,4 +615,15 @@ impl Drop for File {
             unsafe { libc::close(fd) };
         }
     }
+}
+
+/// `bytes` in page-aligned memory: what is left of a short write goes from
+/// here, so that an `O_DIRECT` file takes it (it refuses a `Vec`'s
+/// unaligned memory with `EINVAL`). A short direct write stops on a block
+/// boundary, so the rest starts on one too.
+pub(crate) fn aligned_copy(bytes: &[u8]) -> crate::buf::AlignedBuf {
+    let mut copy = crate::buf::AlignedBuf::new(bytes.len().max(1), 4096);
+    copy.set_len(bytes.len());
+    copy.as_mut_slice().copy_from_slice(bytes);
+    copy
 }
