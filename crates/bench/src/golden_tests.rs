@@ -1,10 +1,17 @@
 //! Every study's report, rendered from a committed run's results.json,
 //! against what it rendered when the golden files were written: the
 //! terminal table, report.md's section, results.json's entry and the
-//! charts. A change to how studies are run or reported that changes what a
-//! report says fails here. After a change meant to alter a report, write
-//! the golden files anew with `RINGKIT_BLESS_REPORTS=1 cargo test -p
-//! ringkit-bench --lib golden` and read the diff.
+//! charts. A change to how a study's results are reported (or read back)
+//! that changes what a report says fails here; how a study is run is not
+//! checked (the input is a committed run). After a change meant to alter a
+//! report, write the golden files anew with `RINGKIT_BLESS_REPORTS=1 cargo
+//! test -p ringkit-bench --lib golden` and read the diff.
+//!
+//! A run recorded before its study kept a field reads it as its default,
+//! so for such a run the golden file pins how it renders, not what was
+//! measured: the CPUs of the log, raft and grpc runs say "(not
+//! recorded)", hostile's p99 of the well-behaved client reads 0, and the
+//! c10k run's open-loop capacity and host stalls read 0.
 
 use std::path::{Path, PathBuf};
 

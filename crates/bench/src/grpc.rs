@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::app::app_contender;
+use crate::harness::fmt::cpu;
 use crate::harness::latency::schedule;
 use crate::harness::peers;
 use crate::harness::server::{free_addr, Server};
@@ -73,12 +74,12 @@ pub struct GrpcResults {
     contenders: Vec<Named>,
     samples: Vec<Sample>,
     summary: Vec<Row>,
-    /// ghz's CPU and the server's (absent from runs before they were
+    /// ghz's CPU and the server's (`None`: a run from before they were
     /// kept).
     #[serde(default)]
-    client_cpu: usize,
+    client_cpu: Option<usize>,
     #[serde(default)]
-    server_cpu: usize,
+    server_cpu: Option<usize>,
 }
 
 /// ghz on PATH or in Go's default install directory.
@@ -242,8 +243,8 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
             .collect(),
         samples,
         summary,
-        client_cpu: opts.client_cpu,
-        server_cpu: opts.server_cpu,
+        client_cpu: Some(opts.client_cpu),
+        server_cpu: Some(opts.server_cpu),
     }))
 }
 
@@ -297,7 +298,8 @@ pub fn section(res: &GrpcResults) -> Section {
          {rounds} rounds of {secs} s, contenders interleaved and rotated; the server on CPU {}\n\
          - every call must end `OK`, but the at most {CONCURRENCY} in flight that ghz cancels when its time is up; server CPU per `OK` call from /proc over ghz's whole run\n\
          - ratios are paired against app-tokio (each round's over tokio's in that round; median and range): calls/s higher is better, CPU lower is better\n\n",
-        res.client_cpu, res.server_cpu
+        cpu(res.client_cpu),
+        cpu(res.server_cpu)
     );
     let range = |p: &Stat| format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max);
     let mut t = Table::new(vec![

@@ -25,6 +25,7 @@ use std::process::Command;
 
 use serde::{Deserialize, Serialize};
 
+use crate::harness::fmt::cpu;
 use crate::harness::latency::rotation;
 use crate::harness::stat::{stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
@@ -104,12 +105,12 @@ pub struct RaftResults {
     workloads: Vec<Workload>,
     rows: Vec<Row>,
     samples: Vec<Sample>,
-    /// The nodes' CPU (absent from runs before it was kept).
+    /// The nodes' CPU (`None`: a run from before it was kept).
     #[serde(default)]
-    server_cpu: usize,
+    server_cpu: Option<usize>,
     /// The clients' CPU.
     #[serde(default)]
-    client_cpu: usize,
+    client_cpu: Option<usize>,
 }
 
 fn run(
@@ -181,8 +182,8 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         workloads: workloads.to_vec(),
         rows,
         samples,
-        server_cpu: opts.server_cpu,
-        client_cpu: opts.client_cpu,
+        server_cpu: Some(opts.server_cpu),
+        client_cpu: Some(opts.client_cpu),
     }))
 }
 
@@ -248,7 +249,8 @@ pub fn section(res: &RaftResults) -> Section {
          - ratios are paired per round: commits/s over openraft-tokio's (higher is better), p99 \
          over openraft-tokio's (lower is better); median (min-max). Samples with failed writes \
          stay in the figures; the failed column counts those writes\n\n",
-        res.server_cpu, res.client_cpu
+        cpu(res.server_cpu),
+        cpu(res.client_cpu)
     );
     let mut t = Table::new(vec![
         Col::right("clients"),

@@ -9,3 +9,9 @@ pub fn opt(v: Option<f64>, prec: usize) -> String {
 pub fn ratio(v: Option<f64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}x"))
 }
+
+/// A CPU a run was pinned to, or "(not recorded)" for a run from before
+/// results.json kept it.
+pub fn cpu(c: Option<usize>) -> String {
+    c.map_or_else(|| "(not recorded)".to_string(), |c| c.to_string())
+}

@@ -18,10 +18,10 @@ fn results(res: &HttpResults) -> Table {
         Col::left("workload"),
         Col::right("req/s"),
         Col::left("min–max"),
-        Col::right(format!("req/s vs {r}")).md_only(),
+        Col::right(format!("req/s vs {r}")).short("vs ref"),
         Col::right(format!("req/s vs {r}, paired (range)")).short("vs ref, paired"),
         Col::right("server CPU µs/req (user+sys)").short("cpu us/r (user+sys)"),
-        Col::right(format!("CPU vs {r}")).md_only(),
+        Col::right(format!("CPU vs {r}")).short("cpu/ref"),
         Col::right(format!("CPU vs {r}, paired (range)")).short("cpu/ref, paired"),
         Col::right("CPU µs/MiB of body").short("us/MiB"),
         Col::right("req/s vs best epoll").md_only(),
@@ -73,7 +73,7 @@ pub fn table(res: &HttpResults) -> String {
     let mut s = results(res).text();
     let _ = writeln!(
         s,
-        "vs ref, cpu/ref: against {}, paired over rounds, median (range) (req/s higher is better, CPU lower is better)",
+        "vs ref, cpu/ref: against {}, medians; paired: over rounds, median (range) (req/s higher is better, CPU lower is better)",
         res.reference
     );
     let _ = writeln!(s, "load: {} ({})", res.tool_version, res.tool_reason);

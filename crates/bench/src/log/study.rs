@@ -19,6 +19,7 @@ use serde::Serialize;
 
 use super::LogBenchResult;
 use crate::harness::bars::Bars;
+use crate::harness::fmt::cpu;
 use crate::harness::latency::schedule;
 use crate::harness::stat::{nan_from_null, stat, Stat};
 use crate::harness::study::{Section, StudyOpts};
@@ -329,7 +330,7 @@ pub fn study(opts: &StudyOpts, progress: &mut dyn FnMut(&str)) -> io::Result<Sec
         segment_bytes: p.file_size,
         samples,
         summary,
-        server_cpu: opts.server_cpu,
+        server_cpu: Some(opts.server_cpu),
     }))
 }
 
@@ -367,10 +368,10 @@ pub struct LogResults {
     segment_bytes: u64,
     samples: Vec<Sample>,
     summary: Vec<Row>,
-    /// The CPU every process was pinned to (absent from runs before it
+    /// The CPU every process was pinned to (`None`: a run from before it
     /// was kept).
     #[serde(default)]
-    server_cpu: usize,
+    server_cpu: Option<usize>,
 }
 
 /// A row per mode, writer count and contender that runs in that mode.
@@ -455,7 +456,7 @@ pub fn section(res: &LogResults) -> Section {
          - CPU: µs per commit of the whole process (every thread); ratios paired per round (higher is better): \
          commits/s over tokio's, std's and glommio's, written MB/s over fio io_uring's at the same batch size \
          (with `fdatasync`, and with `O_DSYNC`)\n\n",
-        res.record, res.rounds, res.secs, res.server_cpu, res.segment_bytes >> 20
+        res.record, res.rounds, res.secs, cpu(res.server_cpu), res.segment_bytes >> 20
     );
     let ratio = |s: &Stat| {
         if s.median > 0.0 {
