@@ -5,6 +5,7 @@ use std::future::{poll_fn, Future};
 use std::io;
 use std::task::Poll;
 
+use super::aligned_copy;
 use super::hook::{self, Fault, FsOp};
 use super::short_buf::ShortBuf;
 use super::File;
@@ -63,7 +64,7 @@ impl File {
                 let res = if part.is_empty() {
                     Err(io::Error::from_raw_os_error(libc::EFAULT))
                 } else {
-                    self.write_op(super::aligned_copy(part), offset, false).await.0
+                    self.write_op(aligned_copy(part), offset, false).await.0
                 };
                 (res, buf)
             }
@@ -109,7 +110,7 @@ impl File {
             Ok(n) => n,
             Err(e) => return (Err(e), buf),
         };
-        let rest = super::aligned_copy(&buf.init_slice()[n..]);
+        let rest = aligned_copy(&buf.init_slice()[n..]);
         if let (Err(e), _) = self.write_all_at(rest, offset + n as u64).await {
             return (Err(e), buf);
         }
@@ -143,7 +144,7 @@ impl File {
                 if part.is_empty() {
                     (Ok(0), buf)
                 } else {
-                    (self.write_op(super::aligned_copy(part), offset, true).await.0, buf)
+                    (self.write_op(aligned_copy(part), offset, true).await.0, buf)
                 }
             }
             Err(Fault::FailSync(e)) => {
@@ -177,7 +178,7 @@ impl File {
             Err(e) => return (Err(e), buf),
         };
         while done < len {
-            let rest = super::aligned_copy(&buf.init_slice()[done..]);
+            let rest = aligned_copy(&buf.init_slice()[done..]);
             match self.write_at_dsync(rest, offset + done as u64).await.0 {
                 Ok(0) => return (Err(io::ErrorKind::WriteZero.into()), buf),
                 Ok(n) => done += n,
@@ -291,7 +292,6 @@ impl File {
             .collect()
     }
 }
-
 
 /// Whether `fd` was opened `O_DIRECT` (asked only where a fault is
 /// planted).

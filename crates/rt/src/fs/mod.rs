@@ -416,7 +416,10 @@ impl File {
                 if part.is_empty() {
                     (Ok(0), buf)
                 } else {
-                    (self.write_op(aligned_copy(part), offset, false).await.0, buf)
+                    (
+                        self.write_op(aligned_copy(part), offset, false).await.0,
+                        buf,
+                    )
                 }
             }
             Err(Fault::Fail(e) | Fault::FailSync(e)) => return (Err(e), buf),
