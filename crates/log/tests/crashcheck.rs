@@ -156,7 +156,19 @@ async fn fault_run(
     dsync: Option<bool>,
     plan: FaultPlan,
 ) -> crashcheck::Report {
-    let mut cfg = Config::new(steps, seed, scratch());
+    fault_run_in(&scratch(), steps, seed, direct, dsync, plan).await
+}
+
+/// [`fault_run`] with its files under `dir`.
+async fn fault_run_in(
+    dir: &std::path::Path,
+    steps: usize,
+    seed: u64,
+    direct: bool,
+    dsync: Option<bool>,
+    plan: FaultPlan,
+) -> crashcheck::Report {
+    let mut cfg = Config::new(steps, seed, dir);
     cfg.direct = direct;
     cfg.dsync = dsync;
     cfg.budget = 4;
@@ -268,6 +280,37 @@ ringkit::test_all! {
 }
 
 ringkit::test_all! {
+    /// Sweeps of short writes and refused `RWF_DSYNC` writes on `O_DIRECT`
+    /// logs on a disk file system (the build directory): tmpfs takes
+    /// direct I/O from unaligned memory, a disk refuses it (`EINVAL`) as it
+    /// would in production, so a write from a misaligned copy (the rest of
+    /// a short write, say) fails here.
+    async fn dense_direct_faults_on_a_disk_lose_nothing_acknowledged() {
+        let disk = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        if on_tmpfs(disk.path()) {
+            println!("skipped: the build directory {} is on tmpfs", disk.path().display());
+            return;
+        }
+        let started = std::time::Instant::now();
+        let (mut runs, mut fired) = (0, 0);
+        for (kind, error) in [(OpKind::Write, None), (OpKind::Write, Some(libc::EOPNOTSUPP))] {
+            for dsync in [false, true] {
+                for nth in 1..=10 {
+                    let plan = FaultPlan { kind, nth, error };
+                    let r = fault_run_in(disk.path(), 30, 202, true, Some(dsync), plan).await;
+                    runs += 1;
+                    fired += u32::from(r.fault_fired);
+                }
+            }
+        }
+        println!(
+            "on {}: {runs} runs, {fired} faults fired in {:.1} s",
+            disk.path().display(),
+            started.elapsed().as_secs_f64()
+        );
+        assert!(fired * 4 >= runs * 3, "{fired} of {runs} faults fired");
+    }
+
     /// On a disk file system (the temp dir, ext4 on the machines this
     /// runs on) a recycled segment is zeroed with `FALLOC_FL_ZERO_RANGE`
     /// rather than written over, as on tmpfs: the explorer models that
