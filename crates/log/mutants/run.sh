@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Plant each hand-made durability mutant (the .patch files beside this
 # script) in turn, run the log's unit tests (the pipeline's rules, without
-# a runtime) and then the crash-state explorer's tests against it, and say
+# a runtime) and its tests/log.rs, then the crash-state explorer's tests
+# against it, and say
 # which caught it: the failed unit tests, or how many seconds after the
 # explorer's tests started their first failure was printed (compile time
 # excluded). The tree must be
@@ -28,13 +29,13 @@ for p in "${pats[@]}"; do
     name=$(basename "$p" .patch)
     git apply "$p" || { echo "$name: does not apply"; continue; }
     current=$p
-    if ! cargo test -q -p ringkit-log --lib --test crashcheck --no-run 2>/dev/null; then
+    if ! cargo test -q -p ringkit-log --lib --test log --test crashcheck --no-run 2>/dev/null; then
         echo "$name: does not compile"
     else
-        # The unit tests first (a second). Passing tests panic on purpose,
-        # so a failure is what cargo lists as failed.
+        # The unit tests and the log's own tests first (seconds). Passing
+        # tests panic on purpose, so a failure is what cargo lists as failed.
         unit=$(mktemp)
-        if ! cargo test -q -p ringkit-log --lib >"$unit" 2>&1; then
+        if ! cargo test -q -p ringkit-log --lib --test log >"$unit" 2>&1; then
             printf '%s: killed by the unit tests:' "$name"
             sed -n '/^failures:$/,/^test result/p' "$unit" |
                 grep '^    [a-z]' | tr -d ' ' | tr '\n' ' '

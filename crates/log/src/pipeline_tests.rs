@@ -498,3 +498,31 @@ fn a_batch_header_never_straddles_a_sector_and_padding_is_only_what_that_takes()
         }
     }
 }
+
+#[test]
+fn a_buffered_batch_at_any_offset_leaves_the_next_header_in_one_sector() {
+    // `Geometry::padded` at every offset of three sectors: what follows
+    // the batch starts where a header fits in one sector, and the batch is
+    // padded only where it must be.
+    let g = geo(false, 2);
+    let h = BATCH_HEADER as u64;
+    for at in 0..1536u64 {
+        for bytes in 0..700usize {
+            let p = g.padded(at, bytes) as u64;
+            let end = at + h + bytes as u64;
+            let next = at + p;
+            assert!(
+                next % 512 + h <= 512,
+                "at {at} bytes {bytes}: a header at {next}"
+            );
+            if end % 512 + h <= 512 {
+                assert_eq!(
+                    next, end,
+                    "at {at} bytes {bytes}: padded with room to spare"
+                );
+            } else {
+                assert_eq!(next, end.next_multiple_of(512), "at {at} bytes {bytes}");
+            }
+        }
+    }
+}

@@ -74,7 +74,44 @@ impl ringkit::fs::hook::FsHook for NoDsync {
     }
 }
 
+/// Refuses `RWF_DSYNC` as [`NoDsync`] does, then fails the first write
+/// and `fdatasync` the log falls back to with `EIO`.
+struct NoDsyncThenEio(std::cell::Cell<bool>);
+
+impl ringkit::fs::hook::FsHook for NoDsyncThenEio {
+    fn before(&self, op: &ringkit::fs::hook::FsOp<'_>) -> Option<ringkit::fs::hook::Fault> {
+        use ringkit::fs::hook::{Fault, FsOp};
+        match op {
+            FsOp::WriteDsync { .. } => Some(Fault::Fail(std::io::Error::from_raw_os_error(
+                libc::EOPNOTSUPP,
+            ))),
+            FsOp::WriteSync { .. } if !self.0.replace(true) => {
+                Some(Fault::Fail(std::io::Error::from_raw_os_error(libc::EIO)))
+            }
+            _ => None,
+        }
+    }
+}
+
 ringkit::test_all! {
+    async fn a_failed_write_after_a_refused_rwf_dsync_fails_the_append() {
+        // The crash-state explorer plants one fault a run, so it cannot
+        // fail the fallback after a refusal: here the write and fdatasync
+        // the log falls back to fail, and the record is not acknowledged.
+        for direct in [false, true] {
+            let t = tempfile::tempdir().unwrap();
+            let log = Log::open(t.path(), Options { direct, ..small() }).await.unwrap();
+            let hook = std::rc::Rc::new(NoDsyncThenEio(Default::default()));
+            let prev = ringkit::fs::hook::set_hook(Some(hook.clone()));
+            let res = log.append(payload(0, 100)).await;
+            ringkit::fs::hook::set_hook(prev);
+            assert!(hook.0.get(), "the fallback's write and fdatasync ran (direct {direct})");
+            let e = res.expect_err("acknowledged although its write failed");
+            assert!(e.to_string().contains("Input/output error") || e.raw_os_error() == Some(libc::EIO), "{e}");
+            log.close().await;
+        }
+    }
+
     async fn a_kernel_that_refuses_rwf_dsync_gets_write_and_fdatasync() {
         for direct in [false, true] {
             let t = tempfile::tempdir().unwrap();
