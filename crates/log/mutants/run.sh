@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # Plant each hand-made durability mutant (the .patch files beside this
-# script) in turn, run the log's unit tests (the pipeline's rules, without
-# a runtime) and its tests/log.rs, then the crash-state explorer's tests
-# against it, and say
-# which caught it: the failed unit tests, or how many seconds after the
-# explorer's tests started their first failure was printed (compile time
-# excluded). The tree must be
-# clean; each patch is reverted before the next.
+# script) in turn and run against it the log's unit tests (the pipeline's
+# rules, without a runtime) and tests/log.rs, then the crash-state
+# explorer's tests. Say which caught it: the unit tests that failed, and
+# how many seconds after the explorer's tests started their first failure
+# was printed (compile time excluded). The tree must be clean; each patch
+# is reverted before the next.
 #
 #   crates/log/mutants/run.sh            # every mutant
 #   crates/log/mutants/run.sh 2 5u       # the ones whose names start so
