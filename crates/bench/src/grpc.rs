@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::app::app_contender;
-use crate::harness::fmt::cpu;
+use crate::harness::fmt::{cpu, paired};
 use crate::harness::latency::schedule;
 use crate::harness::peers;
 use crate::harness::server::{free_addr, Server};
@@ -301,7 +301,6 @@ pub fn section(res: &GrpcResults) -> Section {
         cpu(res.client_cpu),
         cpu(res.server_cpu)
     );
-    let range = |p: &Stat| format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max);
     let mut t = Table::new(vec![
         Col::left("contender"),
         Col::right("calls/s"),
@@ -319,8 +318,8 @@ pub fn section(res: &GrpcResults) -> Section {
             format!("{:.2}", r.cpu_us_per_call.median),
             format!("{:.0}", r.p50_us.median),
             format!("{:.0}", r.p99_us.median),
-            range(&r.rps_vs_ref_paired),
-            range(&r.cpu_vs_ref_paired),
+            paired(Some(r.rps_vs_ref_paired)),
+            paired(Some(r.cpu_vs_ref_paired)),
             format!("{}/{rounds}", r.ok_samples),
         ]);
     }

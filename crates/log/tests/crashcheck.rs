@@ -147,20 +147,10 @@ ringkit::test_all! {
     }
 }
 
-/// One run of `steps` steps with `plan`, 4 states per point, batches made
-/// durable as `dsync` says (`None`: drawn at each open): no violation.
+/// One run of `steps` steps with `plan` in `dir`, 4 states per point,
+/// batches made durable as `dsync` says (`None`: drawn at each open): no
+/// violation.
 async fn fault_run(
-    steps: usize,
-    seed: u64,
-    direct: bool,
-    dsync: Option<bool>,
-    plan: FaultPlan,
-) -> crashcheck::Report {
-    fault_run_in(&scratch(), steps, seed, direct, dsync, plan).await
-}
-
-/// [`fault_run`] with its files under `dir`.
-async fn fault_run_in(
     dir: &std::path::Path,
     steps: usize,
     seed: u64,
@@ -199,7 +189,7 @@ async fn faults(direct: bool) {
                 let seed = 100 + i as u64 * 10 + nth;
                 // 40 steps: a segment roll and a reopen or two happen.
                 let plan = FaultPlan { kind, nth, error };
-                let r = fault_run(40, seed, direct, None, plan).await;
+                let r = fault_run(&scratch(), 40, seed, direct, None, plan).await;
                 runs += 1;
                 fired += u32::from(r.fault_fired);
             }
@@ -233,7 +223,7 @@ async fn dense(kind: OpKind, error: Option<i32>) -> (u32, u32, u32) {
     ] {
         for nth in 1..=32 {
             let plan = FaultPlan { kind, nth, error };
-            let r = fault_run(30, seed, direct, Some(dsync), plan).await;
+            let r = fault_run(&scratch(), 30, seed, direct, Some(dsync), plan).await;
             runs += 1;
             fired += u32::from(r.fault_fired);
             refused += u32::from(r.fault_refused);
@@ -297,7 +287,7 @@ ringkit::test_all! {
             for dsync in [false, true] {
                 for nth in 1..=10 {
                     let plan = FaultPlan { kind, nth, error };
-                    let r = fault_run_in(disk.path(), 30, 202, true, Some(dsync), plan).await;
+                    let r = fault_run(disk.path(), 30, 202, true, Some(dsync), plan).await;
                     runs += 1;
                     fired += u32::from(r.fault_fired);
                 }

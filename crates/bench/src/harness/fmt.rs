@@ -15,3 +15,12 @@ pub fn ratio(v: Option<f64>) -> String {
 pub fn cpu(c: Option<usize>) -> String {
     c.map_or_else(|| "(not recorded)".to_string(), |c| c.to_string())
 }
+
+/// A ratio paired over rounds with its fewest and most: "1.02x
+/// (0.76–1.12)", or "-" when absent (report cells).
+pub fn paired(p: Option<super::stat::Stat>) -> String {
+    p.map_or_else(
+        || "-".to_string(),
+        |p| format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max),
+    )
+}

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::results::{HttpResults, HttpSummary, LoadTool};
 use crate::harness::bars::Bars;
-use crate::harness::fmt::{opt, ratio};
+use crate::harness::fmt::{opt, paired, ratio};
 use crate::harness::study::Section;
 use crate::harness::summary::ServerSample;
 use crate::harness::table::{Col, Table};
@@ -34,11 +34,6 @@ fn results(res: &HttpResults) -> Table {
         Col::right("response bytes").md_only(),
         Col::right("ok samples").short("ok"),
     ]);
-    let paired = |p: Option<crate::harness::stat::Stat>| {
-        p.map_or("-".to_string(), |p| {
-            format!("{:.2}x ({:.2}–{:.2})", p.median, p.min, p.max)
-        })
-    };
     for r in &res.summary {
         t.row(vec![
             r.contender.clone(),
