@@ -15,13 +15,15 @@
 //!   and the server must close after answering it;
 //! - one session in ten vanishes (RST) in the middle of a request.
 //!
-//! Every status, `Content-Length` and body byte is checked.
+//! Every status, `Content-Length` and body byte is checked. Across a
+//! faulty link a 408 (Request Timeout) is also the server's right, once
+//! its request timeout has passed since the burst began to be written.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringkit::net::TcpStream;
 use serde::Serialize;
@@ -93,6 +95,11 @@ pub struct HttpCounts {
     /// Requests left unanswered after a `Connection: close` response or a
     /// close between requests during shutdown.
     pub unanswered_after_close: u64,
+    /// Requests answered 408 (Request Timeout) at least the server's
+    /// request timeout after their burst began to be written: only across
+    /// a faulty link ([`super::ChaosConfig::request_timeout`]).
+    #[serde(default)]
+    pub timed_out: u64,
 }
 
 /// Settings of one HTTP chaos run (the seed also picks the file sizes).
@@ -272,6 +279,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
             wire.extend_from_slice(&r.bytes);
         }
         let pieces = split_points(&mut rng, wire.len());
+        let began = Instant::now();
         let writer = {
             let s = s.clone();
             ringkit::spawn(async move {
@@ -288,7 +296,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         ctx.count(|c| c.requests += n as u64);
         let mut server_closed = false;
         for (k, r) in reqs.iter().enumerate() {
-            match check_response(ctx, &mut rd, r).await {
+            match check_response(ctx, &mut rd, r, began).await {
                 Ok(close) => {
                     answered += 1;
                     if close && !r.close {
@@ -469,8 +477,9 @@ async fn read_head(rd: &mut Reader, stall: Duration) -> Result<Head, End> {
     }
 }
 
-/// Verify the response to `r`; `Ok(true)` if it said `Connection: close`.
-async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req) -> Result<bool, End> {
+/// Verify the response to `r`, whose burst began to be written at `began`;
+/// `Ok(true)` if it said `Connection: close`.
+async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req, began: Instant) -> Result<bool, End> {
     let stall = ctx.cfg.stall;
     let head = read_head(rd, stall).await?;
     let bad = |msg: String| {
@@ -485,7 +494,15 @@ async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req) -> Result<bool, End
             "chunked response (the server always sends Content-Length)".into(),
         ));
     }
+    // A 408 is the server's right only once the request may have taken its
+    // whole timeout to arrive; its timer starts no earlier than the burst.
+    let late = |t: Duration| began.elapsed() >= t;
+    let timed_out = head.status == 408 && ctx.cfg.request_timeout.is_some_and(late);
+    if timed_out {
+        ctx.count(|c| c.timed_out += 1);
+    }
     let (want_status, body_len, file) = match r.want {
+        _ if timed_out => (408, head.len.unwrap_or(0), None),
         Want::File { i, head: is_head } => {
             let size = file_size(ctx.cfg.seed, i);
             if head.len != Some(size) {

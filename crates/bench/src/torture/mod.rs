@@ -73,6 +73,10 @@ pub struct ChaosConfig {
     pub stall: Duration,
     /// Whether stopping means the server is being shut down gracefully.
     pub graceful_stop: bool,
+    /// The server's request timeout when the link may legitimately hold a
+    /// request back that long (under `--faults`): an HTTP 408 that late is
+    /// the server's right. `None`: every 408 is a failure.
+    pub request_timeout: Option<Duration>,
 }
 
 /// Which server a torture run attacks.
@@ -169,7 +173,8 @@ impl TortureConfig {
                 // Short timeouts, so the silent peers are freed quickly.
                 s = s
                     .flag("--send-timeout", FAULT_SEND_TIMEOUT)
-                    .flag("--idle-timeout", FAULT_PEER_TIMEOUT);
+                    .flag("--idle-timeout", FAULT_PEER_TIMEOUT)
+                    .flag("--header-timeout", FAULT_REQUEST_TIMEOUT);
             }
             return s.cmd();
         }
@@ -202,6 +207,12 @@ const FAULT_SEND_TIMEOUT: u64 = 10;
 /// Under `--faults`: the echo server's dead-peer timeout and the HTTP
 /// server's idle timeout (s); the same reasoning.
 const FAULT_PEER_TIMEOUT: u64 = 10;
+/// Under `--faults`: the HTTP server's request (head and body) timeout (s).
+/// A pipelined body can wait this long behind a lost window update: the
+/// sender learns of the open window only by its zero-window probes, which
+/// back off as retransmissions do. The clients accept a 408 that comes at
+/// least this long after its request began to be written.
+const FAULT_REQUEST_TIMEOUT: u64 = 10;
 /// How long the silent peers may take to be freed: the timeouts above,
 /// keepalive probes and margin.
 const SILENT_LIMIT: Duration = Duration::from_secs(30);
@@ -389,6 +400,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                 stop_at,
                 stall: cfg.stall,
                 graceful_stop: graceful,
+                request_timeout: cfg
+                    .faults
+                    .is_some()
+                    .then_some(Duration::from_secs(FAULT_REQUEST_TIMEOUT)),
             };
             let counts = echo::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
                 progress(
@@ -446,6 +461,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
                 stop_at,
                 stall: cfg.stall,
                 graceful_stop: graceful,
+                request_timeout: cfg
+                    .faults
+                    .is_some()
+                    .then_some(Duration::from_secs(FAULT_REQUEST_TIMEOUT)),
             };
             let counts = http::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
                 progress(

@@ -199,6 +199,13 @@ impl std::fmt::Display for TortureReport {
                     c.server_closes, c.closed_between_requests_at_shutdown, c.unanswered_after_close
                 )?;
             }
+            if c.timed_out > 0 {
+                writeln!(
+                    f,
+                    "  timed out:        {} requests answered 408 after the server's request timeout (the faulty link held them back)",
+                    c.timed_out
+                )?;
+            }
             c.tally.write_errors(f)?;
         }
         writeln!(
