@@ -19,8 +19,10 @@
 //! faulty link a 408 (Request Timeout) is also the server's right, once
 //! its request timeout has passed since the burst began to be written.
 
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
+use super::sendq;
 use super::slots::{run_slots, Chaos, Common};
 use super::tally::Tally;
 
@@ -275,19 +278,25 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
             .map(|k| make_request(ctx, &mut rng, end_with_close && last_round && k + 1 == n))
             .collect();
         let mut wire = Vec::new();
+        let mut ends = Vec::new();
         for r in &reqs {
             wire.extend_from_slice(&r.bytes);
+            ends.push(wire.len());
         }
         let pieces = split_points(&mut rng, wire.len());
-        let began = Instant::now();
+        let burst = Burst {
+            began: Instant::now(),
+            written: Rc::new(Cell::new(0)),
+        };
         let writer = {
-            let s = s.clone();
+            let (s, written) = (s.clone(), burst.written.clone());
             ringkit::spawn(async move {
                 let mut at = 0;
                 for p in pieces {
                     let (res, _) = s.write_all(wire[at..p].to_vec()).await;
                     res?;
                     at = p;
+                    written.set(p);
                     ringkit::yield_now().await;
                 }
                 io::Result::Ok(())
@@ -296,7 +305,7 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         ctx.count(|c| c.requests += n as u64);
         let mut server_closed = false;
         for (k, r) in reqs.iter().enumerate() {
-            match check_response(ctx, &mut rd, r, began).await {
+            match check_response(ctx, &mut rd, r, (&burst, ends[k])).await {
                 Ok(close) => {
                     answered += 1;
                     if close && !r.close {
@@ -477,9 +486,35 @@ async fn read_head(rd: &mut Reader, stall: Duration) -> Result<Head, End> {
     }
 }
 
-/// Verify the response to `r`, whose burst began to be written at `began`;
+/// A burst being written.
+struct Burst {
+    /// When its first byte was handed to the socket.
+    began: Instant,
+    /// Bytes handed to the socket so far.
+    written: Rc<Cell<usize>>,
+}
+
+impl Burst {
+    /// What the socket says of the request ending at offset `end`, now.
+    fn held(&self, s: &TcpStream, end: usize) -> io::Result<sendq::Held> {
+        let fd = s.as_raw_fd();
+        let unacked = sendq::unacked(fd)?;
+        Ok(sendq::Held {
+            elapsed: self.began.elapsed(),
+            acked: sendq::request_acked(unacked, self.written.get(), end),
+            since_last_sent: sendq::since_last_sent(fd)?,
+        })
+    }
+}
+
+/// Verify the response to `r` (of `burst`, ending at offset `end` in it);
 /// `Ok(true)` if it said `Connection: close`.
-async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req, began: Instant) -> Result<bool, End> {
+async fn check_response(
+    ctx: &Ctx,
+    rd: &mut Reader,
+    r: &Req,
+    (burst, end): (&Burst, usize),
+) -> Result<bool, End> {
     let stall = ctx.cfg.stall;
     let head = read_head(rd, stall).await?;
     let bad = |msg: String| {
@@ -494,13 +529,24 @@ async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req, began: Instant) -> 
             "chunked response (the server always sends Content-Length)".into(),
         ));
     }
-    // A 408 is the server's right only once the request may have taken its
-    // whole timeout to arrive; its timer starts no earlier than the burst.
-    let late = |t: Duration| began.elapsed() >= t;
-    let timed_out = head.status == 408 && ctx.cfg.request_timeout.is_some_and(late);
-    if timed_out {
-        ctx.count(|c| c.timed_out += 1);
-    }
+    // A 408 is the server's right only for a request the link held back
+    // past the server's timeout ([`sendq`]).
+    let timed_out = match ctx.cfg.request_timeout {
+        Some(t) if head.status == 408 => {
+            let held = burst
+                .held(&rd.s, end)
+                .map_err(|e| End::Error(format!("{e}")))?;
+            if !held.may_time_out(t) {
+                return Err(bad(format!(
+                    "408 for {:?}, a request not held back past the server's {t:?} ({held:?})",
+                    String::from_utf8_lossy(&r.bytes[..r.bytes.len().min(40)])
+                )));
+            }
+            ctx.count(|c| c.timed_out += 1);
+            true
+        }
+        _ => false,
+    };
     let (want_status, body_len, file) = match r.want {
         _ if timed_out => (408, head.len.unwrap_or(0), None),
         Want::File { i, head: is_head } => {
@@ -545,6 +591,12 @@ async fn check_response(ctx: &Ctx, rd: &mut Reader, r: &Req, began: Instant) -> 
         return Err(bad(
             "no Connection: close in the answer to a request with it".into(),
         ));
+    }
+    if head.close && rd.pos < rd.buf.len() {
+        return Err(bad(format!(
+            "{} bytes after a response that said Connection: close",
+            rd.buf.len() - rd.pos
+        )));
     }
     Ok(head.close)
 }

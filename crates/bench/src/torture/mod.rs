@@ -32,6 +32,7 @@ pub mod hostile;
 pub mod http;
 pub mod idle;
 pub mod proxy;
+pub mod sendq;
 pub mod report;
 pub mod server;
 pub mod silent;
