@@ -14,6 +14,7 @@ pub mod made_dir;
 pub mod open_loop;
 pub mod peers;
 pub mod phase;
+pub mod process;
 pub mod rng;
 pub mod server;
 pub mod services;

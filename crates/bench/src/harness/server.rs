@@ -1,15 +1,15 @@
 //! Contenders' server processes: what to run ([`Contender`]), started
-//! pinned and stopped by pid ([`Server`]), on a free loopback port.
+//! pinned and stopped by pid ([`Server`], on the one launcher,
+//! [`Process`]), on a free loopback port.
 
 use std::io;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::child;
+use super::process::{Launch, Output, Process};
 
 /// Which family a contender belongs to (for "ratio to the best epoll").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -35,11 +35,12 @@ pub struct Contender {
 
 pub use super::child::free_addr;
 
-/// A contender's server process, pinned, stopped by its pid (SIGTERM, then
-/// SIGKILL after 2 s) when dropped.
+/// A contender's server process ([`Process`]), pinned, its output in a log
+/// file; stopped by its pid (`SIGTERM`, then `SIGKILL` after 2 s) when
+/// dropped.
 #[derive(Debug)]
 pub struct Server {
-    child: Child,
+    process: Process,
 }
 
 impl Server {
@@ -52,50 +53,38 @@ impl Server {
         cpu: usize,
         log: &Path,
     ) -> io::Result<Server> {
-        let args: Vec<String> = c
-            .cmd
-            .iter()
-            .map(|a| {
-                a.replace("{addr}", &addr.to_string())
-                    .replace("{stats}", &stats.display().to_string())
-            })
-            .collect();
-        let logf = std::fs::File::create(log)?;
-        let mut cmd = Command::new(&args[0]);
-        cmd.args(&args[1..])
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone()?)
-            .stderr(logf)
-            .env_remove("RINGKIT_BACKEND")
-            // The `ringkit` binary takes these as fallbacks of its flags: a
-            // user's exported value must not change what is measured.
-            .env_remove("RINGKIT_FIXED_FILES")
-            .env_remove("RINGKIT_RECV_BUNDLE")
-            .env_remove("RINGKIT_SEND_BATCH")
-            .env_remove("RINGKIT_BATCH_WAIT");
-        child::prepare(&mut cmd, Some(cpu), false, true);
-        let s = Server {
-            child: cmd.spawn()?,
+        let cmd = substitute(&c.cmd, addr, stats);
+        let launch = Launch {
+            cpu: Some(cpu),
+            output: Output::Log(log.to_path_buf()),
+            ready_within: Duration::from_secs(10),
+            sample: false,
+            ..Launch::new(cmd, addr)
         };
-        if child::wait_for_port(addr, Duration::from_secs(10)) {
-            return Ok(s);
-        }
-        Err(io::Error::other(format!(
-            "{} did not start listening on {addr} within 10 s (see {})",
-            c.name,
-            log.display()
-        )))
+        let process = Process::start(&launch)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", c.name)))?;
+        Ok(Server { process })
     }
 
     /// The server's pid.
     pub fn pid(&self) -> u32 {
-        self.child.id()
+        self.process.pid()
     }
+}
+
+/// `cmd` with its `{addr}` and `{stats}` placeholders filled in.
+pub fn substitute(cmd: &[String], addr: SocketAddr, stats: &Path) -> Vec<String> {
+    cmd.iter()
+        .map(|a| {
+            a.replace("{addr}", &addr.to_string())
+                .replace("{stats}", &stats.display().to_string())
+        })
+        .collect()
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        child::stop(&mut self.child, libc::SIGTERM, Duration::from_secs(2));
+        self.process.stop(libc::SIGTERM, Duration::from_secs(2));
     }
 }
 

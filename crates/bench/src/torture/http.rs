@@ -16,8 +16,9 @@
 //! - one session in ten vanishes (RST) in the middle of a request.
 //!
 //! Every status, `Content-Length` and body byte is checked. Across a
-//! faulty link a 408 (Request Timeout) is also the server's right, once
-//! its request timeout has passed since the burst began to be written.
+//! faulty link a 408 (Request Timeout) is also the server's right, for a
+//! request the link held back past the server's timeout ([`sendq`]);
+//! never for one the server's kernel had whole.
 
 use std::cell::Cell;
 use std::io;

@@ -26,7 +26,8 @@ use std::time::{Duration, Instant};
 use ringkit::net::TcpStream;
 use serde::Serialize;
 
-use super::server::{free_port, ProcSample, ServerProc, ServerSpec};
+use crate::harness::child::free_addr;
+use crate::harness::process::{Launch, ProcSample, Process};
 use crate::harness::server::RingkitServer;
 
 /// A server to measure.
@@ -317,24 +318,16 @@ pub fn run(cfg: &IdleConfig, log: &mut dyn FnMut(&str)) -> io::Result<IdleReport
 }
 
 fn measure(cfg: &IdleConfig, s: &IdleServer, first: First) -> io::Result<IdleRow> {
-    let addr: SocketAddr = ([127, 0, 0, 1], free_port()?).into();
+    let addr: SocketAddr = ([127, 0, 0, 1], free_addr()?.port()).into();
     let stats =
         std::env::temp_dir().join(format!("ringkit-idle-{}-{}", std::process::id(), s.name));
-    let cmd: Vec<String> = s
-        .cmd
-        .iter()
-        .map(|a| {
-            a.replace("{addr}", &addr.to_string())
-                .replace("{stats}", &stats.display().to_string())
-        })
-        .collect();
-    let spec = ServerSpec {
-        cmd: cmd.clone(),
+    let cmd = crate::harness::server::substitute(&s.cmd, addr, &stats);
+    let launch = Launch {
         cpu: cfg.server_cpu,
         raise_nofile: true,
-        nofile: None,
+        ..Launch::new(cmd.clone(), addr)
     };
-    let mut srv = ServerProc::start(&spec, "", 1, addr)?;
+    let mut srv = Process::start(&launch)?;
     let rt = ringkit::Builder::new().build()?;
     // Warm-up: 32 connections of 128 round trips each, closed again. 4096
     // receives cycle through every slot of ringkit's provided-buffer ring
@@ -391,7 +384,7 @@ fn measure(cfg: &IdleConfig, s: &IdleServer, first: First) -> io::Result<IdleRow
 
 /// Sample until RSS stops changing (three equal samples 100 ms apart, at
 /// most 3 s).
-fn settle_rss(srv: &ServerProc) -> io::Result<ProcSample> {
+fn settle_rss(srv: &Process) -> io::Result<ProcSample> {
     let t0 = Instant::now();
     let gone = || io::Error::other("server vanished");
     let mut last = srv.sample().ok_or_else(gone)?;

@@ -32,9 +32,8 @@ pub mod hostile;
 pub mod http;
 pub mod idle;
 pub mod proxy;
-pub mod sendq;
 pub mod report;
-pub mod server;
+pub mod sendq;
 pub mod silent;
 mod slots;
 pub mod tally;
@@ -51,9 +50,10 @@ use serde::Serialize;
 
 use ringkit_echo::EchoLimits;
 
+use crate::harness::child::free_addr;
+use crate::harness::process::{Launch, ProcSample, Process, Ready};
 use crate::harness::server::RingkitServer;
 use report::mib;
-use server::{ProcSample, ServerProc, ServerSpec};
 
 pub use faults::FaultProfile;
 pub use report::{FaultFigures, ServerFigures, TortureReport};
@@ -235,7 +235,7 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
     let ip = net
         .as_ref()
         .map_or(std::net::Ipv4Addr::LOCALHOST, |n| n.server_ip);
-    let addr: SocketAddr = (ip, server::free_port()?).into();
+    let addr: SocketAddr = (ip, free_addr()?.port()).into();
     let dir = match cfg.mode {
         TortureMode::Echo => None,
         TortureMode::Http => {
@@ -278,16 +278,19 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             .map(|(c, k, _)| (c.as_path(), k.as_path())),
     );
     let ca = tls_files.as_ref().map(|(_, _, ca)| ca.clone());
-    let spec = ServerSpec {
-        cmd: match &net {
-            Some(n) => n.wrap(cmd.clone()),
-            None => cmd.clone(),
-        },
-        cpu: cfg.server_cpu,
-        raise_nofile: false,
-        nofile: None,
+    let wrapped = match &net {
+        Some(n) => n.wrap(cmd.clone()),
+        None => cmd.clone(),
     };
-    let mut srv = ServerProc::start(&spec, "listening on", cfg.server_threads, addr)?;
+    let launch = Launch {
+        cpu: cfg.server_cpu,
+        ready: Ready::Lines {
+            pat: "listening on".into(),
+            n: cfg.server_threads,
+        },
+        ..Launch::new(wrapped, addr)
+    };
+    let mut srv = Process::start(&launch)?;
     let mut rep = TortureReport {
         mode: match (cfg.mode, cfg.tls) {
             (TortureMode::Echo, _) => "echo".into(),
@@ -378,48 +381,50 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             }
         }));
     };
-    let mut progress = |what: &str, sessions: u64, done: u64, bytes: u64, bad: u64, lost: u64| {
+    let mut progress = |what: &str, t: &tally::Tally, done: u64| {
         if last_log.elapsed() >= Duration::from_secs(5) {
             last_log = Instant::now();
             let s = ProcSample::of(pid).unwrap_or_default();
             log(&format!(
-                "t={:>4.0}s sessions {sessions} {what} {done} verified {} mismatches {bad} losses {lost} | server RSS {} fds {}",
+                "t={:>4.0}s sessions {} {what} {done} verified {} mismatches {} losses {} | server RSS {} fds {}",
                 t0.elapsed().as_secs_f64(),
-                mib(bytes / 1024),
+                t.sessions,
+                mib(t.bytes_verified / 1024),
+                t.mismatches,
+                t.losses,
                 mib(s.rss_kib),
                 s.fds
             ));
         }
     };
     let stop_at = t0 + Duration::from_secs_f64(chaos_secs);
+    let chaos = ChaosConfig {
+        addr: client_addr,
+        conns: cfg.conns,
+        seed: cfg.seed,
+        stop_at,
+        stall: cfg.stall,
+        graceful_stop: graceful,
+        request_timeout: cfg
+            .faults
+            .is_some()
+            .then_some(Duration::from_secs(FAULT_REQUEST_TIMEOUT)),
+    };
+    // The clients' failures, less the losses the fault proxy's resets
+    // explain; returns those resets.
+    let judge = |rep: &mut TortureReport, t: &tally::Tally| {
+        let resets = explain_resets(rep, proxy.as_ref(), t.losses);
+        let mut tally = t.clone();
+        tally.losses -= resets;
+        rep.failures.extend(tally.failure());
+        resets
+    };
     match cfg.mode {
         TortureMode::Echo => {
-            let chaos = echo::EchoChaos {
-                addr: client_addr,
-                conns: cfg.conns,
-                seed: cfg.seed,
-                stop_at,
-                stall: cfg.stall,
-                graceful_stop: graceful,
-                request_timeout: cfg
-                    .faults
-                    .is_some()
-                    .then_some(Duration::from_secs(FAULT_REQUEST_TIMEOUT)),
-            };
             let counts = echo::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
-                progress(
-                    "messages",
-                    c.tally.sessions,
-                    c.messages_verified,
-                    c.tally.bytes_verified,
-                    c.tally.mismatches,
-                    c.tally.losses,
-                )
+                progress("messages", &c.tally, c.messages_verified)
             })?;
-            let resets = explain_resets(&mut rep, proxy.as_ref(), counts.tally.losses);
-            let mut tally = counts.tally.clone();
-            tally.losses -= resets;
-            rep.failures.extend(tally.failure());
+            let resets = judge(&mut rep, &counts.tally);
             // Every message written whole comes back whole, except those whose
             // client reset while the echo was on its way (or whose
             // connection the fault proxy reset).
@@ -455,32 +460,10 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
             rep.tls = Some(counts);
         }
         TortureMode::Http => {
-            let chaos = http::HttpChaos {
-                addr: client_addr,
-                conns: cfg.conns,
-                seed: cfg.seed,
-                stop_at,
-                stall: cfg.stall,
-                graceful_stop: graceful,
-                request_timeout: cfg
-                    .faults
-                    .is_some()
-                    .then_some(Duration::from_secs(FAULT_REQUEST_TIMEOUT)),
-            };
             let counts = http::run(chaos, cfg.client_backend, &mut on_stop, &mut |c| {
-                progress(
-                    "responses",
-                    c.tally.sessions,
-                    c.responses_verified,
-                    c.tally.bytes_verified,
-                    c.tally.mismatches,
-                    c.tally.losses,
-                )
+                progress("responses", &c.tally, c.responses_verified)
             })?;
-            let resets = explain_resets(&mut rep, proxy.as_ref(), counts.tally.losses);
-            let mut tally = counts.tally.clone();
-            tally.losses -= resets;
-            rep.failures.extend(tally.failure());
+            let resets = judge(&mut rep, &counts.tally);
             if counts.tally.unserved_at_shutdown == 0
                 && resets == 0
                 && counts.responses_verified + counts.unanswered_after_close < counts.requests

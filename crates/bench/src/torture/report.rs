@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use super::echo::EchoCounts;
 use super::http::HttpCounts;
-use super::server::ProcSample;
+use crate::harness::process::ProcSample;
 
 /// Server figures at one moment.
 #[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]

@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use rustls::pki_types::CertificateDer;
 
 use super::faults::Net;
-use super::server::{ProcSample, ServerProc};
 use super::TortureMode;
+use crate::harness::process::{ProcSample, Process};
 
 /// What the phase saw.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
@@ -99,7 +99,7 @@ fn tls_peer(
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     net: &Net,
-    srv: &ServerProc,
+    srv: &Process,
     addr: SocketAddr,
     mode: TortureMode,
     ca: Option<&CertificateDer<'static>>,

@@ -63,15 +63,18 @@ pub fn make_cert(
     Ok((cert, key, ck.cert.der().clone()))
 }
 
-fn client_config(ca: &CertificateDer<'static>) -> io::Result<Arc<rustls::ClientConfig>> {
+/// The torture's one TLS client: rustls trusting `ca`, offering
+/// `http/1.1` only.
+pub fn client_config(ca: &CertificateDer<'static>) -> io::Result<Arc<rustls::ClientConfig>> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(ca.clone()).map_err(io::Error::other)?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let cfg = rustls::ClientConfig::builder_with_provider(provider)
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(io::Error::other)?
         .with_root_certificates(roots)
         .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(cfg))
 }
 
@@ -101,7 +104,8 @@ pub(crate) fn connect_for_silence(
 }
 
 /// A response head, read a byte at a time (these clients check, they do
-/// not race), up to and with its blank line; `None` past 16 KiB.
+/// not race), up to and with its blank line; `None` past 16 KiB. The
+/// torture's blocking clients all read heads here.
 pub(crate) fn read_head(s: &mut impl Read) -> io::Result<Option<Vec<u8>>> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];

@@ -75,7 +75,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::server::{free_port, ProcSample, ServerProc, ServerSpec};
+use crate::harness::child::free_addr;
+use crate::harness::process::{self, ProcSample, Process};
 use attack::{Attack, Ctx, Outcome};
 use held::{Probe, ProbeFigures};
 use target::{Site, Target, Timeouts};
@@ -262,28 +263,28 @@ pub fn run(cfg: &HostileConfig, log: &mut dyn FnMut(&str)) -> io::Result<Vec<Row
 fn run_attack(cfg: &HostileConfig, site: &Site, a: Attack, i: usize) -> io::Result<Row> {
     let t = cfg.target;
     let timeouts = cfg.timeouts(a);
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()?));
-    let spec = ServerSpec {
-        cmd: target::command(
-            t,
-            &target::Launch {
-                exe: &cfg.exe,
-                backend: &cfg.backend,
-                addr,
-                cap: a.cap(cfg.cap),
-                site,
-                timeouts: &timeouts,
-                short: cfg.short_for(a),
-                run: i,
-                input_mib: a.input_mib(cfg.short),
-            },
-        )?,
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_addr()?.port()));
+    let cmd = target::command(
+        t,
+        &target::Launch {
+            exe: &cfg.exe,
+            backend: &cfg.backend,
+            addr,
+            cap: a.cap(cfg.cap),
+            site,
+            timeouts: &timeouts,
+            short: cfg.short_for(a),
+            run: i,
+            input_mib: a.input_mib(cfg.short),
+        },
+    )?;
+    let launch = process::Launch {
         cpu: cfg.server_cpu,
-        raise_nofile: false,
         nofile: a.nofile(),
+        ..process::Launch::new(cmd, addr)
     };
-    let mut srv = ServerProc::start(&spec, "", 1, addr)?;
-    let tls = target::tls_client(&site.ca)?;
+    let mut srv = Process::start(&launch)?;
+    let tls = crate::torture::tls::client_config(&site.ca)?;
     warm_up(t, addr, &tls)?;
     std::thread::sleep(Duration::from_millis(300));
     let before = srv.sample().unwrap_or_default();

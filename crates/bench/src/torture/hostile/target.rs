@@ -444,20 +444,6 @@ impl Conn {
     }
 }
 
-/// A rustls client trusting `ca`, offering `http/1.1` only.
-pub fn tls_client(ca: &CertificateDer<'static>) -> io::Result<Arc<rustls::ClientConfig>> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(ca.clone()).map_err(io::Error::other)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(io::Error::other)?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(Arc::new(cfg))
-}
-
 /// Connect to `t` (TLS handshake done), with `limit` on every step.
 pub fn connect(
     t: Target,
@@ -517,15 +503,8 @@ pub fn gets(path: &str, n: usize) -> Vec<u8> {
 
 /// One HTTP/1.1 response read: its status code and body length.
 pub fn read_response(c: &mut impl Read) -> io::Result<(u16, usize)> {
-    let mut head = Vec::with_capacity(256);
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        c.read_exact(&mut b)?;
-        head.push(b[0]);
-        if head.len() > 16 * 1024 {
-            return Err(io::Error::other("response head over 16 KiB"));
-        }
-    }
+    let head = crate::torture::tls::read_head(c)?
+        .ok_or_else(|| io::Error::other("response head over 16 KiB"))?;
     let head = String::from_utf8_lossy(&head);
     let status = head
         .split(' ')
