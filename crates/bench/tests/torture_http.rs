@@ -30,19 +30,54 @@ enum Parsed {
         used: usize,
         resp: Vec<u8>,
         close: bool,
+        post: bool,
     },
     Bad,
 }
 
-/// A bug the fake server can have.
-#[derive(Clone, Copy, PartialEq)]
+/// A bug the fake server can have: each one a server engineer could write.
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Bug {
     None,
     /// The chunked decoder above.
     Decoder,
     /// Bytes written after a response that said `Connection: close`.
     AfterClose,
+    /// `Content-Length` one more than the file.
+    LengthOffByOne,
+    /// One body byte flipped.
+    FlippedByte,
+    /// A HEAD answered with the body too.
+    HeadWithBody,
+    /// `Connection: close` asked for, neither said nor done.
+    IgnoresClose,
+    /// A POST's `Content-Length` body left unread (taken as the next request).
+    BodyLeftUnread,
+    /// Half the body, then a close.
+    TruncatedBody,
+    /// One response in 40 never written.
+    DropsResponse,
+    /// Some existing files answered 404.
+    NotFoundForFile,
+    /// A POST that arrived whole answered 408 after the timeout, as a
+    /// server whose timer counts time it spent elsewhere would.
+    TimesOutWholeRequest,
 }
+
+/// Every planted bug.
+const PLANTED: [Bug; 11] = [
+    Bug::Decoder,
+    Bug::AfterClose,
+    Bug::LengthOffByOne,
+    Bug::FlippedByte,
+    Bug::HeadWithBody,
+    Bug::IgnoresClose,
+    Bug::BodyLeftUnread,
+    Bug::TruncatedBody,
+    Bug::DropsResponse,
+    Bug::NotFoundForFile,
+    Bug::TimesOutWholeRequest,
+];
 
 fn parse(buf: &[u8], bug: Bug) -> Parsed {
     let mut hdrs = [httparse::EMPTY_HEADER; 32];
@@ -91,6 +126,8 @@ fn parse(buf: &[u8], bug: Bug) -> Parsed {
             }
             p += n + 2;
         }
+    } else if bug == Bug::BodyLeftUnread {
+        h
     } else {
         if buf.len() < h + cl {
             return Parsed::Incomplete;
@@ -99,7 +136,9 @@ fn parse(buf: &[u8], bug: Bug) -> Parsed {
     };
     let method = req.method.unwrap();
     let path = req.path.unwrap();
+    let close = close && bug != Bug::IgnoresClose;
     let conn = if close { "Connection: close\r\n" } else { "" };
+    let mut cut = false;
     let file = path
         .strip_prefix("/f")
         .and_then(|s| s.strip_suffix(".bin"))
@@ -112,12 +151,24 @@ fn parse(buf: &[u8], bug: Bug) -> Parsed {
         (_, None) => {
             format!("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n{conn}\r\n").into_bytes()
         }
+        (_, Some(i)) if bug == Bug::NotFoundForFile && i % 7 == 3 => {
+            format!("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n{conn}\r\n").into_bytes()
+        }
         (m, Some(i)) => {
             let size = file_size(SEED, i);
+            let len = size + usize::from(bug == Bug::LengthOffByOne);
             let mut r =
-                format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n{conn}\r\n").into_bytes();
-            if m == "GET" {
-                r.extend_from_slice(&ByteGen::message(file_id(i), 0, size));
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n{conn}\r\n").into_bytes();
+            if m == "GET" || bug == Bug::HeadWithBody {
+                let mut body = ByteGen::message(file_id(i), 0, size);
+                if bug == Bug::FlippedByte && size > 0 {
+                    body[size / 2] ^= 1;
+                }
+                if bug == Bug::TruncatedBody && size > 1 {
+                    body.truncate(size / 2);
+                    cut = true;
+                }
+                r.extend_from_slice(&body);
             }
             r
         }
@@ -125,17 +176,33 @@ fn parse(buf: &[u8], bug: Bug) -> Parsed {
     Parsed::Done {
         used: end,
         resp,
-        close,
+        close: close || cut,
+        post: method == "POST",
     }
 }
 
 fn serve_conn(mut s: TcpStream, bug: Bug, n408: Arc<AtomicU64>) {
     let mut buf = Vec::new();
     let mut tmp = vec![0u8; 64 * 1024];
+    let mut answered = 0u64;
     loop {
         match parse(&buf, bug) {
-            Parsed::Done { used, resp, close } => {
-                if s.write_all(&resp).is_err() {
+            Parsed::Done {
+                used,
+                resp,
+                close,
+                post,
+            } => {
+                if bug == Bug::TimesOutWholeRequest && post && used == buf.len() {
+                    std::thread::sleep(T);
+                    n408.fetch_add(1, Ordering::Relaxed);
+                    let _ = s.write_all(TIMEOUT_408);
+                    let _ = s.shutdown(Shutdown::Write);
+                    return;
+                }
+                answered += 1;
+                let dropped = bug == Bug::DropsResponse && answered % 40 == 0;
+                if !dropped && s.write_all(&resp).is_err() {
                     return;
                 }
                 buf.drain(..used);
@@ -168,7 +235,7 @@ fn serve_conn(mut s: TcpStream, bug: Bug, n408: Arc<AtomicU64>) {
                     ) =>
             {
                 n408.fetch_add(1, Ordering::Relaxed);
-                let _ = s.write_all(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 15\r\nConnection: close\r\n\r\nRequest Timeout");
+                let _ = s.write_all(TIMEOUT_408);
                 let _ = s.shutdown(Shutdown::Write);
                 let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
                 while matches!(s.read(&mut tmp), Ok(n) if n > 0) {}
@@ -205,7 +272,7 @@ fn chaos(
         conns: 16,
         seed: SEED,
         stop_at: Instant::now() + Duration::from_secs_f64(secs),
-        stall: Duration::from_secs(10),
+        stall: Duration::from_secs(3),
         graceful_stop: false,
         request_timeout,
     };
@@ -305,4 +372,29 @@ fn bytes_after_a_response_that_says_close_are_a_mismatch() {
         let c = chaos(addr, backend, 1.5, None);
         assert!(c.tally.mismatches > 0, "{backend:?}: {c:?}");
     }
+}
+
+/// The verifier's reach: every planted server bug fails the run, on a
+/// clean link and under the faulty link's 408 rule, with the client on
+/// both backends.
+#[test]
+fn every_planted_server_bug_is_caught() {
+    let mut missed = Vec::new();
+    for bug in PLANTED {
+        let (addr, _) = server(bug);
+        for timeout in [None, Some(T)] {
+            for backend in [Backend::Uring, Backend::Epoll] {
+                let c = chaos(addr, backend, 0.5, timeout);
+                let t = &c.tally;
+                eprintln!(
+                    "{bug:?} {timeout:?} {backend:?}: {} mismatches, {} losses, {} stalls, {} timed out",
+                    t.mismatches, t.losses, t.stalls, c.timed_out
+                );
+                if t.mismatches + t.losses + t.stalls == 0 {
+                    missed.push((bug, timeout, backend));
+                }
+            }
+        }
+    }
+    assert!(missed.is_empty(), "planted bugs let through: {missed:?}");
 }
