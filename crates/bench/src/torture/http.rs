@@ -20,7 +20,6 @@
 //! request the link held back past the server's timeout ([`sendq`]);
 //! never for one the server's kernel had whole.
 
-use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
@@ -232,6 +231,9 @@ fn make_request(ctx: &Ctx, rng: &mut Rng, close: bool) -> Req {
 
 /// How a connection failed.
 enum End {
+    /// Bytes that are no response: a mismatch (a reset cuts a stream
+    /// short but never garbles it, so no reset excuses it).
+    Garbage(String),
     /// End of stream in the middle of a response.
     Eof,
     /// End of stream where a response would start.
@@ -248,6 +250,10 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
     let s = Rc::new(s);
     let _ = s.set_nodelay(true);
     ctx.count(|c| c.tally.connects += 1);
+    // Where this connection's bytes start in the acknowledged count, and
+    // how many its bursts have written so far.
+    let acked_base = sendq::sent(s.as_raw_fd()).map_or(0, |x| x.acked);
+    let mut sent_before = 0u64;
     let mut rd = Reader {
         s: s.clone(),
         buf: Vec::new(),
@@ -287,17 +293,17 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         let pieces = split_points(&mut rng, wire.len());
         let burst = Burst {
             began: Instant::now(),
-            written: Rc::new(Cell::new(0)),
+            at: acked_base + sent_before,
         };
+        sent_before += wire.len() as u64;
         let writer = {
-            let (s, written) = (s.clone(), burst.written.clone());
+            let s = s.clone();
             ringkit::spawn(async move {
                 let mut at = 0;
                 for p in pieces {
                     let (res, _) = s.write_all(wire[at..p].to_vec()).await;
                     res?;
                     at = p;
-                    written.set(p);
                     ringkit::yield_now().await;
                 }
                 io::Result::Ok(())
@@ -307,9 +313,11 @@ async fn session(ctx: &Rc<Ctx>, mut rng: Rng) {
         let mut server_closed = false;
         for (k, r) in reqs.iter().enumerate() {
             match check_response(ctx, &mut rd, r, (&burst, ends[k])).await {
-                Ok(close) => {
+                Ok(Answer { close, timed_out }) => {
                     answered += 1;
-                    if close && !r.close {
+                    // A 408 closes, and the writer may still be blocked on
+                    // the request it timed out: stop it here too.
+                    if close && (!r.close || timed_out) {
                         // The server said it closes: the rest of the burst
                         // stays unanswered, as announced.
                         ctx.count(|c| {
@@ -385,6 +393,10 @@ fn split_points(rng: &mut Rng, len: usize) -> Vec<usize> {
 fn judge(ctx: &Ctx, answered: u64, e: End) {
     match e {
         End::Mismatch => {}
+        End::Garbage(msg) => ctx.count(|c| {
+            c.tally.mismatches += 1;
+            c.tally.error(format!("{msg} after {answered} responses"));
+        }),
         End::Stall => ctx.count(|c| {
             c.tally.stalls += 1;
             c.tally.error(format!("stalled after {answered} responses"));
@@ -482,7 +494,7 @@ async fn read_head(rd: &mut Reader, stall: Duration) -> Result<Head, End> {
                     r => r?,
                 }
             }
-            Err(e) => return Err(End::Error(format!("bad response head: {e}"))),
+            Err(e) => return Err(End::Garbage(format!("bad response head: {e}"))),
         }
     }
 }
@@ -491,31 +503,31 @@ async fn read_head(rd: &mut Reader, stall: Duration) -> Result<Head, End> {
 struct Burst {
     /// When its first byte was handed to the socket.
     began: Instant,
-    /// Bytes handed to the socket so far.
-    written: Rc<Cell<usize>>,
+    /// Its first byte's place in what the socket has had acknowledged
+    /// (`tcpi_bytes_acked`, [`sendq::sent`]).
+    at: u64,
 }
 
 impl Burst {
     /// What the socket says of the request ending at offset `end`, now.
     fn held(&self, s: &TcpStream, end: usize) -> io::Result<sendq::Held> {
-        let fd = s.as_raw_fd();
-        let unacked = sendq::unacked(fd)?;
+        let sent = sendq::sent(s.as_raw_fd())?;
+        let elapsed = self.began.elapsed();
         Ok(sendq::Held {
-            elapsed: self.began.elapsed(),
-            acked: sendq::request_acked(unacked, self.written.get(), end),
-            since_last_sent: sendq::since_last_sent(fd)?,
+            elapsed,
+            acked: sent.acked >= self.at + end as u64,
+            last_sent_at: elapsed.saturating_sub(sent.since),
         })
     }
 }
 
-/// Verify the response to `r` (of `burst`, ending at offset `end` in it);
-/// `Ok(true)` if it said `Connection: close`.
+/// Verify the response to `r` (of `burst`, ending at offset `end` in it).
 async fn check_response(
     ctx: &Ctx,
     rd: &mut Reader,
     r: &Req,
     (burst, end): (&Burst, usize),
-) -> Result<bool, End> {
+) -> Result<Answer, End> {
     let stall = ctx.cfg.stall;
     let head = read_head(rd, stall).await?;
     let bad = |msg: String| {
@@ -599,7 +611,18 @@ async fn check_response(
             rd.buf.len() - rd.pos
         )));
     }
-    Ok(head.close)
+    Ok(Answer {
+        close: head.close,
+        timed_out,
+    })
+}
+
+/// A response verified.
+struct Answer {
+    /// It said `Connection: close`.
+    close: bool,
+    /// A 408 the server had the right to send.
+    timed_out: bool,
 }
 
 /// Fresh connections after the chaos: a few files, each on its own
