@@ -463,3 +463,57 @@ fn a_408_for_a_body_held_back_is_the_servers_right() {
         assert!(c.tally.mismatches > 0, "{backend:?}: {c:?}");
     }
 }
+
+/// Over TLS: a server that holds a whole GET for the timeout and answers
+/// 408 fails the run under the faulty link's rule, as on a clean link.
+#[test]
+fn over_tls_a_408_for_a_whole_request_is_a_mismatch() {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let ca: CertificateDer<'static> = ck.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(ck.key_pair.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let cfg = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![ca.clone()], key)
+        .unwrap();
+    let cfg = Arc::new(cfg);
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming() {
+            let Ok(s) = s else { continue };
+            let cfg = cfg.clone();
+            std::thread::spawn(move || {
+                let conn = rustls::ServerConnection::new(cfg).unwrap();
+                let mut tls = rustls::StreamOwned::new(conn, s);
+                let mut buf = vec![0u8; 4096];
+                let mut have = Vec::new();
+                while !have.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tls.read(&mut buf) {
+                        Ok(n) if n > 0 => have.extend_from_slice(&buf[..n]),
+                        _ => return,
+                    }
+                }
+                std::thread::sleep(T);
+                let _ = tls.write_all(TIMEOUT_408);
+                let _ = tls.flush();
+            });
+        }
+    });
+    // The TLS chaos clients are blocking threads: no runtime backend.
+    let c = ringkit_bench::torture::tls::run(
+        addr,
+        &ca,
+        4,
+        SEED,
+        Instant::now() + Duration::from_millis(1500),
+        Duration::from_secs(3),
+        Some(T),
+    )
+    .unwrap();
+    assert!(c.mismatches > 0, "{c:?}");
+    assert_eq!(c.timed_out, 0);
+}

@@ -448,7 +448,15 @@ pub fn run(cfg: &TortureConfig, log: &mut dyn FnMut(&str)) -> io::Result<Torture
         }
         TortureMode::Http if ca.is_some() => {
             let ca = ca.as_ref().expect("checked");
-            let counts = tls::run(client_addr, ca, cfg.conns, cfg.seed, stop_at, cfg.stall)?;
+            let counts = tls::run(
+                client_addr,
+                ca,
+                cfg.conns,
+                cfg.seed,
+                stop_at,
+                cfg.stall,
+                chaos.request_timeout,
+            )?;
             let cut = counts.losses + counts.connect_errors;
             let resets = explain_resets(&mut rep, proxy.as_ref(), cut);
             if counts.mismatches + counts.stalls > 0 || cut > resets {

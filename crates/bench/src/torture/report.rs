@@ -176,6 +176,13 @@ impl std::fmt::Display for TortureReport {
                 "  mismatches:       {}   losses: {}   stalls: {}   connect errors: {}",
                 c.mismatches, c.losses, c.stalls, c.connect_errors
             )?;
+            if c.timed_out > 0 {
+                writeln!(
+                    f,
+                    "  timed out:        {} requests answered 408 after the server's request timeout (the faulty link held them back)",
+                    c.timed_out
+                )?;
+            }
             for e in &c.errors {
                 writeln!(f, "    client error: {e}")?;
             }

@@ -55,6 +55,18 @@ pub fn sent(fd: RawFd) -> io::Result<Sent> {
     })
 }
 
+/// Bytes written to `fd` that its peer has not acknowledged yet (unsent
+/// ones included): with [`Sent::acked`] just after a write, where that
+/// write ends in the connection's byte stream.
+pub fn unacked(fd: RawFd) -> io::Result<u64> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ (TIOCOUTQ on a TCP socket) writes one int to `n`.
+    if unsafe { libc::ioctl(fd, libc::TIOCOUTQ, &mut n) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n.max(0) as u64)
+}
+
 /// What the client knows of one request when its 408 arrives.
 #[derive(Debug, Clone, Copy)]
 pub struct Held {

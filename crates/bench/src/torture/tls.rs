@@ -12,6 +12,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use serde::Serialize;
 
 use super::http::{file_id, file_size, FILES};
+use super::sendq;
 use crate::harness::rng::{ByteGen, Rng};
 
 /// What the TLS clients did and saw.
@@ -42,6 +44,10 @@ pub struct TlsCounts {
     pub stalls: u64,
     /// Handshakes or connects that failed.
     pub connect_errors: u64,
+    /// Requests answered 408 that the link had held back past the server's
+    /// request timeout (across a faulty link only, [`super::sendq`]).
+    #[serde(default)]
+    pub timed_out: u64,
     /// The first errors, verbatim.
     pub errors: Vec<String>,
 }
@@ -135,16 +141,39 @@ pub(crate) fn head(s: &mut Tls) -> io::Result<()> {
 enum Got {
     Verified(usize),
     Wrong(String),
+    /// A 408 the server had the right to send; it closes.
+    TimedOut,
 }
 
-/// GET file `i` on `s` and check the answer against the file's bytes.
-fn fetch(s: &mut Tls, seed: u64, i: usize) -> io::Result<Got> {
+/// GET file `i` on `s` and check the answer against the file's bytes. A
+/// 408 passes only under `request_timeout`, for a request the link held
+/// back that long ([`sendq::Held`]).
+fn fetch(s: &mut Tls, seed: u64, i: usize, request_timeout: Option<Duration>) -> io::Result<Got> {
+    let began = Instant::now();
     write!(s, "GET /f{i}.bin HTTP/1.1\r\nHost: t\r\n\r\n")?;
     s.flush()?;
+    // Where the request's ciphertext ends in the connection's byte stream.
+    let fd = s.sock.as_raw_fd();
+    let end = sendq::sent(fd)?.acked + sendq::unacked(fd)?;
     let Some(head) = read_head(s)? else {
         return Ok(Got::Wrong("response head over 16 KiB".into()));
     };
     let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    if let Some(t) = request_timeout.filter(|_| text.starts_with("http/1.1 408")) {
+        let sent = sendq::sent(fd)?;
+        let elapsed = began.elapsed();
+        let held = sendq::Held {
+            elapsed,
+            acked: sent.acked >= end,
+            last_sent_at: elapsed.saturating_sub(sent.since),
+        };
+        if held.may_time_out(t) {
+            return Ok(Got::TimedOut);
+        }
+        return Ok(Got::Wrong(format!(
+            "/f{i}.bin: 408 for a request not held back past the server's {t:?} ({held:?})"
+        )));
+    }
     if !text.starts_with("http/1.1 200") {
         return Ok(Got::Wrong(format!(
             "/f{i}.bin: {}",
@@ -181,6 +210,7 @@ struct Shared {
     losses: AtomicU64,
     stalls: AtomicU64,
     connect_errors: AtomicU64,
+    timed_out: AtomicU64,
     errors: std::sync::Mutex<Vec<String>>,
 }
 
@@ -216,6 +246,7 @@ pub fn run(
     seed: u64,
     stop_at: Instant,
     stall: Duration,
+    request_timeout: Option<Duration>,
 ) -> io::Result<TlsCounts> {
     let cfg = client_config(ca)?;
     let sh = Arc::new(Shared::default());
@@ -241,10 +272,16 @@ pub fn run(
                         }
                         let i = rng.range(1, FILES as u64 - 1) as usize;
                         sh.requests.fetch_add(1, Ordering::Relaxed);
-                        match fetch(&mut s, seed, i) {
+                        match fetch(&mut s, seed, i, request_timeout) {
                             Ok(Got::Verified(n)) => {
                                 sh.verified.fetch_add(1, Ordering::Relaxed);
                                 sh.bytes.fetch_add(n as u64, Ordering::Relaxed);
+                            }
+                            Ok(Got::TimedOut) => {
+                                // Answered, and the server closes.
+                                sh.verified.fetch_add(1, Ordering::Relaxed);
+                                sh.timed_out.fetch_add(1, Ordering::Relaxed);
+                                break;
                             }
                             Ok(Got::Wrong(e)) => {
                                 sh.note(&sh.mismatches, e);
@@ -276,6 +313,7 @@ pub fn run(
         losses: l(&sh.losses),
         stalls: l(&sh.stalls),
         connect_errors: l(&sh.connect_errors),
+        timed_out: l(&sh.timed_out),
         errors,
     })
 }
@@ -290,9 +328,10 @@ pub fn final_check(
     let cfg = client_config(ca)?;
     let mut s = connect(addr, &cfg, stall)?;
     for i in 1..FILES {
-        match fetch(&mut s, seed, i)? {
+        match fetch(&mut s, seed, i, None)? {
             Got::Verified(_) => {}
             Got::Wrong(e) => return Err(io::Error::other(e)),
+            Got::TimedOut => return Err(io::Error::other(format!("/f{i}.bin: 408"))),
         }
     }
     Ok(())
