@@ -200,10 +200,7 @@ fn serve_conn(mut s: TcpStream, bug: Bug, n408: Arc<AtomicU64>) {
             } => {
                 if bug == Bug::TimesOutWholeRequest && post && used == buf.len() {
                     std::thread::sleep(T);
-                    n408.fetch_add(1, Ordering::Relaxed);
-                    let _ = s.write_all(TIMEOUT_408);
-                    let _ = s.shutdown(Shutdown::Write);
-                    return;
+                    return time_out(s, &n408);
                 }
                 answered += 1;
                 let dropped = bug == Bug::DropsResponse && answered % 10 == 0;
@@ -225,12 +222,7 @@ fn serve_conn(mut s: TcpStream, bug: Bug, n408: Arc<AtomicU64>) {
         }
         if bug == Bug::HoldsBack && big_body_pending(&buf) {
             std::thread::sleep(T);
-            n408.fetch_add(1, Ordering::Relaxed);
-            let _ = s.write_all(TIMEOUT_408);
-            let _ = s.shutdown(Shutdown::Write);
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            while matches!(s.read(&mut tmp), Ok(n) if n > 0) {}
-            return;
+            return time_out(s, &n408);
         }
         let mid = !buf.is_empty();
         let _ = s.set_read_timeout(if mid {
@@ -248,12 +240,7 @@ fn serve_conn(mut s: TcpStream, bug: Bug, n408: Arc<AtomicU64>) {
                         std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                     ) =>
             {
-                n408.fetch_add(1, Ordering::Relaxed);
-                let _ = s.write_all(TIMEOUT_408);
-                let _ = s.shutdown(Shutdown::Write);
-                let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                while matches!(s.read(&mut tmp), Ok(n) if n > 0) {}
-                return;
+                return time_out(s, &n408);
             }
             Err(_) => return,
         }
@@ -275,6 +262,17 @@ fn big_body_pending(buf: &[u8]) -> bool {
         .and_then(|x| std::str::from_utf8(x.value).ok()?.trim().parse().ok())
         .unwrap_or(0);
     req.method == Some("POST") && h + cl > buf.len() + 32 * 1024
+}
+
+/// Answer 408 and close, reading what the client still sends first (a
+/// close with unread input would reset the connection).
+fn time_out(mut s: TcpStream, n408: &AtomicU64) {
+    n408.fetch_add(1, Ordering::Relaxed);
+    let _ = s.write_all(TIMEOUT_408);
+    let _ = s.shutdown(Shutdown::Write);
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    let mut tmp = [0u8; 16 * 1024];
+    while matches!(s.read(&mut tmp), Ok(n) if n > 0) {}
 }
 
 fn server(bug: Bug) -> (SocketAddr, Arc<AtomicU64>) {

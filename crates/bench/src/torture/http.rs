@@ -98,9 +98,9 @@ pub struct HttpCounts {
     /// Requests left unanswered after a `Connection: close` response or a
     /// close between requests during shutdown.
     pub unanswered_after_close: u64,
-    /// Requests answered 408 (Request Timeout) at least the server's
-    /// request timeout after their burst began to be written: only across
-    /// a faulty link ([`super::ChaosConfig::request_timeout`]).
+    /// Requests answered 408 (Request Timeout) that the link had held back
+    /// past the server's request timeout ([`sendq::Held`]): only across a
+    /// faulty link ([`super::ChaosConfig::request_timeout`]).
     #[serde(default)]
     pub timed_out: u64,
 }
@@ -511,13 +511,7 @@ struct Burst {
 impl Burst {
     /// What the socket says of the request ending at offset `end`, now.
     fn held(&self, s: &TcpStream, end: usize) -> io::Result<sendq::Held> {
-        let sent = sendq::sent(s.as_raw_fd())?;
-        let elapsed = self.began.elapsed();
-        Ok(sendq::Held {
-            elapsed,
-            acked: sent.acked >= self.at + end as u64,
-            last_sent_at: elapsed.saturating_sub(sent.since),
-        })
+        sendq::Held::now(s.as_raw_fd(), self.began, self.at + end as u64)
     }
 }
 

@@ -80,6 +80,19 @@ pub struct Held {
 }
 
 impl Held {
+    /// What socket `fd` says now of a request written from `began` whose
+    /// last byte is byte `end` of the connection's stream (counted as
+    /// [`Sent::acked`] counts).
+    pub fn now(fd: RawFd, began: std::time::Instant, end: u64) -> io::Result<Held> {
+        let sent = sent(fd)?;
+        let elapsed = began.elapsed();
+        Ok(Held {
+            elapsed,
+            acked: sent.acked >= end,
+            last_sent_at: elapsed.saturating_sub(sent.since),
+        })
+    }
+
     /// Whether a 408 for this request is the server's right under a
     /// request timeout of `timeout`: the timeout has passed since the
     /// burst began (the server's timer starts no earlier), and the request

@@ -160,13 +160,7 @@ fn fetch(s: &mut Tls, seed: u64, i: usize, request_timeout: Option<Duration>) ->
     };
     let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
     if let Some(t) = request_timeout.filter(|_| text.starts_with("http/1.1 408")) {
-        let sent = sendq::sent(fd)?;
-        let elapsed = began.elapsed();
-        let held = sendq::Held {
-            elapsed,
-            acked: sent.acked >= end,
-            last_sent_at: elapsed.saturating_sub(sent.since),
-        };
+        let held = sendq::Held::now(fd, began, end)?;
         if held.may_time_out(t) {
             return Ok(Got::TimedOut);
         }
